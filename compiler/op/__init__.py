@@ -1,0 +1,6 @@
+"""Operators: the registry (attributes, type relations, numpy references) and builder functions.
+
+Compiler layer (``compiler.op``).
+"""
+
+from compiler.op.registry import OpDef, OpPattern, get_def, get_op, list_ops

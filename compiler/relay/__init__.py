@@ -1,0 +1,70 @@
+"""The user-facing ``relay`` namespace, shaped like TVM's ``tvm.relay``.
+
+Compiler layer. ``from compiler import relay`` and write ``relay.var``, ``relay.add``,
+``relay.nn.dense``, ``relay.fromtext``, ``relay.vm.compile`` as with TVM. Names are
+resolved on first use from the modules that define them, so importing ``relay`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {}
+
+
+def _export(module: str, *names: str) -> None:
+    for name in names:
+        _EXPORTS[name] = module
+
+
+_export(
+    "compiler.ir.expr",
+    "Var", "GlobalVar", "Constant", "Op", "Tuple", "TupleGetItem", "Call", "Let", "If",
+    "Function", "Constructor", "Match", "Clause", "Pattern", "PatternWildcard", "PatternVar",
+    "PatternConstructor", "PatternTuple", "Expr", "Span", "var", "const",
+)  # fmt: skip
+_export(
+    "compiler.ir.types",
+    "Type", "TensorType", "TupleType", "FuncType", "TypeVar", "GlobalTypeVar", "TypeCall",
+    "TypeData", "IncompleteType", "Any", "scalar_type",
+)  # fmt: skip
+_export("compiler.ir.attrs", "Attrs")
+_export("compiler.ir.module", "IRModule")
+_export("compiler.ir.structural", "structural_equal", "structural_hash")
+_export("compiler.ir.bind", "bind_params_by_name")
+_export("compiler.text.parser", "fromtext", "parse", "RelaySyntaxError")
+_export("compiler.typing.infer", "RelayTypeError")
+_export("compiler.prelude", "Prelude")
+_export("compiler.executor", "create_executor")
+_export("compiler.build", "build")
+
+_SUBMODULES = {
+    "nn": "compiler.op.nn",
+    "analysis": "compiler.relay.analysis",
+    "transform": "compiler.transform",
+    "vm": "compiler.relay.vm",
+    "op": "compiler.op",
+    "frontend": "compiler.frontend",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(_SUBMODULES[name])
+    elif name in _EXPORTS:
+        module = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        # Operator builder functions (relay.add, relay.sum, ...) live in compiler.op.api.
+        api = importlib.import_module("compiler.op.api")
+        try:
+            module = getattr(api, name)
+        except AttributeError:
+            raise AttributeError(f"module 'relay' has no attribute {name!r}") from None
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    api = importlib.import_module("compiler.op.api")
+    return sorted(set(_EXPORTS) | set(_SUBMODULES) | set(getattr(api, "__all__", ())))

@@ -1,0 +1,204 @@
+"""The relayvm instruction set: every opcode defined once.
+
+Runtime layer (``vm``); imports nothing but the standard library.
+
+Each row of :data:`OPCODES` names an opcode, its number, its operands with their
+kinds and a one-line semantics in register notation. The builder, the verifier,
+the disassembler, the serializer and the interpreter's handler table are all
+derived from this table; a test checks that every opcode has each of them.
+Tools switch on :class:`OperandKind`, never on opcodes.
+
+Notation: ``R[r]`` register ``r`` of the current frame, ``K[i]`` constant ``i``,
+``F[i]`` VM function ``i``, ``P[i]`` primitive (kernel) ``i``, ``pc`` the index
+of the current instruction. Jump offsets are relative to the jumping instruction,
+as in TVM's Relay VM.
+
+Adding an opcode is one row here plus a handler in the interpreter, and bumps
+:data:`serialization` 's format version.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class OperandKind(enum.Enum):
+    """What an operand means; tools check and print operands by kind."""
+
+    REG = "reg"  # a register read
+    DST = "dst"  # a register written
+    REGS = "regs"  # a list of registers read
+    CONST = "const"  # an index into the constant section
+    FUNC = "func"  # an index into the function table
+    PRIM = "prim"  # an index into the primitive (kernel) table
+    IMM = "imm"  # a signed integer immediate
+    OFFSET = "offset"  # a jump, relative to this instruction
+    TAG = "tag"  # a constructor tag (0 is the tuple tag)
+    SHAPE = "shape"  # a list of non-negative integer dimensions
+    DTYPE = "dtype"  # a dtype name such as "float32"
+
+
+class Opcode(enum.IntEnum):
+    """Opcode numbers follow TVM's Relay VM where TVM has the opcode."""
+
+    Move = 0
+    Ret = 1
+    Invoke = 2
+    InvokeClosure = 3
+    InvokePacked = 4
+    AllocTensor = 5
+    AllocTensorReg = 6
+    AllocADT = 7
+    AllocClosure = 8
+    GetField = 9
+    If = 10
+    LoadConst = 11
+    Goto = 12
+    GetTag = 13
+    LoadConsti = 14
+    Fatal = 15
+    AllocStorage = 16
+    ShapeOf = 17
+    ReshapeTensor = 18
+    KillRegister = 20
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One row of the instruction-set table."""
+
+    opcode: Opcode
+    mnemonic: str
+    operands: tuple[tuple[str, OperandKind], ...]
+    semantics: str
+    terminator: bool = False  # control never falls through to pc + 1
+
+    @property
+    def name(self) -> str:
+        return self.opcode.name
+
+    @property
+    def operand_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.operands)
+
+
+R, D, RS = OperandKind.REG, OperandKind.DST, OperandKind.REGS
+C, F, P, I = OperandKind.CONST, OperandKind.FUNC, OperandKind.PRIM, OperandKind.IMM
+O, T, S, DT = OperandKind.OFFSET, OperandKind.TAG, OperandKind.SHAPE, OperandKind.DTYPE
+
+_ROWS = (
+    OpInfo(Opcode.Move, "move", (("src", R), ("dst", D)), "R[dst] := R[src]"),
+    OpInfo(Opcode.Ret, "ret", (("result", R),), "return R[result] to the caller", True),
+    OpInfo(
+        Opcode.Invoke,
+        "invoke",
+        (("func_index", F), ("args", RS), ("dst", D)),
+        "R[dst] := F[func_index](R[args]...)",
+    ),
+    OpInfo(
+        Opcode.InvokeClosure,
+        "invoke_closure",
+        (("closure", R), ("args", RS), ("dst", D)),
+        "R[dst] := F[R[closure].func_index](R[closure].captured..., R[args]...)",
+    ),
+    OpInfo(
+        Opcode.InvokePacked,
+        "invoke_packed",
+        (("prim_index", P), ("args", RS), ("num_outputs", I)),
+        "P[prim_index](inputs..., outputs...): the last num_outputs of args are written in place",
+    ),
+    OpInfo(
+        Opcode.AllocTensor,
+        "alloc_tensor",
+        (("storage", R), ("offset", I), ("shape", S), ("dtype", DT), ("dst", D)),
+        "R[dst] := tensor(shape, dtype) viewing R[storage] at byte offset",
+    ),
+    OpInfo(
+        Opcode.AllocTensorReg,
+        "alloc_tensor_reg",
+        (("storage", R), ("offset", I), ("shape_reg", R), ("dtype", DT), ("dst", D)),
+        "R[dst] := tensor(R[shape_reg], dtype) viewing R[storage] at byte offset",
+    ),
+    OpInfo(
+        Opcode.AllocADT,
+        "alloc_adt",
+        (("tag", T), ("fields", RS), ("dst", D)),
+        "R[dst] := ADT(tag, R[fields]...); tag 0 builds a tuple",
+    ),
+    OpInfo(
+        Opcode.AllocClosure,
+        "alloc_closure",
+        (("func_index", F), ("captured", RS), ("dst", D)),
+        "R[dst] := Closure(func_index, R[captured]...)",
+    ),
+    OpInfo(
+        Opcode.GetField,
+        "get_field",
+        (("object", R), ("index", I), ("dst", D)),
+        "R[dst] := R[object].fields[index]",
+    ),
+    OpInfo(
+        Opcode.If,
+        "if",
+        (("test", R), ("target", R), ("true_offset", O), ("false_offset", O)),
+        "pc += true_offset if R[test] == R[target] else false_offset",
+    ),
+    OpInfo(
+        Opcode.LoadConst,
+        "load_const",
+        (("const_index", C), ("dst", D)),
+        "R[dst] := K[const_index]",
+    ),
+    OpInfo(Opcode.Goto, "goto", (("offset", O),), "pc += offset", True),
+    OpInfo(
+        Opcode.GetTag,
+        "get_tag",
+        (("object", R), ("dst", D)),
+        "R[dst] := int32 scalar holding R[object].tag",
+    ),
+    OpInfo(
+        Opcode.LoadConsti,
+        "load_consti",
+        (("value", I), ("dst", D)),
+        "R[dst] := int64 scalar holding value",
+    ),
+    OpInfo(Opcode.Fatal, "fatal", (), "raise VMError (no match clause applied)", True),
+    OpInfo(
+        Opcode.AllocStorage,
+        "alloc_storage",
+        (("size", R), ("alignment", I), ("dtype_hint", DT), ("dst", D)),
+        "R[dst] := storage of R[size] bytes",
+    ),
+    OpInfo(
+        Opcode.ShapeOf,
+        "shape_of",
+        (("tensor", R), ("dst", D)),
+        "R[dst] := int64 vector holding R[tensor].shape",
+    ),
+    OpInfo(
+        Opcode.ReshapeTensor,
+        "reshape_tensor",
+        (("tensor", R), ("newshape", R), ("dst", D)),
+        "R[dst] := view of R[tensor] with shape R[newshape] (no copy)",
+    ),
+    OpInfo(
+        Opcode.KillRegister,
+        "kill_register",
+        (("reg", D),),
+        "R[reg] := empty (drops the reference so its memory can be reused)",
+    ),
+)
+
+#: Opcode -> its row, in opcode order. The one table everything derives from.
+OPCODES: dict[Opcode, OpInfo] = {row.opcode: row for row in sorted(_ROWS, key=lambda r: r.opcode)}
+
+#: Mnemonic -> opcode, for the assembler's text form.
+BY_MNEMONIC: dict[str, Opcode] = {row.mnemonic: row.opcode for row in _ROWS}
+
+#: Kinds whose operand value is a single register number.
+REGISTER_KINDS = frozenset({OperandKind.REG, OperandKind.DST})
+
+assert len(OPCODES) == len(Opcode), "every Opcode needs exactly one row"
+
+del R, D, RS, C, F, P, I, O, T, S, DT

@@ -1,0 +1,106 @@
+"""Plain-data pieces of an executable: instructions, functions, type specs, constructors, primitives.
+
+Runtime layer (``vm``); imports ``vm.isa`` only.
+
+Everything here is immutable plain data (ints, strings, tuples, dicts of plain
+data, numpy arrays for constants) so that saving and loading are mirror images and
+nothing in a file is ever run as code.
+
+Type specs
+----------
+A *type spec* describes a parameter or result type with plain data, so the VM can
+check arguments without the compiler:
+
+- ``("tensor", (d0, d1, ...), dtype)``: a tensor; a dimension of ``-1`` is ``?``.
+- ``("tuple", (spec, ...))``: a tuple.
+- ``("adt", type_name)``: a value of the algebraic data type ``type_name``.
+- ``("func",)``: a closure.
+- ``("any",)``: anything (a type variable of a polymorphic function).
+
+Kernel descriptions
+-------------------
+A primitive's *description* is a small dataflow graph, plain data, from which the
+runtime builds (or finds in its cache) one numba kernel::
+
+    {
+      "inputs":  [[dtype, ndim], ...],          # the kernel's tensor inputs, in order
+      "outputs": [[dtype, ndim], ...],          # its outputs, written in place
+      "nodes": [                               # operator applications in topological order
+        {"op": "add", "args": [0, 1], "attrs": {...}, "outputs": [[dtype, ndim], ...]},
+        ...
+      ],
+      "results": [value_index, ...],           # which values are the kernel's outputs
+    }
+
+Values are numbered in order: the inputs first (``0 .. len(inputs)-1``), then each
+node's outputs in order (most operators have one output; ``split`` has several).
+A single-operator primitive has one node; a fused group has several. Attribute
+values are plain data (bool, int, float, str, None, lists of them). Shapes are not
+part of a description: kernels are generic over shapes, and read them from their
+arguments, so one compiled kernel serves every shape with the same structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vm.isa import OPCODES, Opcode
+
+TypeSpec = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """One instruction: an opcode and its operands in the order of its ISA row.
+
+    Register lists and shapes are tuples of ints; a dtype is a string.
+    """
+
+    opcode: Opcode
+    operands: tuple[Any, ...]
+
+    def __getattr__(self, name: str) -> Any:
+        info = OPCODES[object.__getattribute__(self, "opcode")]
+        try:
+            index = info.operand_names.index(name)
+        except ValueError:
+            raise AttributeError(f"{info.name} has no operand {name!r}") from None
+        return object.__getattribute__(self, "operands")[index]
+
+
+@dataclass(frozen=True)
+class VMFunction:
+    """A function of the executable.
+
+    Parameters occupy registers ``0 .. len(params)-1``.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    param_types: tuple[TypeSpec, ...]
+    ret_type: TypeSpec
+    register_file_size: int
+    instructions: tuple[Instruction, ...]
+
+    @property
+    def arity(self) -> int:
+        return len(self.params)
+
+
+@dataclass(frozen=True)
+class ConstructorInfo:
+    """A constructor of an algebraic data type: its tag, name, field count and type name."""
+
+    tag: int
+    name: str
+    arity: int
+    type_name: str
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """A kernel: its name (``vm_mod_fused_add`` style) and structured description."""
+
+    name: str
+    description: dict[str, Any] = field(hash=False, compare=True)

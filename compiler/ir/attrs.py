@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 def _freeze(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalar
+    if hasattr(value, "item") and hasattr(value, "dtype") and not isinstance(value, type):
         return value.item()  # type: ignore[union-attr]
     return value
 

@@ -44,7 +44,8 @@ class OpTypeError(TypeError):
 class AttrSpec:
     """One attribute of an operator.
 
-    ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``ints``
+    ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``dtype_or_empty``
+    (a dtype, or ``""`` meaning "the input's dtype", TVM's ``out_dtype`` convention), ``ints``
     (a tuple of ints), ``int_or_ints`` (an int or a tuple of ints, kept as given),
     ``any``. ``optional`` allows ``None``. ``choices`` restricts strings.
     """
@@ -136,6 +137,15 @@ def _coerce_attr(op: str, spec: AttrSpec, value: object) -> object:
         from compiler.ir.types import normalize_dtype
 
         value = normalize_dtype(value)
+    elif kind == "dtype_or_empty":
+        # TVM's out_dtype="" convention: empty means "the input's dtype".
+        from compiler.ir.types import normalize_dtype
+
+        if value != "":
+            try:
+                value = normalize_dtype(value)
+            except TypeError as exc:
+                raise TypeError(f"{where}: {exc}") from None
     elif kind in ("ints", "int_or_ints"):
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             value = int(value) if kind == "int_or_ints" else (int(value),)

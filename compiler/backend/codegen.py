@@ -1,0 +1,526 @@
+"""Bytecode generation: a lowered IRModule becomes a ``vm.Executable`` through ``vm.builder``.
+
+Compiler layer (``compiler.backend``).
+
+Input: a type-checked module after primitive extraction, A-normal form and lambda
+lifting (see :mod:`compiler.relay.vm`). Every global function becomes one VM function
+(a ``Closure=1`` global is flattened: captured values first, then the parameters), with
+function indices declared up front in module order so calls can precede their callees.
+Parameters live in registers ``0 .. n-1``; every other value gets a fresh register
+(no reuse yet). The rules follow TVM's Relay VM compiler:
+
+- constant -> ``LoadConst`` (the builder interns constants); variable -> its register;
+- tuple -> ``AllocADT`` tag 0; projection -> ``GetField``; ``let`` -> the value's register;
+- ``if`` -> ``LoadConsti 1; If cond one 1 else; <then>; Move; Goto end; else: <else>; Move``;
+- ``match`` -> one decision tree per clause in order (:mod:`.match_compiler`), each body
+  moved into one merge register, ``Fatal`` when nothing matches;
+- call of a global -> ``Invoke`` (``AllocClosure`` with the captured values for a
+  ``Closure=1`` global); of a constructor -> ``AllocADT``; of a primitive function ->
+  ``AllocTensor`` per output then ``InvokePacked``; of anything else -> ``InvokeClosure``;
+- a global used as a value -> ``AllocClosure`` with nothing captured.
+
+Kernel outputs of static shape are carved out of one ``AllocStorage`` per function,
+emitted first, each output at its own 64-byte aligned offset. Compilation walks the
+program with an explicit task stack, so deep programs need no Python recursion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any as AnyT
+
+import numpy as np
+from vm.builder import ExecutableBuilder, FunctionBuilder, Label
+from vm.isa import Opcode
+
+from compiler.backend.kernel_desc import PrimitiveNames, describe_primitive
+from compiler.backend.match_compiler import emit_pattern, is_irrefutable
+from compiler.backend.type_specs import tensor_leaves, type_spec
+from compiler.ir.expr import (
+    Call,
+    Clause,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Op,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from compiler.ir.module import IRModule
+from compiler.ir.types import Any, FuncType, TensorType, TupleType, Type
+from compiler.ir.visitor import let_chain, post_order
+from compiler.passes.typed_rewrite import is_closure, is_primitive, known_type
+
+#: Byte alignment of every kernel output inside a function's storage.
+ALIGNMENT = 64
+
+#: Dtype hint of a function's storage: it is a plain byte buffer shared by all outputs.
+STORAGE_DTYPE = "uint8"
+
+
+class CodegenError(ValueError):
+    """The module cannot be turned into bytecode; the message names the construct and where."""
+
+
+def compile_module(mod: IRModule) -> AnyT:
+    """Generate the executable of a lowered module.
+
+    Parameters
+    ----------
+    mod : IRModule
+        Type-checked, with operators only inside primitive functions, in A-normal form
+        and lambda-lifted (:func:`compiler.relay.vm.optimize` produces this).
+
+    Returns
+    -------
+    vm.Executable
+        The verified executable: one VM function per global, in module order.
+
+    Raises
+    ------
+    CodegenError
+        If the module holds something the VM cannot run yet (such as a kernel output of
+        dynamic shape) or was not lowered first.
+    """
+    builder = ExecutableBuilder()
+    for ctor in mod.constructors:
+        builder.add_constructor(ctor.tag, ctor.name_hint, len(ctor.inputs), ctor.belong_to.name_hint)
+    context = _ModuleContext(mod, builder)
+    for gvar, func in mod.functions.items():
+        if is_primitive(func):
+            raise CodegenError(
+                f"global @{gvar.name_hint} is a primitive function; primitive functions are "
+                "compiled as kernels where they are called, not as globals"
+            )
+        builder.declare(gvar.name_hint)
+    for gvar, func in mod.functions.items():
+        builder.add_function(_FunctionCompiler(context, gvar.name_hint, func).compile())
+    return builder.build()
+
+
+class _ModuleContext:
+    """What every function's compilation shares: the builder, the globals, the kernels."""
+
+    def __init__(self, mod: IRModule, builder: ExecutableBuilder) -> None:
+        self.mod = mod
+        self.builder = builder
+        self.names = PrimitiveNames()
+        self._kernels: dict[int, tuple[int, Function]] = {}
+
+    def global_info(self, gvar: GlobalVar) -> tuple[int, Function]:
+        try:
+            func = self.mod[gvar]
+        except KeyError:
+            raise CodegenError(f"call of @{gvar.name_hint}, which the module does not define") from None
+        return self.builder.function_index(gvar.name_hint), func
+
+    def kernel_index(self, func: Function) -> int:
+        """The primitive index of a primitive function (described and named once)."""
+        cached = self._kernels.get(id(func))
+        if cached is None:
+            base, description = describe_primitive(func)
+            name = self.names.name(base, description)
+            cached = (self.builder.add_primitive(name, description), func)
+            self._kernels[id(func)] = cached  # the function is kept alive with its id
+        return cached[0]
+
+
+Task = tuple[Callable[[AnyT], None], AnyT]
+
+
+class _FunctionCompiler:
+    def __init__(self, context: _ModuleContext, name: str, func: Function) -> None:
+        self.context = context
+        self.name = name
+        self.func = func
+        self.env: dict[Var, int] = {}
+        self.tasks: list[Task] = []
+        self.regs: list[int] = []
+        self.storage = -1
+        self.offsets: dict[int, list[int]] = {}
+        # Failure labels of the match clauses being compiled, innermost last.
+        self._fail: list[Label] = []
+
+    # --- entry ----------------------------------------------------------------------------
+
+    def compile(self) -> FunctionBuilder:
+        func = self.func
+        params = list(func.params)
+        body = func.body
+        ret: Type | None = func.ret_type
+        if ret is None and isinstance(func._checked_type, FuncType):
+            ret = func._checked_type.ret_type
+        if is_closure(func):
+            # Captured values first, then the inner function's parameters (TVM's convention).
+            inner = func.body
+            if not isinstance(inner, Function):
+                raise CodegenError(f"closure global @{self.name} does not return a function")
+            params += inner.params
+            body = inner.body
+            ret = inner.ret_type
+            if ret is None and isinstance(inner._checked_type, FuncType):
+                ret = inner._checked_type.ret_type
+        if ret is None:
+            ret = known_type(body)
+        param_types = [self._spec(known_type(p), f"parameter %{p.name_hint}") for p in params]
+        self.fb = self.context.builder.function(
+            self.name,
+            [p.name_hint for p in params],
+            param_types,
+            self._spec(ret, "result"),
+        )
+        for index, param in enumerate(params):
+            self.env[param] = index
+        self._plan_storage(body)
+        self._push((self._expr, body))
+        self._run()
+        result = self.regs.pop()
+        assert not self.regs, "every value is consumed"
+        self.fb.emit(Opcode.Ret, result)
+        return self.fb
+
+    def _spec(self, ty: Type | None, what: str) -> AnyT:
+        if ty is None:
+            raise CodegenError(
+                f"{what} of @{self.name} has no type; run type inference before code generation"
+            )
+        return type_spec(ty)
+
+    def _push(self, *tasks: Task) -> None:
+        """Schedule ``tasks`` to run next, in the order given."""
+        self.tasks.extend(reversed(tasks))
+
+    def _run(self) -> None:
+        tasks = self.tasks
+        while tasks:
+            handler, arg = tasks.pop()
+            handler(arg)
+
+    def _error(self, message: str) -> CodegenError:
+        return CodegenError(f"in @{self.name}: {message}")
+
+    # --- storage for kernel outputs ---------------------------------------------------------
+
+    def _plan_storage(self, body: Expr) -> None:
+        """Give every kernel output of the function its offset in one storage, allocated first."""
+        total = 0
+        for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
+            if not (isinstance(node, Call) and is_primitive(node.op)):
+                continue
+            offsets = []
+            for leaf in self._output_leaves(node):
+                total = -(-total // ALIGNMENT) * ALIGNMENT
+                offsets.append(total)
+                shape = leaf.concrete_shape
+                total += int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
+            self.offsets[id(node)] = offsets
+        if not self.offsets:
+            return
+        size = self.fb.reg()
+        self.fb.emit(Opcode.LoadConsti, total, size)
+        self.storage = self.fb.reg()
+        self.fb.emit(Opcode.AllocStorage, size, ALIGNMENT, STORAGE_DTYPE, self.storage)
+
+    def _output_leaves(self, call: Call) -> list[TensorType]:
+        ty = call._checked_type
+        ops = _op_names(call.op)
+        if ty is None:
+            raise self._error(f"the call of operator {ops} has no type; run type inference first")
+        leaves = tensor_leaves(ty)
+        for leaf in leaves:
+            if any(isinstance(d, Any) for d in leaf.shape):
+                raise self._error(
+                    f"operator {ops} produces {ty}, whose shape is only known at run time; "
+                    "outputs of dynamic shape are not supported by the VM compiler yet"
+                )
+        return leaves
+
+    # --- expressions -------------------------------------------------------------------------
+
+    def _expr(self, expr: Expr) -> None:
+        """Compile ``expr``; its register ends up on top of ``self.regs``."""
+        fb = self.fb
+        if isinstance(expr, Var):
+            reg = self.env.get(expr)
+            if reg is None:
+                raise self._error(f"variable %{expr.name_hint} is used outside its scope")
+            self.regs.append(reg)
+        elif isinstance(expr, Constant):
+            dst = fb.reg()
+            fb.emit(Opcode.LoadConst, self.context.builder.add_constant(expr.data), dst)
+            self.regs.append(dst)
+        elif isinstance(expr, GlobalVar):
+            index, func = self.context.global_info(expr)
+            if is_closure(func):
+                raise self._error(
+                    f"closure global @{expr.name_hint} is used as a value without its captured values"
+                )
+            dst = fb.reg()
+            fb.emit(Opcode.AllocClosure, index, (), dst)
+            self.regs.append(dst)
+        elif isinstance(expr, Constructor):
+            if expr.inputs:
+                raise self._error(
+                    f"constructor {expr.name_hint} is used as a value; eta-expand it "
+                    "(compiler.passes.eta_expand) before code generation"
+                )
+            self._alloc_adt(expr)
+        elif isinstance(expr, Let):
+            bindings, tail = let_chain(expr)
+            steps: list[Task] = []
+            for let in bindings:
+                if isinstance(let.value, Function):
+                    raise self._error(
+                        f"%{let.var.name_hint} is bound to a local function; run lambda "
+                        "lifting (compiler.passes.lambda_lift) before code generation"
+                    )
+                steps.append((self._expr, let.value))
+                steps.append((self._bind, let.var))
+            steps.append((self._expr, tail))
+            self._push(*steps)
+        elif isinstance(expr, Tuple):
+            self._push(*((self._expr, f) for f in expr.fields), (self._alloc_tuple, len(expr.fields)))
+        elif isinstance(expr, TupleGetItem):
+            self._push((self._expr, expr.tuple_value), (self._get_field, expr.index))
+        elif isinstance(expr, Call):
+            self._call(expr)
+        elif isinstance(expr, If):
+            self._push((self._expr, expr.cond), (self._if, expr))
+        elif isinstance(expr, Match):
+            self._push((self._expr, expr.data), (self._match, expr))
+        elif isinstance(expr, Op):
+            raise self._error(
+                f"operator {expr.name} is used as a value; wrap it in a function, "
+                f"e.g. fn (%a, %b) {{ {expr.name}(%a, %b) }}"
+            )
+        elif isinstance(expr, Function):
+            what = "primitive function" if is_primitive(expr) else "local function"
+            raise self._error(
+                f"a {what} is used as a value; run primitive extraction and lambda lifting "
+                "before code generation"
+            )
+        else:
+            raise self._error(f"cannot compile a {type(expr).__name__}")
+
+    def _bind(self, var: Var) -> None:
+        self.env[var] = self.regs.pop()
+
+    def _pop(self, count: int) -> list[int]:
+        if not count:
+            return []
+        regs = self.regs[-count:]
+        del self.regs[-count:]
+        return regs
+
+    def _alloc_tuple(self, count: int) -> None:
+        dst = self.fb.reg()
+        self.fb.emit(Opcode.AllocADT, 0, self._pop(count), dst)
+        self.regs.append(dst)
+
+    def _get_field(self, index: int) -> None:
+        dst = self.fb.reg()
+        self.fb.emit(Opcode.GetField, self.regs.pop(), index, dst)
+        self.regs.append(dst)
+
+    def _alloc_adt(self, ctor: Constructor) -> None:
+        dst = self.fb.reg()
+        self.fb.emit(Opcode.AllocADT, ctor.tag, self._pop(len(ctor.inputs)), dst)
+        self.regs.append(dst)
+
+    # --- calls -------------------------------------------------------------------------------
+
+    def _call(self, call: Call) -> None:
+        callee = call.op
+        args = tuple((self._expr, a) for a in call.args)
+        if isinstance(callee, GlobalVar):
+            self._push(*args, (self._invoke, call))
+        elif isinstance(callee, Constructor):
+            if len(call.args) != len(callee.inputs):
+                raise self._error(
+                    f"constructor {callee.name_hint} takes {len(callee.inputs)} fields, "
+                    f"given {len(call.args)}"
+                )
+            self._push(*args, (self._alloc_adt, callee))
+        elif is_primitive(callee):
+            self._push(*args, (self._invoke_packed, call))
+        elif isinstance(callee, Op):
+            raise self._error(
+                f"operator {callee.name} is called outside a primitive function; run "
+                "primitive extraction (compiler.passes.wrap_primitives) before code generation"
+            )
+        elif isinstance(callee, Function):
+            raise self._error(
+                "a local function is called directly; run lambda lifting before code generation"
+            )
+        else:
+            self._push((self._expr, callee), *args, (self._invoke_closure, len(call.args)))
+
+    def _invoke(self, call: Call) -> None:
+        assert isinstance(call.op, GlobalVar)
+        index, func = self.context.global_info(call.op)
+        args = self._pop(len(call.args))
+        dst = self.fb.reg()
+        if is_closure(func):
+            self.fb.emit(Opcode.AllocClosure, index, args, dst)
+        else:
+            self.fb.emit(Opcode.Invoke, index, args, dst)
+        self.regs.append(dst)
+
+    def _invoke_closure(self, count: int) -> None:
+        args = self._pop(count)
+        closure = self.regs.pop()
+        dst = self.fb.reg()
+        self.fb.emit(Opcode.InvokeClosure, closure, args, dst)
+        self.regs.append(dst)
+
+    def _invoke_packed(self, call: Call) -> None:
+        func = call.op
+        assert isinstance(func, Function)
+        fb = self.fb
+        args = self._pop(len(call.args))
+        inputs: list[int] = []
+        for param, reg in zip(func.params, args):
+            ty = known_type(param)
+            if ty is None:
+                raise self._error(
+                    f"primitive parameter %{param.name_hint} has no type; run type inference first"
+                )
+            inputs.extend(self._tensor_registers(ty, reg))
+        leaves = self._output_leaves(call)
+        outputs = []
+        for leaf, offset in zip(leaves, self.offsets[id(call)]):
+            dst = fb.reg()
+            fb.emit(Opcode.AllocTensor, self.storage, offset, leaf.concrete_shape, leaf.dtype, dst)
+            outputs.append(dst)
+        index = self.context.kernel_index(func)
+        fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
+        assert call._checked_type is not None
+        self.regs.append(self._assemble(call._checked_type, outputs))
+
+    def _tensor_registers(self, ty: Type, reg: int) -> list[int]:
+        """Registers of the tensors inside a value of type ``ty`` (tuples are projected)."""
+        out: list[int] = []
+        stack: list[tuple[Type, int]] = [(ty, reg)]
+        while stack:
+            t, r = stack.pop()
+            if not isinstance(t, TupleType):
+                out.append(r)
+                continue
+            fields = []
+            for index, field_type in enumerate(t.fields):
+                field = self.fb.reg()
+                self.fb.emit(Opcode.GetField, r, index, field)
+                fields.append((field_type, field))
+            stack.extend(reversed(fields))
+        return out
+
+    def _assemble(self, ty: Type, outputs: list[int]) -> int:
+        """The register holding a value of type ``ty`` built from kernel outputs in order."""
+        if isinstance(ty, TensorType):
+            return outputs[0]
+        leaves = iter(outputs)
+        done: dict[int, int] = {}
+        stack: list[tuple[Type, bool]] = [(ty, False)]
+        while stack:
+            t, expanded = stack.pop()
+            if isinstance(t, TensorType):
+                done[id(t)] = next(leaves)
+            elif not expanded:
+                assert isinstance(t, TupleType)
+                stack.append((t, True))
+                stack.extend((f, False) for f in reversed(t.fields))
+            else:
+                dst = self.fb.reg()
+                self.fb.emit(Opcode.AllocADT, 0, [done[id(f)] for f in t.fields], dst)
+                done[id(t)] = dst
+        return done[id(ty)]
+
+    # --- control flow ------------------------------------------------------------------------
+
+    def _if(self, expr: If) -> None:
+        fb = self.fb
+        cond = self.regs.pop()
+        one = fb.reg()
+        fb.emit(Opcode.LoadConsti, 1, one)
+        otherwise, end = fb.label(), fb.label()
+        fb.emit(Opcode.If, cond, one, 1, otherwise)
+        merge = fb.reg()
+        self._push(
+            (self._expr, expr.true_branch),
+            (self._branch_done, (merge, end, otherwise)),
+            (self._expr, expr.false_branch),
+            (self._branch_done, (merge, None, end)),
+            (self._result, merge),
+        )
+
+    def _branch_done(self, arg: tuple[int, Label | None, Label]) -> None:
+        """Move the branch's value into the merge register, jump to ``end`` (if given) and
+        place ``label`` where the code continues."""
+        merge, end, label = arg
+        self.fb.emit(Opcode.Move, self.regs.pop(), merge)
+        if end is not None:
+            self.fb.emit(Opcode.Goto, end)
+        self.fb.place(label)
+
+    def _result(self, reg: int) -> None:
+        self.regs.append(reg)
+
+    def _match(self, expr: Match) -> None:
+        data = self.regs.pop()
+        merge = self.fb.reg()
+        end = self.fb.label()
+        clauses: list[Clause] = []
+        for clause in expr.clauses:
+            clauses.append(clause)
+            if is_irrefutable(clause.lhs):
+                break  # later clauses can never run
+        if not clauses:
+            raise self._error("match has no clauses")
+        steps: list[Task] = []
+        for i, clause in enumerate(clauses):
+            last = i == len(clauses) - 1
+            exhaustive_end = last and is_irrefutable(clause.lhs)
+            steps.append((self._clause_start, (clause, data)))
+            steps.append((self._expr, clause.rhs))
+            steps.append((self._clause_done, (merge, None if exhaustive_end else end)))
+        if not is_irrefutable(clauses[-1].lhs):
+            steps.append((self._fatal, None))
+        steps.append((self._place_result, (end, merge)))
+        self._push(*steps)
+
+    def _clause_start(self, arg: tuple[Clause, int]) -> None:
+        clause, data = arg
+        fail = self.fb.label()
+        emit_pattern(self.fb, clause.lhs, data, fail, self.env)
+        self._fail.append(fail)
+
+    def _clause_done(self, arg: tuple[int, Label | None]) -> None:
+        merge, end = arg
+        self.fb.emit(Opcode.Move, self.regs.pop(), merge)
+        if end is not None:
+            self.fb.emit(Opcode.Goto, end)
+        # The next clause (or the Fatal) starts where this clause's tests jump on failure.
+        self.fb.place(self._fail.pop())
+
+    def _fatal(self, _: None) -> None:
+        self.fb.emit(Opcode.Fatal)
+
+    def _place_result(self, arg: tuple[Label, int]) -> None:
+        end, merge = arg
+        self.fb.place(end)
+        self.regs.append(merge)
+
+
+def _op_names(callee: Expr) -> str:
+    """The operators called inside a primitive function, for error messages."""
+    names = []
+    for node in post_order(callee):
+        if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name not in names:
+            names.append(node.op.name)
+    return "+".join(names) or "call"

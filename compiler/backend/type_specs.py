@@ -1,0 +1,83 @@
+"""Relay types as the plain-data type specs of ``vm.program`` (what the VM checks arguments against).
+
+Compiler layer (``compiler.backend``).
+
+Mapping: ``Tensor[(2, ?), float32]`` -> ``("tensor", (2, -1), "float32")``; a tuple type ->
+``("tuple", (spec, ...))``; an algebraic data type (``List[A]``) -> ``("adt", "List")``;
+a function type -> ``("func",)``; a type variable (a polymorphic parameter) ->
+``("any",)``. Also here: flattening a (possibly nested) tuple type into its tensor leaves,
+which is how kernels see tuple inputs and outputs.
+"""
+
+from __future__ import annotations
+
+from vm.program import TypeSpec
+
+from compiler.ir.types import (
+    Any,
+    FuncType,
+    GlobalTypeVar,
+    IncompleteType,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeVar,
+)
+
+
+def type_spec(ty: Type) -> TypeSpec:
+    """The ``vm.program`` type spec of ``ty``.
+
+    Raises
+    ------
+    TypeError
+        If ``ty`` is not a type a VM value can have (an unsolved ``IncompleteType``).
+    """
+    results: dict[int, TypeSpec] = {}
+    stack: list[tuple[Type, bool]] = [(ty, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if isinstance(node, TupleType):
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((f, False) for f in reversed(node.fields))
+                continue
+            results[id(node)] = ("tuple", tuple(results[id(f)] for f in node.fields))
+        elif isinstance(node, TensorType):
+            dims = tuple(-1 if isinstance(d, Any) else int(d) for d in node.shape)
+            results[id(node)] = ("tensor", dims, node.dtype)
+        elif isinstance(node, TypeCall):
+            results[id(node)] = ("adt", node.func.name_hint)
+        elif isinstance(node, GlobalTypeVar):
+            results[id(node)] = ("adt", node.name_hint)
+        elif isinstance(node, FuncType):
+            results[id(node)] = ("func",)
+        elif isinstance(node, TypeVar):
+            results[id(node)] = ("any",)
+        elif isinstance(node, IncompleteType):
+            raise TypeError("a type was left unsolved by type inference; cannot describe it to the VM")
+        else:
+            raise TypeError(f"cannot describe type {type(node).__name__} to the VM")
+    return results[id(ty)]
+
+
+def tensor_leaves(ty: Type) -> list[TensorType]:
+    """The tensor types of a tensor or (nested) tuple type, depth first, left to right.
+
+    Raises
+    ------
+    TypeError
+        If a leaf is not a tensor type (kernels only take and produce tensors).
+    """
+    out: list[TensorType] = []
+    stack: list[Type] = [ty]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TupleType):
+            stack.extend(reversed(node.fields))
+        elif isinstance(node, TensorType):
+            out.append(node)
+        else:
+            raise TypeError(f"expected a tensor or a tuple of tensors, found {node}")
+    return out

@@ -1,0 +1,767 @@
+"""``relay.create_executor``: run a module's ``main`` on the reference interpreter or the VM.
+
+Compiler layer. Kinds:
+
+- ``"debug"``: type-checks the module, then evaluates it with
+  :class:`compiler.interpreter.Interpreter` (the oracle the other backends are tested against);
+- ``"vm"``: compiles with ``compiler.relay.vm.compile`` and runs on
+  ``vm.interpreter.VirtualMachine``;
+- ``"graph"``: for programs without control flow; programs using ``if``, ``match``, ADTs,
+  closures or recursion are rejected with an error naming the construct, the others run on
+  the VM.
+
+Every kind converts and checks the arguments of ``main`` the same way (the rules are in
+:func:`convert_arguments`), so errors read alike whichever backend runs the program.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.interpreter import ConstructorValue, Interpreter, InterpreterClosure
+from compiler.ir.expr import (
+    Call,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Var,
+    const,
+)
+from compiler.ir.module import IRModule
+from compiler.ir.types import (
+    FuncType,
+    GlobalTypeVar,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeVar,
+)
+from compiler.ir.visitor import free_vars, post_order, substitute
+from compiler.op.typerel import fmt_type
+from vm.objects import ADT
+from vm.objects import Closure as VMClosure
+
+__all__ = [
+    "DebugExecutor",
+    "Executor",
+    "GraphExecutor",
+    "VMExecutor",
+    "convert_arguments",
+    "create_executor",
+]
+
+_TARGETS = ("cpu", "llvm")
+
+
+# --- type names and value descriptions for messages -------------------------------------------
+
+
+def type_text(ty: Type | None) -> str:
+    """A type as the text format writes it (without needing the printer)."""
+    if ty is None:
+        return "any value"
+    if isinstance(ty, TypeCall):
+        return f"{ty.func.name_hint}[{', '.join(type_text(a) for a in ty.args)}]"
+    if isinstance(ty, (GlobalTypeVar, TypeVar)):
+        return ty.name_hint
+    if isinstance(ty, TupleType):
+        inner = ", ".join(type_text(f) for f in ty.fields)
+        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
+    if isinstance(ty, FuncType):
+        args = ", ".join(type_text(a) for a in ty.arg_types)
+        return f"fn ({args}) -> {type_text(ty.ret_type)}"
+    return fmt_type(ty)
+
+
+def _received(value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    if isinstance(value, np.generic):
+        return f"a numpy {value.dtype} scalar"
+    if isinstance(value, (bool, int, float)):
+        return f"Python {type(value).__name__} {value!r}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    if isinstance(value, ADT):
+        return f"an ADT value built by {value.constructor or f'tag {value.tag}'}"
+    if isinstance(value, (InterpreterClosure, ConstructorValue, VMClosure)):
+        return "a function value"
+    return f"a {type(value).__name__}"
+
+
+# --- argument conversion ------------------------------------------------------------------------
+
+
+def _python_scalar(value: bool | int | float, dtype: str, where: str, expected: str) -> np.ndarray:
+    """A Python scalar as a 0-d array of ``dtype``, if the value is representable.
+
+    Rules: a ``bool`` parameter takes only ``bool``; integer parameters take ``bool`` and
+    ``int`` within their range (never ``float``: that would silently truncate); float
+    parameters take ``bool``, ``int`` and ``float`` within their finite range (rounding to
+    the nearest representable value, as any float literal does).
+    """
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        if not isinstance(value, bool):
+            raise TypeError(f"{where} expects {expected} but received {_received(value)}")
+        return np.array(value, dtype="bool")
+    if kind in "iu":
+        if isinstance(value, float):
+            raise TypeError(
+                f"{where} expects {expected} but received {_received(value)}; "
+                "pass an int or a numpy array to make the conversion explicit"
+            )
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise ValueError(
+                f"{where} expects {expected} but received {_received(value)}, which {dtype} "
+                f"cannot represent (range {info.min} to {info.max})"
+            )
+        return np.array(int(value), dtype=dtype)
+    if isinstance(value, float) and not math.isfinite(value):
+        return np.array(value, dtype=dtype)  # nan and inf exist in every float dtype
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    largest = float(np.finfo(dtype).max)
+    if abs(number) > largest:
+        raise ValueError(
+            f"{where} expects {expected} but received {_received(value)}, which {dtype} "
+            f"cannot represent (largest magnitude {largest:g})"
+        )
+    return np.array(number, dtype=dtype)
+
+
+def _tensor(value: object, ty: TensorType, where: str) -> np.ndarray:
+    expected = type_text(ty)
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, np.generic):
+        array = np.asarray(value)
+    elif isinstance(value, (bool, int, float)):
+        array = _python_scalar(value, ty.dtype, where, expected)
+    else:
+        raise TypeError(f"{where} expects {expected} but received {_received(value)}")
+    if array.dtype.name != ty.dtype or array.dtype.kind == "V":
+        raise TypeError(
+            f"{where} expects {expected} but received {_received(value)} (dtype {array.dtype})"
+        )
+    if array.ndim != len(ty.shape) or any(
+        isinstance(d, int) and d != n for d, n in zip(ty.shape, array.shape)
+    ):
+        raise ValueError(
+            f"{where} expects {expected} but received {_received(value)} "
+            f"(shape {tuple(array.shape)})"
+        )
+    return _contiguous(array)
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` in native byte order and C order (``np.ascontiguousarray`` would make a 0-d
+    array 1-d)."""
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")
+    return array
+
+
+def _untyped(value: object, where: str) -> object:
+    """A value for a parameter of unknown or polymorphic type: Python scalars follow
+    ``relay.const``'s rules (bool, int32, float32)."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        return const(value).data.copy()
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, np.ndarray):
+        return _contiguous(value)
+    return value
+
+
+def convert_arguments(
+    func_name: str,
+    params: Sequence[str],
+    param_types: Sequence[Type | None],
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
+    function_types: tuple[type, ...],
+    adt_tags: Mapping[str, frozenset[int]] | None = None,
+) -> list[object]:
+    """Map positional and keyword arguments onto ``params`` and convert each to its type.
+
+    Positional arguments fill the first parameters in order; keyword arguments name the
+    others. Tensors: numpy arrays and numpy scalars must have the parameter's dtype and a
+    matching shape (``?`` matches any size); Python ``bool``/``int``/``float`` are converted
+    to the parameter's dtype when representable. Tuples: a Python tuple or list of the right
+    length, converted field by field. ADTs: ``vm.ADT`` values of the parameter's type.
+    Functions: values of ``function_types``.
+
+    Raises
+    ------
+    TypeError
+        Wrong number of arguments, unknown or duplicate keywords, or a value of the wrong kind
+        or dtype; the message names the function, the parameter, and what was expected and
+        received.
+    ValueError
+        A value of the right kind but the wrong shape or length, or a scalar the dtype cannot
+        represent.
+    """
+    n = len(params)
+    if len(args) > n:
+        raise TypeError(
+            f"{func_name} takes {n} argument(s) ({_param_list(params)}) but received "
+            f"{len(args)} positional argument(s)"
+        )
+    slots: list[object] = list(args) + [_UNSET] * (n - len(args))
+    for key, value in kwargs.items():
+        positions = [i for i, p in enumerate(params) if p == key]
+        if not positions:
+            raise TypeError(
+                f"{func_name} has no parameter named {key!r}; its parameters are "
+                f"{_param_list(params)}"
+            )
+        if len(positions) > 1:
+            raise TypeError(
+                f"{func_name} has {len(positions)} parameters named {key!r}; pass them by "
+                "position instead"
+            )
+        index = positions[0]
+        if slots[index] is not _UNSET:
+            raise TypeError(
+                f"{func_name} received parameter %{key} twice (by position and by keyword)"
+            )
+        slots[index] = value
+    missing = [params[i] for i, v in enumerate(slots) if v is _UNSET]
+    if missing:
+        raise TypeError(
+            f"{func_name} is missing argument(s) for {', '.join('%' + m for m in missing)}; "
+            f"it takes {_param_list(params)}"
+        )
+    return [
+        _convert(value, ty, f"{func_name}: parameter %{name}", function_types, adt_tags or {})
+        for value, ty, name in zip(slots, param_types, params)
+    ]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _param_list(params: Sequence[str]) -> str:
+    return "(" + ", ".join("%" + p for p in params) + ")" if params else "no arguments"
+
+
+def _convert(
+    value: object,
+    ty: Type | None,
+    where: str,
+    function_types: tuple[type, ...],
+    adt_tags: Mapping[str, frozenset[int]],
+) -> object:
+    """Convert one argument; iterative over nested tuple types."""
+    root: list[object] = [None]
+    built: list[tuple[list[object], list[object], int]] = []
+    work: list[tuple[object, Type | None, str, list[object], int]] = [(value, ty, where, root, 0)]
+    while work:
+        v, t, here, parent, index = work.pop()
+        if isinstance(t, TensorType):
+            parent[index] = _tensor(v, t, here)
+        elif isinstance(t, TupleType):
+            if not isinstance(v, (tuple, list)) or isinstance(v, ADT):
+                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+            if len(v) != len(t.fields):
+                raise ValueError(
+                    f"{here} expects {type_text(t)} (a tuple of {len(t.fields)} field(s)) "
+                    f"but received {_received(v)}"
+                )
+            fields: list[object] = [None] * len(v)
+            built.append((fields, parent, index))
+            for i, (fv, ft) in enumerate(zip(v, t.fields)):
+                work.append((fv, ft, f"{here} field {i}", fields, i))
+        elif isinstance(t, (TypeCall, GlobalTypeVar)):
+            name = t.func.name_hint if isinstance(t, TypeCall) else t.name_hint
+            if not isinstance(v, ADT):
+                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+            tags = adt_tags.get(name)
+            if tags is not None and v.tag not in tags:
+                raise TypeError(
+                    f"{here} expects {type_text(t)} but received {_received(v)}, "
+                    f"which is not a constructor of {name}"
+                )
+            parent[index] = v
+        elif isinstance(t, FuncType):
+            if not isinstance(v, function_types):
+                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+            parent[index] = v
+        elif isinstance(v, (tuple, list)) and not isinstance(v, ADT):
+            fields = [None] * len(v)
+            built.append((fields, parent, index))
+            for i, fv in enumerate(v):
+                work.append((fv, None, f"{here} field {i}", fields, i))
+        else:
+            parent[index] = _untyped(v, here)
+    # Children were created after their parents: finish tuples innermost first.
+    for fields, parent, index in reversed(built):
+        parent[index] = tuple(fields)
+    return root[0]
+
+
+def _own_result(value: object) -> object:
+    """A copy of ``value`` whose arrays belong to the caller (iterative over tuples and ADTs)."""
+    root: list[object] = [None]
+    built: list[tuple[list[object], list[object], int, object]] = []
+    work: list[tuple[object, list[object], int]] = [(value, root, 0)]
+    while work:
+        v, parent, index = work.pop()
+        if isinstance(v, np.ndarray):
+            parent[index] = np.array(v, copy=True)
+        elif isinstance(v, (tuple, ADT)):
+            items = list(v)
+            built.append((items, parent, index, v))
+            work.extend((item, items, i) for i, item in enumerate(items))
+        else:
+            parent[index] = v
+    for items, parent, index, original in reversed(built):
+        if isinstance(original, ADT):
+            parent[index] = ADT(original.tag, items, original.constructor)
+        else:
+            parent[index] = tuple(items)
+    return root[0]
+
+
+# --- module helpers -----------------------------------------------------------------------------
+
+
+def _infer(mod: IRModule) -> IRModule:
+    from compiler.typing import infer_types
+
+    return infer_types(mod)
+
+
+def _signature(func: Function) -> tuple[list[Type | None], Type | None]:
+    """Parameter and result types of an inferred function (annotations as a fallback)."""
+    try:
+        ty = func.checked_type
+    except ValueError:
+        ty = None
+    if isinstance(ty, FuncType) and len(ty.arg_types) == len(func.params):
+        return list(ty.arg_types), ty.ret_type
+    types: list[Type | None] = []
+    for p in func.params:
+        try:
+            types.append(p.checked_type)
+        except ValueError:
+            types.append(p.type_annotation)
+    return types, func.ret_type
+
+
+def _adt_tags(mod: IRModule) -> dict[str, frozenset[int]]:
+    return {
+        gtv.name_hint: frozenset(c.tag for c in data.constructors)  # type: ignore[attr-defined]
+        for gtv, data in mod.type_definitions.items()
+    }
+
+
+def _bind_expr(expr: Expr, binds: Mapping[Var | str, object]) -> Expr:
+    """Replace free variables of ``expr`` by the given values (constants or expressions)."""
+    free = free_vars(expr)
+    by_name: dict[str, list[Var]] = {}
+    for v in free:
+        by_name.setdefault(v.name_hint, []).append(v)
+    mapping: dict[Var, Expr] = {}
+    for key, value in binds.items():
+        if isinstance(key, Var):
+            if key not in free:
+                raise ValueError(
+                    f"binds gives a value for %{key.name_hint}, which is not a free variable "
+                    "of the expression"
+                )
+            targets = [key]
+        elif isinstance(key, str):
+            targets = by_name.get(key, [])
+            if not targets:
+                names = ", ".join("%" + v.name_hint for v in free) or "none"
+                raise ValueError(
+                    f"binds gives a value for %{key}, which is not a free variable of the "
+                    f"expression (its free variables: {names})"
+                )
+        else:
+            raise TypeError(f"binds keys must be relay.Var or str, got {type(key).__name__}")
+        bound = value if isinstance(value, Expr) else _constant(value, key)
+        for target in targets:
+            mapping[target] = bound
+    return substitute(expr, mapping)
+
+
+def _constant(value: object, key: object) -> Constant:
+    name = key.name_hint if isinstance(key, Var) else key
+    try:
+        return const(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"binds value for %{name} is not a tensor: {exc}") from None
+
+
+# --- executors -----------------------------------------------------------------------------------
+
+
+class Executor:
+    """Base of the executors returned by :func:`create_executor`.
+
+    Attributes
+    ----------
+    mod : IRModule
+        The module (``main`` already has ``params`` bound when they were given).
+    device : object
+        The device the VM runs on (``None`` means the CPU).
+    target : str
+        The compilation target (``"cpu"``; ``"llvm"`` is accepted as an alias).
+    """
+
+    kind = ""
+
+    def __init__(self, mod: IRModule, device: object = None, target: str = "cpu") -> None:
+        self.mod = mod
+        self.device = device
+        self.target = target
+
+    def evaluate(
+        self, expr: Expr | None = None, binds: Mapping[Var | str, object] | None = None
+    ) -> Any:
+        """Evaluate ``expr`` or return a Python callable for a function.
+
+        Parameters
+        ----------
+        expr : Expr, optional
+            ``None``: a callable for the module's ``main``. A :class:`Function` or
+            :class:`GlobalVar`: it becomes ``main`` (of a copy of the module) and a callable
+            is returned. Any other expression is evaluated now and its value returned.
+        binds : dict of Var (or parameter name) to value, optional
+            Values for free variables of ``expr`` (numpy arrays, scalars or expressions).
+
+        Returns
+        -------
+        callable or value
+            The callable takes ``main``'s arguments positionally or by parameter name and
+            returns numpy arrays, tuples, ``vm.ADT`` values or function values.
+        """
+        if binds:
+            if expr is None:
+                raise ValueError("binds needs an expression to bind into; pass expr as well")
+            expr = _bind_expr(expr, binds)
+        if expr is None:
+            if "main" not in self.mod:
+                raise ValueError(
+                    "the module has no @main function; pass an expression or function to "
+                    "evaluate, or define @main"
+                )
+            return self._make_executor(self.mod)
+        if isinstance(expr, GlobalVar):
+            mod = self.mod.copy()
+            try:
+                mod["main"] = self.mod[expr]
+            except KeyError:
+                raise ValueError(
+                    f"the module has no global function @{expr.name_hint} to evaluate"
+                ) from None
+            return self._make_executor(mod)
+        if not isinstance(expr, Expr):
+            raise TypeError(f"evaluate expects a Relay expression, got {type(expr).__name__}")
+        free = free_vars(expr)
+        if free:
+            names = ", ".join("%" + v.name_hint for v in free)
+            raise ValueError(
+                f"cannot evaluate an expression with free variables ({names}); give them "
+                "values with binds or make them parameters of a function"
+            )
+        mod = self.mod.copy()
+        if isinstance(expr, Function):
+            mod["main"] = expr
+            return self._make_executor(mod)
+        mod["main"] = Function([], expr)
+        return self._make_executor(mod)()
+
+    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _make_executor")
+
+
+class _MainCallable:
+    """The Python callable for ``main``: converts arguments, runs, and returns the result."""
+
+    def __init__(
+        self,
+        params: Sequence[str],
+        types: Sequence[Type | None],
+        run: Callable[[list[object]], Any],
+        function_types: tuple[type, ...],
+        adt_tags: Mapping[str, frozenset[int]],
+        name: str = "main",
+    ) -> None:
+        self.params = list(params)
+        self.param_types = list(types)
+        self._run = run
+        self._function_types = function_types
+        self._adt_tags = adt_tags
+        self.__name__ = name
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        values = convert_arguments(
+            self.__name__,
+            self.params,
+            self.param_types,
+            args,
+            kwargs,
+            self._function_types,
+            self._adt_tags,
+        )
+        return self._run(values)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"%{p}: {type_text(t)}" for p, t in zip(self.params, self.param_types))
+        return f"<relay function {self.__name__}({sig})>"
+
+
+class DebugExecutor(Executor):
+    """Runs programs on the reference interpreter after type-checking the module."""
+
+    kind = "debug"
+
+    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+        typed = _infer(mod)
+        main = typed["main"]
+        types, _ = _signature(main)
+        interpreter = Interpreter(typed)
+
+        def run(values: list[object]) -> Any:
+            return _own_result(interpreter.call("main", *values))
+
+        return _MainCallable(
+            [p.name_hint for p in main.params],
+            types,
+            run,
+            (InterpreterClosure, ConstructorValue),
+            _adt_tags(typed),
+        )
+
+
+class VMExecutor(Executor):
+    """Compiles the module to bytecode and runs it on the virtual machine."""
+
+    kind = "vm"
+
+    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+        from vm.interpreter import VirtualMachine
+
+        from compiler.relay import vm as relay_vm
+
+        typed = _infer(mod)
+        main = typed["main"]
+        types, _ = _signature(main)
+        exe = relay_vm.compile(mod, target=self.target)
+        machine = VirtualMachine(exe, self.device)
+
+        def run(values: list[object]) -> Any:
+            return machine.invoke("main", *values)
+
+        call = _MainCallable(
+            [p.name_hint for p in main.params], types, run, (VMClosure,), _adt_tags(typed)
+        )
+        call.executable = exe  # type: ignore[attr-defined]
+        call.machine = machine  # type: ignore[attr-defined]
+        return call
+
+
+class GraphExecutor(VMExecutor):
+    """For programs without control flow: rejects ``if``, ``match``, ADTs, closures and
+    recursion with an error naming the construct, then runs the program on the VM."""
+
+    kind = "graph"
+
+    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+        check_graph_program(mod)
+        return super()._make_executor(mod)
+
+
+def check_graph_program(mod: IRModule) -> None:
+    """Raise ``ValueError`` if the functions reachable from ``main`` use control flow.
+
+    The graph executor runs a fixed dataflow graph: ``if``, ``match``, constructors, ADT
+    types, local functions (closures) other than ``Primitive`` ones, function values and
+    recursion (a cycle among globals) are rejected, each with a message naming it.
+    """
+    reachable: list[str] = []
+    calls: dict[str, set[str]] = {}
+    pending = ["main"]
+    while pending:
+        name = pending.pop()
+        if name in calls:
+            continue
+        calls[name] = set()
+        reachable.append(name)
+        func = mod[name]
+        where = f"@{name}"
+        for ty in [*(p.type_annotation for p in func.params), func.ret_type]:
+            _reject_type(ty, where)
+        for node in post_order(func.body, descend=_not_primitive):
+            construct = _graph_violation(node)
+            if construct is not None:
+                span = f" at {node.span!r}" if node.span is not None else ""
+                raise ValueError(
+                    f"the graph executor cannot run {where}: it uses {construct}{span}; "
+                    "use create_executor('vm') for programs with control flow"
+                )
+            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+                calls[name].add(node.op.name_hint)
+                if node.op.name_hint not in calls:
+                    pending.append(node.op.name_hint)
+        # A GlobalVar anywhere other than in call position is a function value.
+        callees = {id(n.op) for n in post_order(func.body) if isinstance(n, Call)}
+        for node in post_order(func.body, descend=_not_primitive):
+            if isinstance(node, GlobalVar) and id(node) not in callees:
+                raise ValueError(
+                    f"the graph executor cannot run {where}: it uses @{node.name_hint} as a "
+                    "function value; use create_executor('vm')"
+                )
+    cycle = _find_cycle(calls)
+    if cycle:
+        raise ValueError(
+            "the graph executor cannot run recursive functions: "
+            + " -> ".join("@" + c for c in cycle)
+            + "; use create_executor('vm')"
+        )
+
+
+def _not_primitive(node: object) -> bool:
+    return not (isinstance(node, Function) and node.attrs.get("Primitive"))
+
+
+def _graph_violation(node: object) -> str | None:
+    if isinstance(node, If):
+        return "an if expression"
+    if isinstance(node, Match):
+        return "a match expression"
+    if isinstance(node, Constructor):
+        return f"constructor {node.name_hint} (an algebraic data type)"
+    if isinstance(node, Function) and _not_primitive(node):
+        return "a local function (a closure)"
+    if isinstance(node, Call) and isinstance(node.op, (Var, Call, Let)):
+        return "a call of a function value"
+    if isinstance(node, Var):
+        _reject_type(node.type_annotation, f"variable %{node.name_hint}")
+    return None
+
+
+def _reject_type(ty: Type | None, where: str) -> None:
+    stack = [ty]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, (TypeCall, GlobalTypeVar)):
+            raise ValueError(
+                f"the graph executor cannot run {where}: its type uses the algebraic data "
+                f"type {type_text(t)}; use create_executor('vm')"
+            )
+        if isinstance(t, FuncType):
+            raise ValueError(
+                f"the graph executor cannot run {where}: its type is the function type "
+                f"{type_text(t)}; use create_executor('vm')"
+            )
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+
+
+def _find_cycle(calls: dict[str, set[str]]) -> list[str]:
+    """A cycle in the call graph as a list of names (first name repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
+    for start in calls:
+        if start in state:
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, list[str]]] = [(start, sorted(calls.get(start, ())))]
+        state[start] = 1
+        path.append(start)
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+                continue
+            nxt = todo.pop()
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(calls.get(nxt, ()))))
+    return []
+
+
+_KINDS: dict[str, type[Executor]] = {
+    "debug": DebugExecutor,
+    "vm": VMExecutor,
+    "graph": GraphExecutor,
+}
+
+
+def create_executor(
+    kind: str = "debug",
+    mod: IRModule | None = None,
+    device: object = None,
+    target: str = "cpu",
+    params: Mapping[str, object] | None = None,
+) -> Executor:
+    """An executor that evaluates Relay programs.
+
+    Parameters
+    ----------
+    kind : {"debug", "vm", "graph"}
+        ``debug`` runs the reference interpreter, ``vm`` the bytecode VM, ``graph`` the VM
+        for programs without control flow.
+    mod : IRModule, optional
+        The module whose functions the programs may call (an empty module if omitted). It is
+        not modified.
+    device : optional
+        The device to run on (``vm.cpu()``; ``None`` means the CPU).
+    target : str
+        ``"cpu"`` (``"llvm"`` is accepted as an alias).
+    params : dict of str to array, optional
+        Values bound to ``main``'s parameters of those names (they become constants and are
+        removed from ``main``'s parameters).
+
+    Returns
+    -------
+    Executor
+        Call ``.evaluate()`` for a callable of ``main`` or ``.evaluate(expr)`` for a value.
+    """
+    if kind not in _KINDS:
+        raise ValueError(
+            f"unknown executor kind {kind!r}; expected one of {', '.join(map(repr, _KINDS))}"
+        )
+    if not isinstance(target, str) or target not in _TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected 'cpu' (or its alias 'llvm')")
+    if mod is None:
+        mod = IRModule()
+    elif not isinstance(mod, IRModule):
+        raise TypeError(f"mod must be a relay.IRModule, got {type(mod).__name__}")
+    if params:
+        if "main" not in mod:
+            raise ValueError("params were given but the module has no @main to bind them into")
+        from compiler.ir.bind import bind_params_by_name
+
+        mod = mod.copy()
+        mod["main"] = bind_params_by_name(mod["main"], dict(params))
+    return _KINDS[kind](mod, device, target)

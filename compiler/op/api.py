@@ -1,0 +1,456 @@
+"""Operator builder functions: ``relay.add``, ``relay.sum``, ``relay.reshape`` and the rest.
+
+Compiler layer (``compiler.op``). Each builder takes TVM's arguments and attributes and
+returns ``Call(get_op(name), args, attrs)`` with the attributes normalized by the
+operator's schema (every attribute present, defaults filled), so a built call prints,
+parses and compares equal to the same call written in the text format. Arguments may be
+Relay expressions, Python scalars or numpy arrays (wrapped with ``relay.const``).
+
+Several builders deliberately shadow Python builtins (``sum``, ``max``, ``min``, ``abs``,
+``round``, ``all``, ``any``); this module never uses those builtins itself, and
+``from compiler.op.api import *`` exports only the names in ``__all__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.expr import Call, Constant, Expr, Tuple, const
+from compiler.op.registry import get_def, get_op
+
+__all__ = [  # the operator builders, sorted
+    "abs", "add", "all", "any", "argmax", "argmin", "broadcast_to", "cast", "ceil", "clip",
+    "concatenate", "copy", "cos", "divide", "equal", "erf", "exp", "expand_dims", "floor",
+    "floor_divide", "floor_mod", "full", "full_like", "greater", "greater_equal", "less",
+    "less_equal", "log", "logical_and", "logical_not", "logical_or", "max", "maximum", "mean",
+    "min", "minimum", "mod", "multiply", "negative", "not_equal", "ones", "ones_like", "power",
+    "prod", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "split", "sqrt", "squeeze",
+    "stack", "strided_slice", "subtract", "sum", "take", "tanh", "transpose", "where", "zeros",
+    "zeros_like",
+]  # fmt: skip
+
+
+def as_expr(value: object) -> Expr:
+    """``value`` itself if it is an expression, else ``relay.const(value)``."""
+    return value if isinstance(value, Expr) else const(value)
+
+
+def call_op(name: str, args: Sequence[object], **attrs: object) -> Call:
+    """``Call(get_op(name), args, attrs)`` with ``attrs`` validated and defaults filled.
+
+    Raises ``TypeError`` naming the operator and attribute if an attribute is unknown,
+    missing or of the wrong kind.
+    """
+    opdef = get_def(name)
+    # A dtype may be given as a numpy type (np.float32) or np.dtype; attributes hold names.
+    plain = {
+        key: np.dtype(value).name if _is_numpy_dtype(value) else value
+        for key, value in attrs.items()
+    }
+    return Call(get_op(name), [as_expr(a) for a in args], opdef.normalize_attrs(plain))
+
+
+def _is_numpy_dtype(value: object) -> bool:
+    return isinstance(value, np.dtype) or (
+        isinstance(value, type) and issubclass(value, np.generic)
+    )
+
+
+def _static_ints(value: object) -> object:
+    """Shape-like attributes may be given as a constant tensor; attributes hold plain ints."""
+    if isinstance(value, Constant):
+        return tuple(int(v) for v in value.data.reshape(-1).tolist())
+    return value
+
+
+def _tuple_arg(data: object) -> Expr:
+    """A list/tuple of expressions becomes a ``relay.Tuple``; a tuple-typed expression stays."""
+    if isinstance(data, Expr):
+        return data
+    if isinstance(data, (list, tuple)):
+        return Tuple([as_expr(d) for d in data])
+    raise TypeError(
+        f"expected a list or tuple of expressions or a tuple-typed expression, got {data!r}"
+    )
+
+
+# --- binary ------------------------------------------------------------------------------------
+
+
+def add(lhs: object, rhs: object) -> Call:
+    """``lhs + rhs`` with numpy broadcasting."""
+    return call_op("add", [lhs, rhs])
+
+
+def subtract(lhs: object, rhs: object) -> Call:
+    """``lhs - rhs`` with numpy broadcasting."""
+    return call_op("subtract", [lhs, rhs])
+
+
+def multiply(lhs: object, rhs: object) -> Call:
+    """``lhs * rhs`` with numpy broadcasting."""
+    return call_op("multiply", [lhs, rhs])
+
+
+def divide(lhs: object, rhs: object) -> Call:
+    """``lhs / rhs``; integer division truncates toward zero."""
+    return call_op("divide", [lhs, rhs])
+
+
+def floor_divide(lhs: object, rhs: object) -> Call:
+    """``floor(lhs / rhs)``."""
+    return call_op("floor_divide", [lhs, rhs])
+
+
+def mod(lhs: object, rhs: object) -> Call:
+    """Remainder of truncating division (the sign of ``lhs``)."""
+    return call_op("mod", [lhs, rhs])
+
+
+def floor_mod(lhs: object, rhs: object) -> Call:
+    """Remainder of floor division (the sign of ``rhs``)."""
+    return call_op("floor_mod", [lhs, rhs])
+
+
+def power(lhs: object, rhs: object) -> Call:
+    """``lhs ** rhs``."""
+    return call_op("power", [lhs, rhs])
+
+
+def maximum(lhs: object, rhs: object) -> Call:
+    """Element-wise maximum."""
+    return call_op("maximum", [lhs, rhs])
+
+
+def minimum(lhs: object, rhs: object) -> Call:
+    """Element-wise minimum."""
+    return call_op("minimum", [lhs, rhs])
+
+
+def equal(lhs: object, rhs: object) -> Call:
+    """``lhs == rhs`` (bool)."""
+    return call_op("equal", [lhs, rhs])
+
+
+def not_equal(lhs: object, rhs: object) -> Call:
+    """``lhs != rhs`` (bool)."""
+    return call_op("not_equal", [lhs, rhs])
+
+
+def less(lhs: object, rhs: object) -> Call:
+    """``lhs < rhs`` (bool)."""
+    return call_op("less", [lhs, rhs])
+
+
+def less_equal(lhs: object, rhs: object) -> Call:
+    """``lhs <= rhs`` (bool)."""
+    return call_op("less_equal", [lhs, rhs])
+
+
+def greater(lhs: object, rhs: object) -> Call:
+    """``lhs > rhs`` (bool)."""
+    return call_op("greater", [lhs, rhs])
+
+
+def greater_equal(lhs: object, rhs: object) -> Call:
+    """``lhs >= rhs`` (bool)."""
+    return call_op("greater_equal", [lhs, rhs])
+
+
+def logical_and(lhs: object, rhs: object) -> Call:
+    """Element-wise ``and`` of bool tensors."""
+    return call_op("logical_and", [lhs, rhs])
+
+
+def logical_or(lhs: object, rhs: object) -> Call:
+    """Element-wise ``or`` of bool tensors."""
+    return call_op("logical_or", [lhs, rhs])
+
+
+# --- unary -------------------------------------------------------------------------------------
+
+
+def negative(data: object) -> Call:
+    """``-data``."""
+    return call_op("negative", [data])
+
+
+def abs(data: object) -> Call:
+    """``|data|``."""
+    return call_op("abs", [data])
+
+
+def exp(data: object) -> Call:
+    """``e ** data`` (floating point)."""
+    return call_op("exp", [data])
+
+
+def log(data: object) -> Call:
+    """Natural logarithm (floating point)."""
+    return call_op("log", [data])
+
+
+def sqrt(data: object) -> Call:
+    """Square root (floating point)."""
+    return call_op("sqrt", [data])
+
+
+def rsqrt(data: object) -> Call:
+    """``1 / sqrt(data)`` (floating point)."""
+    return call_op("rsqrt", [data])
+
+
+def sin(data: object) -> Call:
+    """Sine (floating point)."""
+    return call_op("sin", [data])
+
+
+def cos(data: object) -> Call:
+    """Cosine (floating point)."""
+    return call_op("cos", [data])
+
+
+def tanh(data: object) -> Call:
+    """Hyperbolic tangent (floating point)."""
+    return call_op("tanh", [data])
+
+
+def sigmoid(data: object) -> Call:
+    """``1 / (1 + e ** -data)`` (floating point)."""
+    return call_op("sigmoid", [data])
+
+
+def erf(data: object) -> Call:
+    """The Gauss error function (floating point)."""
+    return call_op("erf", [data])
+
+
+def floor(data: object) -> Call:
+    """Round toward -inf (identity on integers)."""
+    return call_op("floor", [data])
+
+
+def ceil(data: object) -> Call:
+    """Round toward +inf (identity on integers)."""
+    return call_op("ceil", [data])
+
+
+def round(data: object) -> Call:
+    """Round half to even (identity on integers)."""
+    return call_op("round", [data])
+
+
+def sign(data: object) -> Call:
+    """-1, 0 or 1 by the sign of each element."""
+    return call_op("sign", [data])
+
+
+def logical_not(data: object) -> Call:
+    """Element-wise ``not`` of a bool tensor."""
+    return call_op("logical_not", [data])
+
+
+def copy(data: object) -> Call:
+    """A copy of ``data``."""
+    return call_op("copy", [data])
+
+
+def zeros_like(data: object) -> Call:
+    """Zeros of ``data``'s shape and dtype."""
+    return call_op("zeros_like", [data])
+
+
+def ones_like(data: object) -> Call:
+    """Ones of ``data``'s shape and dtype."""
+    return call_op("ones_like", [data])
+
+
+def clip(a: object, a_min: float, a_max: float) -> Call:
+    """``a`` limited to ``[a_min, a_max]``."""
+    return call_op("clip", [a], a_min=a_min, a_max=a_max)
+
+
+def cast(data: object, dtype: str) -> Call:
+    """``data`` converted to ``dtype``."""
+    return call_op("cast", [data], dtype=dtype)
+
+
+# --- fills -------------------------------------------------------------------------------------
+
+
+def zeros(shape: Sequence[int], dtype: str = "float32") -> Call:
+    """A tensor of ``shape`` filled with 0."""
+    return call_op("zeros", [], shape=_static_ints(shape), dtype=dtype)
+
+
+def ones(shape: Sequence[int], dtype: str = "float32") -> Call:
+    """A tensor of ``shape`` filled with 1."""
+    return call_op("ones", [], shape=_static_ints(shape), dtype=dtype)
+
+
+def full(fill_value: object, shape: Sequence[int] = (), dtype: str = "") -> Call:
+    """A tensor of ``shape`` filled with the scalar ``fill_value`` (``dtype=""``: its dtype)."""
+    return call_op("full", [fill_value], shape=_static_ints(shape), dtype=dtype)
+
+
+def full_like(data: object, fill_value: object) -> Call:
+    """A tensor of ``data``'s shape and dtype filled with the scalar ``fill_value``."""
+    return call_op("full_like", [data, fill_value])
+
+
+# --- reductions --------------------------------------------------------------------------------
+
+
+def _reduce(name: str, data: object, axis: object, keepdims: bool, exclude: bool) -> Call:
+    return call_op(name, [data], axis=axis, keepdims=keepdims, exclude=exclude)
+
+
+def sum(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Sum over ``axis`` (every axis if ``None``; the other axes if ``exclude``)."""
+    return _reduce("sum", data, axis, keepdims, exclude)
+
+
+def mean(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Mean over ``axis`` (integers: the truncated exact mean)."""
+    return _reduce("mean", data, axis, keepdims, exclude)
+
+
+def max(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Maximum over ``axis``."""
+    return _reduce("max", data, axis, keepdims, exclude)
+
+
+def min(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Minimum over ``axis``."""
+    return _reduce("min", data, axis, keepdims, exclude)
+
+
+def prod(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Product over ``axis``."""
+    return _reduce("prod", data, axis, keepdims, exclude)
+
+
+def all(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Logical ``and`` over ``axis`` of a bool tensor."""
+    return _reduce("all", data, axis, keepdims, exclude)
+
+
+def any(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False,
+) -> Call:  # fmt: skip
+    """Logical ``or`` over ``axis`` of a bool tensor."""
+    return _reduce("any", data, axis, keepdims, exclude)
+
+
+def argmax(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False, select_last_index: bool = False,
+) -> Call:  # fmt: skip
+    """int32 index of the maximum over ``axis`` (first one unless ``select_last_index``)."""
+    return call_op(
+        "argmax", [data], axis=axis, keepdims=keepdims, exclude=exclude,
+        select_last_index=select_last_index,
+    )  # fmt: skip
+
+
+def argmin(
+    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+    exclude: bool = False, select_last_index: bool = False,
+) -> Call:  # fmt: skip
+    """int32 index of the minimum over ``axis`` (first one unless ``select_last_index``)."""
+    return call_op(
+        "argmin", [data], axis=axis, keepdims=keepdims, exclude=exclude,
+        select_last_index=select_last_index,
+    )  # fmt: skip
+
+
+# --- transforms --------------------------------------------------------------------------------
+
+
+def reshape(data: object, newshape: int | Sequence[int]) -> Call:
+    """``data`` with a new shape; 0 copies an input dimension, -1 is inferred (-2/-3/-4 too)."""
+    return call_op("reshape", [data], newshape=_static_ints(newshape))
+
+
+def transpose(data: object, axes: Sequence[int] | None = None) -> Call:
+    """Permute the axes (reverse them if ``axes`` is ``None``)."""
+    return call_op("transpose", [data], axes=axes)
+
+
+def squeeze(data: object, axis: int | Sequence[int] | None = None) -> Call:
+    """Remove size-1 axes (the listed ones, or every statically size-1 axis)."""
+    return call_op("squeeze", [data], axis=axis)
+
+
+def expand_dims(data: object, axis: int, num_newaxis: int = 1) -> Call:
+    """Insert ``num_newaxis`` size-1 axes at ``axis``."""
+    return call_op("expand_dims", [data], axis=axis, num_newaxis=num_newaxis)
+
+
+def concatenate(data: object, axis: int = 0) -> Call:
+    """Join tensors along ``axis``; ``data`` is a list/tuple of exprs or a tuple-typed expr."""
+    return call_op("concatenate", [_tuple_arg(data)], axis=axis)
+
+
+def stack(data: object, axis: int = 0) -> Call:
+    """Stack same-shaped tensors along a new axis ``axis``."""
+    return call_op("stack", [_tuple_arg(data)], axis=axis)
+
+
+def split(data: object, indices_or_sections: int | Sequence[int], axis: int = 0) -> Call:
+    """Split into equal sections or at indices; the call has a tuple type (index it)."""
+    return call_op(
+        "split", [data], indices_or_sections=_static_ints(indices_or_sections), axis=axis
+    )
+
+
+def strided_slice(
+    data: object, begin: Sequence[int], end: Sequence[int],
+    strides: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+    slice_mode: str = "end",
+) -> Call:  # fmt: skip
+    """``data[begin:end:strides]`` per axis (``slice_mode="size"``: ``end`` holds sizes)."""
+    return call_op(
+        "strided_slice", [data], begin=_static_ints(begin), end=_static_ints(end),
+        strides=None if strides is None else _static_ints(strides), axes=axes,
+        slice_mode=slice_mode,
+    )  # fmt: skip
+
+
+def take(
+    data: object, indices: object, axis: int | None = None, batch_dims: int = 0,
+    mode: str = "clip",
+) -> Call:  # fmt: skip
+    """Gather along ``axis`` (flattened if ``None``); ``mode`` clip, wrap or fast."""
+    return call_op("take", [data, indices], axis=axis, batch_dims=batch_dims, mode=mode)
+
+
+def where(condition: object, x: object, y: object) -> Call:
+    """``x`` where ``condition`` (bool) holds, else ``y``; all three broadcast."""
+    return call_op("where", [condition, x, y])
+
+
+def broadcast_to(data: object, shape: Sequence[int]) -> Call:
+    """``data`` broadcast to ``shape``."""
+    return call_op("broadcast_to", [data], shape=_static_ints(shape))

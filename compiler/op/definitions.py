@@ -1,0 +1,13 @@
+"""Imports every operator definition module so that all operators are registered.
+
+Compiler layer (``compiler.op``). :func:`compiler.op.registry._ensure_loaded` imports this
+module the first time the registry is consulted; the definition modules register their
+operators as a side effect of being imported.
+"""
+
+from compiler.op import (  # noqa: F401  (registration on import)
+    defs_elemwise,
+    defs_nn,
+    defs_reduce,
+    defs_transform,
+)

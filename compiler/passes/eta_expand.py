@@ -1,0 +1,111 @@
+"""Eta-expansion of constructors used as values: ``@foldr(Cons, Nil(), %xs)`` gets a real function.
+
+Compiler layer (``compiler.passes``).
+
+A constructor is only code when it is called (it becomes ``AllocADT``). Where one is
+passed around as a value, this pass substitutes a global wrapper function, one per
+constructor, generic over the data type's type parameters::
+
+    def @eta_Cons[A](%x0: A, %x1: List[A]) -> List[A] { Cons(%x0, %x1) }
+
+so the code generator sees an ordinary global used as a value (``AllocClosure`` with no
+captured values). TVM's ``EtaExpand(expand_constructor=True)`` does the same with local
+functions, which lambda lifting would turn into these globals anyway.
+A constructor without fields named as a value is the value itself, as in the reference
+interpreter: ``Nil`` becomes ``Nil()``. Global functions used as values need no
+expansion: they compile to closures directly.
+"""
+
+from __future__ import annotations
+
+from compiler.ir.expr import (
+    Call,
+    Clause,
+    Constructor,
+    Function,
+    GlobalVar,
+    Node,
+    Pattern,
+    Var,
+)
+from compiler.ir.module import IRModule
+from compiler.ir.types import TypeCall, TypeVar
+from compiler.ir.visitor import ExprMutator, children, rebuild
+from compiler.passes.typed_rewrite import carry_type, is_primitive, substitute_type
+
+
+def eta_expand(mod: IRModule) -> IRModule:
+    """Replace every constructor used as a value by a global function that calls it.
+
+    Parameters
+    ----------
+    mod : IRModule
+        The module; it is not modified.
+
+    Returns
+    -------
+    IRModule
+        A new module with one ``@eta_<Constructor>`` global per constructor used as a
+        value (added after the existing functions) and those uses replaced by it.
+    """
+    out = mod.copy()
+    wrappers: dict[Constructor, GlobalVar] = {}
+
+    def wrapper_for(ctor: Constructor) -> GlobalVar:
+        gvar = wrappers.get(ctor)
+        if gvar is None:
+            name = _unique_name(out, f"eta_{ctor.name_hint}")
+            gvar = GlobalVar(name)
+            out[gvar] = _constructor_function(mod, ctor)
+            wrappers[ctor] = gvar
+        return gvar
+
+    for gvar, func in mod.functions.items():
+        out[gvar] = _Expander(wrapper_for).visit(func)
+    return out
+
+
+class _Expander(ExprMutator):
+    def __init__(self, wrapper_for) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self._wrapper_for = wrapper_for
+
+    def descend(self, node: Node) -> bool:
+        return not is_primitive(node)
+
+    def rewrite(self, old: Node, new: Node) -> Node:
+        # Patterns name constructors without using them as values; a call's callee is a use
+        # as code. Every other expression child is a value position.
+        if isinstance(new, (Pattern, Clause)):
+            return new
+        kids = children(new)
+        start = 1 if isinstance(new, Call) else 0
+        replaced = list(kids)
+        changed = False
+        for i in range(start, len(kids)):
+            kid = kids[i]
+            if isinstance(kid, Constructor):
+                # A nullary constructor named as a value is its value (``Nil`` is ``Nil()``).
+                replaced[i] = Call(kid, []) if not kid.inputs else self._wrapper_for(kid)
+                changed = True
+        if changed:
+            new = rebuild(new, tuple(replaced))
+        return carry_type(old, new)
+
+
+def _constructor_function(mod: IRModule, ctor: Constructor) -> Function:
+    data = mod.get_type_data(ctor.belong_to)
+    # Fresh type parameters: the wrapper must not share binders with the data type itself.
+    fresh = [TypeVar(tv.name_hint) for tv in data.type_vars]
+    mapping = dict(zip(data.type_vars, fresh))
+    params = [Var(f"x{i}", substitute_type(t, mapping)) for i, t in enumerate(ctor.inputs)]
+    ret = TypeCall(ctor.belong_to, fresh)
+    return Function(params, Call(ctor, params), ret, fresh)
+
+
+def _unique_name(mod: IRModule, base: str) -> str:
+    name, k = base, 0
+    while name in mod:
+        k += 1
+        name = f"{base}_{k}"
+    return name

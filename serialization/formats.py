@@ -1,0 +1,32 @@
+"""The kinds of relayvm files, each with its own magic and format version.
+
+Lowest layer (``serialization``); standard library only (plus the framing module).
+
+Bump a format's minor version for additions an older reader may ignore, and its
+major version for anything else (a new opcode, a changed section layout). Keep a
+frozen file of every released format in the tests and load it forever.
+"""
+
+from __future__ import annotations
+
+from serialization.framing import DocumentFormat
+
+#: A saved ``vm.Executable``. Sections (after the header): the global table
+#: (function names in index order and the constructor table), the constant pool,
+#: the primitive names, the kernel descriptions and the code of every function.
+EXECUTABLE_FORMAT = DocumentFormat(
+    name="relayvm executable",
+    magic=b"\x89RVM\r\n\x1a\n",
+    version=(1, 0),
+    sections=("global", "constant", "primitive", "kernel", "code"),
+    array_sections=frozenset({"constant"}),
+)
+
+#: A parameter dictionary from ``save_param_dict``: [name, array] pairs sorted by name.
+PARAMS_FORMAT = DocumentFormat(
+    name="relayvm parameter dictionary",
+    magic=b"\x89RVP\r\n\x1a\n",
+    version=(1, 0),
+    sections=("params",),
+    array_sections=frozenset({"params"}),
+)

@@ -1,0 +1,171 @@
+"""The registry holds exactly the required operators, with TVM's fusion patterns and schemas."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.op import api, nn
+from compiler.op.registry import OpPattern, get_def, get_op, list_ops
+
+E, B, I, R, O, X = (
+    OpPattern.ELEMWISE,
+    OpPattern.BROADCAST,
+    OpPattern.INJECTIVE,
+    OpPattern.COMM_REDUCE,
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    OpPattern.OPAQUE,
+)
+
+BROADCAST_OPS = [
+    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
+    "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where", "broadcast_to", "nn.bias_add",
+]  # fmt: skip
+ELEMWISE_OPS = [
+    "logical_not", "negative", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+    "sigmoid", "erf", "floor", "ceil", "round", "sign", "clip", "zeros", "ones", "full",
+    "zeros_like", "ones_like", "full_like", "nn.relu",
+]  # fmt: skip
+INJECTIVE_OPS = [
+    "cast", "copy", "reshape", "transpose", "squeeze", "expand_dims", "concatenate", "stack",
+    "split", "strided_slice", "take", "nn.batch_flatten",
+]  # fmt: skip
+REDUCE_OPS = ["sum", "mean", "max", "min", "prod", "all", "any", "argmax", "argmin"]
+
+EXPECTED_PATTERNS = {
+    **dict.fromkeys(BROADCAST_OPS, B),
+    **dict.fromkeys(ELEMWISE_OPS, E),
+    **dict.fromkeys(INJECTIVE_OPS, I),
+    **dict.fromkeys(REDUCE_OPS, R),
+    "nn.dense": O,
+    "nn.batch_matmul": O,
+    "nn.softmax": X,
+    "nn.log_softmax": X,
+}
+
+# Operators whose schema has an attribute without a default.
+REQUIRED_ATTRS = {
+    "clip": "a_min",
+    "cast": "dtype",
+    "zeros": "shape",
+    "ones": "shape",
+    "full": "shape",
+    "reshape": "newshape",
+    "expand_dims": "axis",
+    "split": "indices_or_sections",
+    "strided_slice": "begin",
+    "broadcast_to": "shape",
+}
+
+
+def test_registry_lists_exactly_the_required_operators():
+    assert list_ops() == sorted(EXPECTED_PATTERNS)
+    assert len(list_ops()) == 70
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PATTERNS))
+def test_operator_pattern_and_arity(name):
+    opdef = get_def(name)
+    assert opdef.name == name
+    assert opdef.pattern == EXPECTED_PATTERNS[name]
+    assert opdef.num_inputs == len(opdef.arg_names)
+    assert opdef.doc
+    assert get_op(name).name == name
+    assert get_op(name) is get_op(name)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PATTERNS))
+def test_defaults_fill_every_attribute_or_required_ones_are_named(name):
+    opdef = get_def(name)
+    if name in REQUIRED_ATTRS:
+        with pytest.raises(TypeError, match=f"{name} requires attribute {REQUIRED_ATTRS[name]}"):
+            opdef.normalize_attrs({})
+    else:
+        attrs = opdef.normalize_attrs({})
+        assert list(attrs) == [spec.name for spec in opdef.attrs]
+
+
+def test_arities_of_operators_with_tuple_or_no_arguments():
+    assert get_def("concatenate").num_inputs == 1
+    assert get_def("stack").num_inputs == 1
+    assert get_def("zeros").num_inputs == 0
+    assert get_def("where").num_inputs == 3
+    assert get_def("nn.dense").arg_names == ("data", "weight")
+
+
+def test_every_operator_has_one_builder():
+    builders = {name for name in api.__all__} | {f"nn.{name}" for name in nn.__all__}
+    assert builders == set(list_ops())
+    for name in api.__all__:
+        assert callable(getattr(api, name))
+    for name in nn.__all__:
+        assert callable(getattr(nn, name))
+
+
+def test_unknown_operator_suggests_close_names():
+    with pytest.raises(ValueError, match=r"unknown operator 'ad'.*did you mean add"):
+        get_op("ad")
+    with pytest.raises(ValueError, match=r"unknown operator 'nn\.dens'"):
+        get_def("nn.dens")
+
+
+def test_type_relations_check_the_argument_count():
+    from compiler.op.registry import OpTypeError
+    from tests.compiler.op._helpers import T
+
+    with pytest.raises(OpTypeError, match="add: expected 2 arguments, found 1"):
+        get_def("add").type_rel([T((2,))], get_def("add").normalize_attrs({}))
+    with pytest.raises(OpTypeError, match="exp: expected 1 argument, found 2"):
+        get_def("exp").type_rel([T((2,)), T((2,))], get_def("exp").normalize_attrs({}))
+
+
+def test_run_time_shape_failures_are_value_errors_naming_the_operator():
+    import numpy as np
+
+    from tests.compiler.op._helpers import ref
+
+    # Shapes with ``?`` type-check; the actual sizes then break the rule at run time.
+    with pytest.raises(ValueError, match=r"^reshape: cannot reshape Tensor\[\(2, 3\), float64\]"):
+        ref("reshape", np.zeros((2, 3)), newshape=(5, 7))
+    with pytest.raises(ValueError, match=r"^add: operands could not be broadcast"):
+        ref("add", np.zeros(2), np.zeros(3))
+    with pytest.raises(ValueError, match=r"^squeeze: cannot squeeze axis 0"):
+        ref("squeeze", np.zeros((2, 3)), axis=0)
+
+
+def test_references_return_fresh_contiguous_arrays():
+    import numpy as np
+
+    from tests.compiler.op._helpers import ref
+
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    outputs = [
+        ref("reshape", x, newshape=(4, 3)),
+        ref("transpose", x),
+        ref("expand_dims", x, axis=0),
+        ref("strided_slice", x, begin=(0, 1), end=(3, 4), strides=(1, 2)),
+        ref("broadcast_to", x[0], shape=(2, 4)),
+        ref("copy", x),
+        ref("nn.batch_flatten", x),
+        *ref("split", x, indices_or_sections=2, axis=1),
+    ]
+    for out in outputs:
+        assert out.flags.c_contiguous and out.flags.writeable
+        assert not np.shares_memory(out, x)
+
+
+def test_relations_and_references_fill_defaults_for_hand_built_attrs():
+    import numpy as np
+
+    from compiler.ir.attrs import Attrs
+    from compiler.op.registry import OpTypeError
+    from tests.compiler.op._helpers import T
+
+    sum_def = get_def("sum")
+    assert sum_def.type_rel([T((2, 3))], Attrs({"axis": 1})) == T((2,))
+    out = sum_def.reference([np.ones((2, 3), "float32")], Attrs())
+    assert out.shape == () and out == 6
+    with pytest.raises(OpTypeError, match="attribute keepdims of sum must be a bool"):
+        sum_def.type_rel([T((2, 3))], Attrs({"keepdims": "no"}))
+    with pytest.raises(OpTypeError, match="operator reshape requires attribute newshape"):
+        get_def("reshape").type_rel([T((2, 3))], Attrs())

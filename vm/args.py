@@ -1,0 +1,564 @@
+"""Argument conversion and checking: user values -> register values, against type specs.
+
+Runtime layer (``vm``); imports numpy and the plain-data modules of ``vm``.
+
+Every function gets a precomputed :class:`Signature` whose converters check each
+argument against its parameter's type spec (see :mod:`vm.program`) and return the
+value the VM keeps in a register:
+
+- a tensor parameter takes a numpy array of exactly its dtype and shape (``-1``
+  dimensions match anything), made C-contiguous if it is not, or a numpy or Python
+  scalar (``bool``/``int``/``float``) for a scalar parameter, converted to the
+  parameter's dtype when the value is representable there (an ``int`` must fit the
+  range of an integer dtype and a ``float`` must be integral to become one; a value
+  that would overflow a float dtype to infinity is rejected);
+- a tuple parameter takes a tuple or list with the right number of fields;
+- an ADT parameter takes a :class:`vm.ADT` built by one of the type's constructors;
+- a function parameter takes a :class:`vm.Closure`;
+- an ``("any",)`` parameter, and the fields of ADT and closure values, take any of
+  these; an untyped Python scalar becomes a 0-d array the way ``relay.const`` types
+  one (``bool`` -> bool, ``int`` -> int32, or int64 when it does not fit, ``float`` ->
+  float32).
+
+The fast path for a tensor that already matches costs a few attribute reads. Errors
+are ``TypeError`` (wrong count, kind or dtype) or ``ValueError`` (wrong shape, a value
+out of range), and name the function, the parameter, what was expected and what was
+found, e.g. ``main(): argument 0 ('x') has invalid dimensions for the following
+indices: index 1 got 5, expected 10 (expected float32[10, 10], got float32[10, 5])``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from vm.objects import ADT, Closure
+from vm.program import ConstructorInfo, TypeSpec, VMFunction
+
+Converter = Callable[[Any], Any]
+
+_ndarray = np.ndarray
+#: Dtype kinds a register may hold: bool, signed, unsigned, float.
+_VALUE_KINDS = frozenset("biuf")
+_INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
+_FLOAT32 = np.dtype(np.float32)
+_BOOL = np.dtype(np.bool_)
+
+
+# ---- descriptions for messages --------------------------------------------------------------
+
+
+def describe_shape(dims: Sequence[int]) -> str:
+    """``[10, ?]`` for dims ``(10, -1)``."""
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in dims) + "]"
+
+
+def describe_spec(spec: TypeSpec) -> str:
+    """A type spec in words: ``float32[10, ?]``, ``(float32[2], int32[])``, ``List``."""
+    # Iterative so a deeply nested tuple type cannot exhaust Python's stack.
+    out: list[str] = []
+    stack: list[Any] = [spec]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        kind = item[0] if isinstance(item, tuple) and item else None
+        if kind == "tensor":
+            out.append(f"{item[2]}{describe_shape(item[1])}")
+        elif kind == "tuple":
+            pieces: list[Any] = ["("]
+            for i, field in enumerate(item[1]):
+                if i:
+                    pieces.append(", ")
+                pieces.append(field)
+            pieces.append(",)" if len(item[1]) == 1 else ")")
+            stack.extend(reversed(pieces))
+        elif kind == "adt":
+            out.append(f"{item[1]} (an ADT)")
+        elif kind == "func":
+            out.append("a function (vm.Closure)")
+        elif kind == "any":
+            out.append("any value")
+        else:
+            out.append(repr(item))
+    return "".join(out)
+
+
+def describe_value(value: Any) -> str:
+    """What the caller passed, in words: ``a numpy array float64[10, 5]``."""
+    if isinstance(value, np.ndarray):
+        return f"a numpy array {value.dtype}{describe_shape(value.shape)}"
+    if isinstance(value, np.generic):
+        return f"a numpy {value.dtype} scalar"
+    if isinstance(value, bool):
+        return f"the Python bool {value}"
+    if isinstance(value, (int, float)):
+        return f"the Python {type(value).__name__} {value!r}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} values"
+    if isinstance(value, list):
+        return f"a list of {len(value)} values"
+    if isinstance(value, ADT):
+        return f"a vm.ADT ({value.constructor or f'tag {value.tag}'})"
+    if isinstance(value, Closure):
+        return "a vm.Closure"
+    if value is None:
+        return "None"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+# ---- scalars ------------------------------------------------------------------------------------
+
+
+def scalar_to_array(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
+    """A Python or numpy scalar as a 0-d array of ``dtype``, if the value is representable.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a bool, int or float (Python or numpy).
+    ValueError
+        If the value does not fit ``dtype`` (out of range, or a fraction for an integer).
+    """
+    kind = dtype.kind
+    if isinstance(value, (bool, np.bool_)):
+        number: int | float = int(bool(value))
+    elif isinstance(value, (int, np.integer)):
+        number = int(value)
+    elif isinstance(value, (float, np.floating)):
+        number = float(value)
+    else:
+        raise TypeError(f"{where} expected a {dtype} scalar, got {describe_value(value)}")
+    found = describe_value(value)
+    if kind == "b":
+        if number not in (0, 1):
+            raise ValueError(f"{where} expected a bool scalar; {found} is not 0 or 1")
+        return np.array(bool(number), dtype=dtype)
+    if kind in "iu":
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise ValueError(
+                    f"{where} expected a {dtype} scalar; {found} is not an integer, "
+                    f"convert it explicitly if truncation is intended"
+                )
+            number = int(number)
+        info = np.iinfo(dtype)
+        if not info.min <= number <= info.max:
+            raise ValueError(
+                f"{where} expected a {dtype} scalar; {found} is out of range for {dtype} "
+                f"({info.min} to {info.max})"
+            )
+        return np.array(number, dtype=dtype)
+    if kind == "f":
+        limit = float(np.finfo(dtype).max)
+        if isinstance(number, int):
+            overflows = abs(number) > limit
+        else:
+            overflows = math.isfinite(number) and abs(number) > limit
+        if overflows:
+            raise ValueError(
+                f"{where} expected a {dtype} scalar; {found} overflows {dtype} "
+                f"(largest finite value {limit:g})"
+            )
+        return np.array(number, dtype=dtype)
+    raise TypeError(f"{where}: parameters of dtype {dtype} cannot take Python scalars")
+
+
+def _untyped_scalar(value: Any, where: str) -> np.ndarray:
+    """A Python scalar in an untyped position, typed like ``relay.const`` types it."""
+    if isinstance(value, bool):
+        return np.array(value, dtype=_BOOL)
+    if isinstance(value, int):
+        if -(2**31) <= value < 2**31:
+            return np.array(value, dtype=_INT32)
+        if -(2**63) <= value < 2**63:
+            return np.array(value, dtype=_INT64)
+        raise ValueError(f"{where}: the Python int {value} does not fit in int64")
+    return np.array(value, dtype=_FLOAT32)
+
+
+# ---- tensors ----------------------------------------------------------------------------------
+
+
+def _fix_array(array: np.ndarray, where: str) -> np.ndarray:
+    """``array`` as a plain, native-order, aligned, C-contiguous ndarray of a value dtype."""
+    if type(array) is not _ndarray:
+        array = array.view(_ndarray)
+    dtype = array.dtype
+    if dtype.kind not in _VALUE_KINDS:
+        raise TypeError(
+            f"{where}: arrays of dtype {dtype} cannot be VM values "
+            "(use bool, integer or floating-point dtypes)"
+        )
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+    flags = array.flags
+    if not (flags.c_contiguous and flags.aligned):
+        array = array.copy(order="C")
+    return array
+
+
+def _tensor_converter(spec: TypeSpec, where: str) -> Converter:
+    _, dims, dtype_name = spec
+    dtype = np.dtype(dtype_name)
+    dims = tuple(dims)
+    ndim = len(dims)
+    expected = f"{dtype}{describe_shape(dims)}"
+    is_static = all(d >= 0 for d in dims)
+
+    def slow(value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            array = value
+        elif isinstance(value, (bool, int, float, np.generic)):
+            if ndim != 0:
+                raise TypeError(f"{where} expected a tensor {expected}, got {describe_value(value)}")
+            return scalar_to_array(value, dtype, where)
+        else:
+            hint = ""
+            if isinstance(value, (list, tuple)):
+                hint = "; pass a numpy array (lists and tuples are for tuple parameters)"
+            raise TypeError(
+                f"{where} expected a tensor {expected}, got {describe_value(value)}{hint}"
+            )
+        got = f"{array.dtype}{describe_shape(array.shape)}"
+        if array.dtype != dtype:
+            same_type = array.dtype.kind == dtype.kind and array.dtype.itemsize == dtype.itemsize
+            if not same_type:
+                raise TypeError(f"{where} expected a tensor {expected}, got a numpy array {got}")
+        if array.ndim != ndim:
+            raise ValueError(
+                f"{where} expected {ndim} dimension{'s' * (ndim != 1)} ({expected}), "
+                f"got {array.ndim} ({got})"
+            )
+        bad = [
+            f"index {i} got {got_dim}, expected {want}"
+            for i, (got_dim, want) in enumerate(zip(array.shape, dims))
+            if want >= 0 and got_dim != want
+        ]
+        if bad:
+            raise ValueError(
+                f"{where} has invalid dimensions for the following indices: {'; '.join(bad)} "
+                f"(expected {expected}, got {got})"
+            )
+        array = _fix_array(array, where)
+        if array.dtype != dtype:  # a byte-swapped or otherwise equivalent dtype
+            array = array.astype(dtype)
+        return array
+
+    if not is_static:
+        return slow
+
+    def convert(value: Any) -> Any:
+        # The common case costs four attribute reads; everything else goes the slow way.
+        if (
+            type(value) is _ndarray
+            and value.dtype is dtype
+            and value.shape == dims
+            and value.flags.c_contiguous
+        ):
+            return value
+        return slow(value)
+
+    return convert
+
+
+# ---- values without a precise type: ADT fields, closure captures, ("any",) ------------------
+
+
+class ValueChecker:
+    """Deep conversion of values whose type the signature does not pin down.
+
+    Parameters
+    ----------
+    constructors : mapping of int to vm.program.ConstructorInfo
+        The executable's constructors by tag (for tag and field-count checks).
+    num_functions : int
+        How many functions the executable has (for closure indices).
+    """
+
+    def __init__(self, constructors: Mapping[int, ConstructorInfo], num_functions: int) -> None:
+        self.constructors = constructors
+        self.num_functions = num_functions
+
+    def leaf(self, value: Any, where: str, path: Any = None) -> Any:
+        """Convert a non-container value (array or scalar); ``path`` leads to it from ``where``."""
+        if type(value) is _ndarray:
+            flags = value.flags
+            dtype = value.dtype
+            if flags.c_contiguous and flags.aligned and dtype.isnative and dtype.kind in _VALUE_KINDS:
+                return value
+            return _fix_array(value, _path_text(where, path))
+        if isinstance(value, np.ndarray):
+            return _fix_array(value, _path_text(where, path))
+        if isinstance(value, np.generic):
+            return _fix_array(np.asarray(value), _path_text(where, path))
+        if isinstance(value, (bool, int, float)):
+            return _untyped_scalar(value, _path_text(where, path))
+        raise TypeError(
+            f"{_path_text(where, path)} is {describe_value(value)}; VM values are numpy arrays, "
+            "tuples, vm.ADT and vm.Closure"
+        )
+
+    def _check_container(self, value: Any, where: str, path: Any) -> tuple[Any, ...]:
+        """The children of a container, after checking its tag, field count or function."""
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        if isinstance(value, ADT):
+            if self.constructors:
+                info = self.constructors.get(value.tag)
+                if info is None:
+                    known = ", ".join(
+                        f"{c.name}={t}" for t, c in sorted(self.constructors.items())
+                    )
+                    raise TypeError(
+                        f"{_path_text(where, path)} is a vm.ADT with tag {value.tag}, which is not a constructor "
+                        f"of this executable (known tags: {known})"
+                    )
+                if len(value.fields) != info.arity:
+                    raise TypeError(
+                        f"{_path_text(where, path)} is a {info.name} value with {len(value.fields)} fields; "
+                        f"{info.name} takes {info.arity}"
+                    )
+            return value.fields
+        index = value.func_index
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (
+            0 <= index < self.num_functions
+        ):
+            raise TypeError(
+                f"{_path_text(where, path)} is a vm.Closure of function index {index!r}; this executable has "
+                f"functions 0 to {self.num_functions - 1}"
+            )
+        return value.captured
+
+    def convert(self, value: Any, where: str) -> Any:
+        """``value`` with every leaf converted; containers rebuilt only where a leaf changed.
+
+        Iterative (explicit stack), so a 100,000-long list converts without recursion;
+        shared sub-values stay shared.
+        """
+        if not isinstance(value, (tuple, list, ADT, Closure)):
+            return self.leaf(value, where)
+        done: dict[int, Any] = {}
+        active: set[int] = set()
+        # Entries: (value, path, expanded). A path is (parent path, field index) or None.
+        stack: list[tuple[Any, Any, bool]] = [(value, None, False)]
+        while stack:
+            item, path, expanded = stack.pop()
+            key = id(item)
+            if not expanded:
+                if key in done:
+                    continue
+                if key in active:
+                    raise TypeError(f"{_path_text(where, path)} contains itself (a cyclic value)")
+                children = self._check_container(item, where, path)
+                active.add(key)
+                stack.append((item, path, True))
+                for i, child in enumerate(children):
+                    if isinstance(child, (tuple, list, ADT, Closure)) and id(child) not in done:
+                        stack.append((child, (path, i), False))
+                continue
+            active.discard(key)
+            children = item.fields if isinstance(item, ADT) else (
+                item.captured if isinstance(item, Closure) else tuple(item)
+            )
+            converted = []
+            changed = type(item) is list
+            for i, child in enumerate(children):
+                if isinstance(child, (tuple, list, ADT, Closure)):
+                    new = done[id(child)]
+                else:
+                    new = self.leaf(child, where, (path, i))
+                changed = changed or new is not child
+                converted.append(new)
+            if not changed:
+                done[key] = item
+            elif isinstance(item, ADT):
+                done[key] = ADT(item.tag, converted, item.constructor)
+            elif isinstance(item, Closure):
+                done[key] = Closure(item.func_index, converted, item.name)
+            else:
+                done[key] = tuple(converted)
+        return done[id(value)]
+
+
+def _path_text(where: str, path: Any) -> str:
+    indices: list[int] = []
+    while path is not None:
+        path, index = path
+        indices.append(index)
+    return where + "".join(f" field {i}" for i in reversed(indices))
+
+
+# ---- signatures --------------------------------------------------------------------------------
+
+
+def make_converter(spec: TypeSpec, where: str, values: ValueChecker) -> Converter:
+    """A converter for one parameter of type ``spec``; ``where`` names it in errors."""
+    kind = spec[0]
+    if kind == "tensor":
+        return _tensor_converter(spec, where)
+    if kind == "tuple":
+        fields = [
+            make_converter(field, f"{where} field {i}", values) for i, field in enumerate(spec[1])
+        ]
+        count = len(fields)
+        expected = describe_spec(spec)
+
+        def convert_tuple(value: Any) -> tuple[Any, ...]:
+            if not isinstance(value, (tuple, list)):
+                raise TypeError(f"{where} expected a tuple {expected}, got {describe_value(value)}")
+            if len(value) != count:
+                raise TypeError(
+                    f"{where} expected a tuple of {count} fields {expected}, "
+                    f"got {len(value)} fields"
+                )
+            return tuple(convert(field) for convert, field in zip(fields, value))
+
+        return convert_tuple
+    if kind == "adt":
+        type_name = spec[1]
+        tags = {tag: info for tag, info in values.constructors.items() if info.type_name == type_name}
+        names = ", ".join(info.name for _, info in sorted(tags.items()))
+
+        def convert_adt(value: Any) -> Any:
+            if not isinstance(value, ADT):
+                raise TypeError(
+                    f"{where} expected a {type_name} value (a vm.ADT), got {describe_value(value)}"
+                )
+            if tags and value.tag not in tags:
+                raise TypeError(
+                    f"{where} expected a {type_name} value (constructors {names}), got "
+                    f"{describe_value(value)} with tag {value.tag}"
+                )
+            return values.convert(value, where)
+
+        return convert_adt
+    if kind == "func":
+
+        def convert_closure(value: Any) -> Any:
+            if not isinstance(value, Closure):
+                raise TypeError(f"{where} expected a function (a vm.Closure), got {describe_value(value)}")
+            return values.convert(value, where)
+
+        return convert_closure
+    return lambda value: values.convert(value, where)
+
+
+class Signature:
+    """The precomputed argument checker of one function.
+
+    Parameters
+    ----------
+    function : vm.program.VMFunction
+        The function.
+    values : ValueChecker
+        Deep conversion for untyped positions.
+    skip : int
+        Leading parameters that are not user arguments (a closure's captured values).
+    label : str
+        How messages name the function, e.g. ``"main()"``.
+    """
+
+    __slots__ = ("arity", "convert_all", "label", "names", "_converters")
+
+    def __init__(
+        self, function: VMFunction, values: ValueChecker, skip: int = 0, label: str | None = None
+    ) -> None:
+        self.label = label or f"{function.name}()"
+        self.names = function.params[skip:]
+        specs = function.param_types[skip:]
+        self.arity = len(self.names)
+        self._converters = [
+            make_converter(spec, f"{self.label}: argument {i + skip} ({name!r})", values)
+            for i, (name, spec) in enumerate(zip(self.names, specs))
+        ]
+        self.convert_all = self._build()
+
+    def _build(self) -> Callable[[Sequence[Any]], list[Any]]:
+        converters = self._converters
+        arity = self.arity
+        count_error = self.count_error
+        if arity == 0:
+
+            def convert0(args: Sequence[Any]) -> list[Any]:
+                if args:
+                    raise count_error(len(args))
+                return []
+
+            return convert0
+        if arity == 1:
+            (first,) = converters
+
+            def convert1(args: Sequence[Any]) -> list[Any]:
+                if len(args) != 1:
+                    raise count_error(len(args))
+                return [first(args[0])]
+
+            return convert1
+        if arity == 2:
+            first, second = converters
+
+            def convert2(args: Sequence[Any]) -> list[Any]:
+                if len(args) != 2:
+                    raise count_error(len(args))
+                return [first(args[0]), second(args[1])]
+
+            return convert2
+
+        def convert_n(args: Sequence[Any]) -> list[Any]:
+            if len(args) != arity:
+                raise count_error(len(args))
+            return [convert(arg) for convert, arg in zip(converters, args)]
+
+        return convert_n
+
+    def count_error(self, given: int) -> TypeError:
+        """The error for ``given`` arguments where ``arity`` are needed."""
+        names = ", ".join(self.names)
+        plural = "s" * (self.arity != 1)
+        return TypeError(
+            f"{self.label} takes {self.arity} argument{plural} ({names}) but {given} "
+            f"{'was' if given == 1 else 'were'} given"
+        )
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Positional and keyword arguments in parameter order (not yet converted).
+
+        Keyword arguments fill the parameters they name; positional ones fill the
+        remaining slots in order.
+
+        Raises
+        ------
+        TypeError
+            For an unknown keyword, or too few or too many arguments.
+        """
+        slots: list[Any] = [_MISSING] * self.arity
+        for name, value in kwargs.items():
+            try:
+                index = self.names.index(name)
+            except ValueError:
+                raise TypeError(
+                    f"{self.label} got an unexpected keyword argument {name!r}; "
+                    f"its parameters are {', '.join(self.names) or 'none'}"
+                ) from None
+            slots[index] = value
+        free = [i for i, slot in enumerate(slots) if slot is _MISSING]
+        if len(args) != len(free):
+            missing = [self.names[i] for i in free]
+            raise TypeError(
+                f"{self.label} takes {self.arity} argument{'s' * (self.arity != 1)} "
+                f"({', '.join(self.names)}); {len(kwargs)} given by keyword, so "
+                f"{len(free)} positional ({', '.join(missing) or 'none'}) are needed, "
+                f"but {len(args)} were given"
+            )
+        for index, value in zip(free, args):
+            slots[index] = value
+        return tuple(slots)
+
+
+_MISSING = object()

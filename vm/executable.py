@@ -1,0 +1,401 @@
+"""The executable: functions, constants, primitives and constructors, immutable and shareable.
+
+Runtime layer (``vm``); imports ``serialization``, numpy and the plain-data modules of ``vm``.
+
+An :class:`Executable` is what the compiler produces, what is saved to one file and
+what a :class:`vm.VirtualMachine` runs. It never changes after construction, so one
+instance can serve many virtual machines on many threads. Construction puts the
+pieces in canonical form (tuples for type specs, sorted plain data for kernel
+descriptions, read-only little-endian constants) so that saving is deterministic and
+``load_exec(exe.save())`` is equal to ``exe`` section by section. Construction does
+not verify; :func:`vm.verify.verify` does, and :meth:`Executable.load_exec` always
+runs it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from serialization.limits import MAX_NESTING
+from serialization.ndarray import allowed_dtype
+from vm.errors import UnknownFunctionError
+from vm.program import ConstructorInfo, Primitive, TypeSpec, VMFunction
+
+
+class Executable:
+    """A compiled program: what ``relay.vm.compile`` returns and ``save``/``load_exec`` move.
+
+    Parameters
+    ----------
+    functions : iterable of vm.program.VMFunction
+        The functions, in function-index order.
+    constants : iterable of numpy.ndarray
+        The constant pool, in constant-index order.
+    primitives : iterable of vm.program.Primitive
+        The kernels, in primitive-index order.
+    constructors : iterable of vm.program.ConstructorInfo
+        The ADT constructors the program builds or matches.
+
+    Raises
+    ------
+    TypeError
+        If a piece has the wrong type (the message names which one).
+    """
+
+    __slots__ = ("_by_tag", "_constants", "_constructors", "_functions", "_index", "_primitives")
+
+    def __init__(
+        self,
+        functions: Iterable[VMFunction],
+        constants: Iterable[np.ndarray],
+        primitives: Iterable[Primitive],
+        constructors: Iterable[ConstructorInfo] = (),
+    ) -> None:
+        funcs = tuple(_canonical_function(i, f) for i, f in enumerate(functions))
+        consts = tuple(_canonical_constant(i, c) for i, c in enumerate(constants))
+        prims = tuple(_canonical_primitive(i, p) for i, p in enumerate(primitives))
+        ctors = tuple(constructors)
+        for i, c in enumerate(ctors):
+            if not isinstance(c, ConstructorInfo):
+                raise TypeError(
+                    f"constructors[{i}] must be a vm.program.ConstructorInfo, "
+                    f"got {type(c).__name__}"
+                )
+        index: dict[str, int] = {}
+        for i, f in enumerate(funcs):
+            index.setdefault(f.name, i)
+        by_tag: dict[int, ConstructorInfo] = {}
+        for c in ctors:
+            by_tag.setdefault(c.tag, c)
+        setter = object.__setattr__
+        setter(self, "_functions", funcs)
+        setter(self, "_constants", consts)
+        setter(self, "_primitives", prims)
+        setter(self, "_constructors", ctors)
+        setter(self, "_index", index)
+        setter(self, "_by_tag", MappingProxyType(by_tag))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an Executable is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("an Executable is immutable")
+
+    def __repr__(self) -> str:
+        return (
+            f"<Executable: {len(self._functions)} functions, {len(self._constants)} constants, "
+            f"{len(self._primitives)} primitives, {len(self._constructors)} constructors>"
+        )
+
+    # ---- the plain data -------------------------------------------------------------
+
+    @property
+    def functions(self) -> tuple[VMFunction, ...]:
+        """The functions, in function-index order."""
+        return self._functions
+
+    @property
+    def constant_values(self) -> tuple[np.ndarray, ...]:
+        """The constant pool as read-only arrays, in constant-index order."""
+        return self._constants
+
+    @property
+    def primitives(self) -> tuple[Primitive, ...]:
+        """The kernels (name and structured description), in primitive-index order."""
+        return self._primitives
+
+    @property
+    def constructors(self) -> tuple[ConstructorInfo, ...]:
+        """The ADT constructors (tag, name, field count, type name)."""
+        return self._constructors
+
+    @property
+    def constructor_by_tag(self) -> Mapping[int, ConstructorInfo]:
+        """Tag -> constructor, read-only."""
+        return self._by_tag
+
+    # ---- TVM-style introspection --------------------------------------------------------
+
+    @property
+    def globals(self) -> list[str]:
+        """The function names in function-index order."""
+        return [f.name for f in self._functions]
+
+    @property
+    def primitive_ops(self) -> list[str]:
+        """The kernel names in primitive-index order."""
+        return [p.name for p in self._primitives]
+
+    @property
+    def bytecode(self) -> str:
+        """A text listing of every function's instructions (see :mod:`vm.text`)."""
+        from vm.text import disassemble
+
+        return disassemble(self)
+
+    @property
+    def stats(self) -> str:
+        """TVM-style statistics: constant shapes, globals, primitive ops, constructors."""
+        from vm.text import stats
+
+        return stats(self)
+
+    @property
+    def constants(self) -> str:
+        """A text listing of the constant pool, one ``VM Const[i]: ...`` line each."""
+        from vm.text import constants_text
+
+        return constants_text(self)
+
+    def function_index(self, name: str) -> int:
+        """The index of the function called ``name``.
+
+        Raises
+        ------
+        vm.errors.UnknownFunctionError
+            (a ``KeyError`` and a ``ValueError``) naming ``name`` and the known functions.
+        """
+        try:
+            return self._index[name]
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(name, self.globals) from None
+
+    def get_function(self, name: str) -> VMFunction:
+        """The function called ``name`` (raises like :meth:`function_index`)."""
+        return self._functions[self.function_index(name)]
+
+    def get_function_params(self, func_name: str) -> list[str]:
+        """The parameter names of ``func_name``, in order."""
+        return list(self.get_function(func_name).params)
+
+    def get_function_arity(self, func_name: str) -> int:
+        """The number of parameters of ``func_name``."""
+        return len(self.get_function(func_name).params)
+
+    # ---- saving and loading -------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> bytes:
+        """The executable as one self-contained byte string; also written to ``path`` if given.
+
+        The same executable always gives the same bytes, in any process. The file is
+        written atomically: a reader sees the old file or the new one, never part.
+
+        Raises
+        ------
+        ValueError, TypeError
+            If a piece cannot be written (the message names it); verified
+            executables always can.
+        OSError
+            If ``path`` cannot be written; the old file, if any, is unchanged.
+        """
+        from serialization.atomic import atomic_write
+        from vm.executable_codec import encode
+
+        data = encode(self)
+        if path is not None:
+            atomic_write(path, data)
+        return data
+
+    @staticmethod
+    def load_exec(data_or_path: bytes | bytearray | memoryview | str | os.PathLike[str]) -> Executable:
+        """Load and verify an executable saved by :meth:`save`.
+
+        Parameters
+        ----------
+        data_or_path : bytes-like, str or os.PathLike
+            The saved bytes, or the path of a saved file.
+
+        Returns
+        -------
+        Executable
+            The verified executable. Nothing from the file is ever run as code.
+
+        Raises
+        ------
+        vm.MalformedExecutableError
+            If the bytes do not decode (the message names the section).
+        vm.InvalidExecutableError
+            If the program decodes but fails verification (names function and instruction).
+        TypeError
+            If ``data_or_path`` is neither bytes-like nor a path.
+        OSError
+            If the path cannot be read.
+        """
+        from vm.executable_codec import decode
+        from vm.verify import verify
+
+        if isinstance(data_or_path, (bytes, bytearray, memoryview)):
+            data = bytes(data_or_path)
+        elif isinstance(data_or_path, (str, os.PathLike)):
+            with open(data_or_path, "rb") as handle:
+                data = handle.read()
+        else:
+            raise TypeError(
+                "load_exec needs the saved bytes or a file path, "
+                f"got {type(data_or_path).__name__}"
+            )
+        exe = decode(data)
+        verify(exe)
+        return exe
+
+
+# ---- canonical forms ---------------------------------------------------------------------
+
+
+def _canonical_function(index: int, function: Any) -> VMFunction:
+    if not isinstance(function, VMFunction):
+        raise TypeError(
+            f"functions[{index}] must be a vm.program.VMFunction, got {type(function).__name__}"
+        )
+    params = tuple(function.params)
+    param_types = tuple(canonical_type_spec(t) for t in function.param_types)
+    ret_type = canonical_type_spec(function.ret_type)
+    instructions = tuple(function.instructions)
+    if (
+        params == function.params
+        and param_types == function.param_types
+        and ret_type == function.ret_type
+        and instructions == function.instructions
+        and type(function.params) is tuple
+        and type(function.instructions) is tuple
+    ):
+        return function
+    return VMFunction(
+        function.name, params, param_types, ret_type, function.register_file_size, instructions
+    )
+
+
+def canonical_type_spec(spec: Any) -> TypeSpec:
+    """``spec`` with every list turned into a tuple, at any depth up to ``MAX_NESTING``.
+
+    Other values are kept as they are; :func:`vm.verify.verify` checks the spec's shape.
+
+    Raises
+    ------
+    ValueError
+        If lists nest deeper than :data:`serialization.limits.MAX_NESTING` (or form a cycle).
+    """
+    if not isinstance(spec, (list, tuple)):
+        return spec
+    # Post-order rebuild with an explicit stack of (source, converted children, position).
+    stack: list[tuple[Any, list[Any], int]] = [(spec, [], 0)]
+    while True:
+        source, built, position = stack[-1]
+        if position < len(source):
+            stack[-1] = (source, built, position + 1)
+            item = source[position]
+            if isinstance(item, (list, tuple)):
+                if len(stack) >= MAX_NESTING:
+                    raise ValueError(f"a type spec is nested deeper than {MAX_NESTING}")
+                stack.append((item, [], 0))
+            else:
+                built.append(item)
+            continue
+        stack.pop()
+        if not stack:
+            return tuple(built)
+        stack[-1][1].append(tuple(built))
+
+
+_PLAIN_SCALARS = (type(None), bool, str, float, int)
+
+
+def canonical_description(description: Any) -> dict[str, Any]:
+    """A kernel description as canonical plain data.
+
+    Dicts get sorted string keys, tuples become lists, numpy scalars become Python
+    scalars; the result is a fresh copy (iteratively built, any depth).
+
+    Raises
+    ------
+    TypeError
+        If ``description`` is not a dict, a key is not a string, or a value is not
+        None, bool, int, float, str, a list, a tuple or a dict.
+    """
+    if not isinstance(description, dict):
+        raise TypeError(f"a kernel description must be a dict, got {type(description).__name__}")
+    result: dict[str, Any] = {}
+    # Each work item copies one container's children into an already created copy.
+    stack: list[tuple[Any, Any, int]] = [(description, result, 1)]
+    while stack:
+        source, target, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise TypeError(f"a kernel description is nested deeper than {MAX_NESTING}")
+        if isinstance(source, dict):
+            keys = []
+            for key in source:
+                if type(key) is not str:
+                    raise TypeError(f"kernel description keys must be strings, found {key!r}")
+                keys.append(key)
+            for key in sorted(keys):
+                target[key] = _copy_value(source[key], stack, depth + 1)
+        else:
+            target.extend(_copy_value(item, stack, depth + 1) for item in source)
+    return result
+
+
+def _copy_value(value: Any, stack: list[tuple[Any, Any, int]], depth: int) -> Any:
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return value
+    if isinstance(value, dict):
+        copy: Any = {}
+    elif isinstance(value, (list, tuple)):
+        copy = []
+    elif isinstance(value, np.bool_):
+        return bool(value)
+    elif isinstance(value, (int, np.integer)):
+        return int(value)
+    elif isinstance(value, (float, np.floating)):
+        return float(value)
+    elif isinstance(value, str):
+        return str(value)
+    else:
+        raise TypeError(
+            "kernel description values must be None, bool, int, float, str, lists or dicts, "
+            f"found {type(value).__name__}"
+        )
+    stack.append((value, copy, depth))
+    return copy
+
+
+def _canonical_primitive(index: int, primitive: Any) -> Primitive:
+    if not isinstance(primitive, Primitive):
+        raise TypeError(
+            f"primitives[{index}] must be a vm.program.Primitive, got {type(primitive).__name__}"
+        )
+    try:
+        description = canonical_description(primitive.description)
+    except TypeError as err:
+        raise TypeError(f"primitive {index} ({primitive.name!r}): {err}") from None
+    return Primitive(primitive.name, description)
+
+
+def _canonical_constant(index: int, value: Any) -> np.ndarray:
+    if not isinstance(value, (np.ndarray, np.generic)):
+        raise TypeError(f"constant {index} must be a numpy array, got {type(value).__name__}")
+    array = np.asarray(value)
+    try:
+        dtype = allowed_dtype(array.dtype)
+    except TypeError as err:
+        raise TypeError(f"constant {index}: {err}") from None
+    if array.flags.writeable or not _memory_is_frozen(array) or not array.flags.c_contiguous or array.dtype != dtype:
+        # Our own copy: nobody else can write to the constant's memory afterwards.
+        array = np.array(array, dtype=dtype, order="C", copy=True)
+        array.flags.writeable = False
+    return array
+
+
+def _memory_is_frozen(array: np.ndarray) -> bool:
+    """Whether no writable array or buffer can reach ``array``'s memory (views included)."""
+    base: Any = array
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None or isinstance(base, bytes)

@@ -1,0 +1,496 @@
+"""Kernel rules for elementwise and broadcasting operators.
+
+Runtime layer (``vm.kernels``); imports numpy (for float16/float32 constant rounding).
+
+Each rule returns a scalar expression in its dtype's compute type; the code generator
+puts a chain of them inside one loop over the output (see :mod:`vm.kernels.codegen`),
+brings integer results back to their width and rounds ``float16`` results. Semantics
+mirror the compiler's numpy references (``compiler/op/defs_elemwise.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vm.kernels import dtypes
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    RuleError,
+    Spec,
+    check_float_attr,
+    norm_axis,
+    register,
+    require_kind,
+    require_rank,
+    require_same_dtype,
+)
+from vm.kernels.source import ExprCtx, ShapeCtx, cast, const
+
+# --- shapes ------------------------------------------------------------------------------------
+
+
+def broadcast_dims(ctx: ShapeCtx, arg_dims: list[list[str]], ndim: int) -> list[str]:
+    """numpy broadcasting of the argument shapes (right-aligned) to rank ``ndim``."""
+    out: list[str] = []
+    for p in range(ndim):
+        dim: str | None = None
+        for dims in arg_dims:
+            offset = ndim - len(dims)
+            if p < offset:
+                continue
+            d = dims[p - offset]
+            dim = d if dim is None else ctx.bcast(dim, d)
+        out.append(dim if dim is not None else "1")
+    return out
+
+
+def _broadcast_shape(ctx: ShapeCtx) -> list[list[str]]:
+    return [broadcast_dims(ctx, ctx.arg_dims, ctx.out_specs[0].ndim)]
+
+
+def _first_arg_shape(ctx: ShapeCtx) -> list[list[str]]:
+    return [list(ctx.arg_dims[0])]
+
+
+def _attr_shape(ctx: ShapeCtx) -> list[list[str]]:
+    return [[str(int(d)) for d in ctx.attrs["shape"]]]
+
+
+# --- inference helpers -------------------------------------------------------------------------
+
+
+def _binary_infer(kind: str | None, out_dtype: str | None) -> Callable:
+    def infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+        dtype = require_same_dtype(["lhs", "rhs"], args)
+        if kind is not None:
+            require_kind("lhs", args[0], kind)
+        return (Spec(out_dtype or dtype, max(a.ndim for a in args)),)
+
+    return infer
+
+
+def _unary_infer(kind: str | None) -> Callable:
+    def infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+        if kind is not None:
+            require_kind("data", args[0], kind)
+        return (args[0],)
+
+    return infer
+
+
+def _check_shape_attr(attrs: dict) -> None:
+    shape = attrs["shape"]
+    if len(shape) > dtypes.MAX_NDIM:
+        raise RuleError(
+            f"ndim out of range: attribute shape has {len(shape)} dimensions; "
+            f"at most {dtypes.MAX_NDIM} allowed"
+        )
+    for d in shape:
+        if d < 0:
+            raise RuleError(f"attribute shape={tuple(shape)} has a negative dimension {d}")
+
+
+# --- expressions -------------------------------------------------------------------------------
+
+
+def _by_kind(float_expr: str, signed: str, unsigned: str) -> Callable[[ExprCtx], str]:
+    """An expression template chosen by the operand dtype; ``{a}``/``{b}`` are the operands."""
+
+    def expr(ctx: ExprCtx) -> str:
+        dtype = ctx.arg_specs[0].dtype
+        if dtype in dtypes.FLOATS:
+            template = float_expr
+        elif dtype in dtypes.UNSIGNED:
+            template = unsigned
+        else:
+            template = signed
+        names = dict(zip("abc", ctx.args))
+        return template.format(**names, one=const(1, dtype), zero=const(0, dtype))
+
+    return expr
+
+
+def _same(template: str) -> Callable[[ExprCtx], str]:
+    return _by_kind(template, template, template)
+
+
+_BINARY: list[tuple[str, str | None, str | None, Callable[[ExprCtx], str], bool]] = [
+    # name, operand kind, result dtype, expression, float16-exact
+    ("add", "numeric", None, _same("({a} + {b})"), False),
+    ("subtract", "numeric", None, _same("({a} - {b})"), False),
+    ("multiply", "numeric", None, _same("({a} * {b})"), False),
+    (
+        "divide",
+        "numeric",
+        None,
+        _by_kind("({a} / {b})", "h.divide_s({a}, {b})", "h.divide_u({a}, {b})"),
+        False,
+    ),
+    (
+        "floor_divide",
+        "numeric",
+        None,
+        _by_kind("np.floor({a} / {b})", "h.floor_divide_s({a}, {b})", "h.floor_divide_u({a}, {b})"),
+        False,
+    ),
+    ("mod", "numeric", None, _by_kind("np.fmod({a}, {b})", "h.mod_s({a}, {b})", "h.mod_u({a}, {b})"), False),
+    (
+        "floor_mod",
+        "numeric",
+        None,
+        _by_kind("({a} - np.floor({a} / {b}) * {b})", "h.floor_mod_s({a}, {b})", "h.floor_mod_u({a}, {b})"),
+        False,
+    ),
+    (
+        "power",
+        "numeric",
+        None,
+        _by_kind("np.power({a}, {b})", "h.power_s({a}, {b})", "h.power_u({a}, {b})"),
+        False,
+    ),
+]  # fmt: skip
+
+
+def _maximum(ctx: ExprCtx) -> str:
+    a, b = ctx.args
+    if ctx.arg_specs[0].dtype in dtypes.FLOATS:
+        return f"h.fmax({a}, {b})"
+    return f"({a} if {a} >= {b} else {b})"
+
+
+def _minimum(ctx: ExprCtx) -> str:
+    a, b = ctx.args
+    if ctx.arg_specs[0].dtype in dtypes.FLOATS:
+        return f"h.fmin({a}, {b})"
+    return f"({a} if {a} <= {b} else {b})"
+
+
+def _compare(symbol: str) -> Callable[[ExprCtx], str]:
+    def expr(ctx: ExprCtx) -> str:
+        a, b = ctx.args
+        return f"({a} {symbol} {b})"
+
+    return expr
+
+
+for _name, _kind, _out, _expr, _exact in _BINARY:
+    register(
+        OpRule(
+            _name,
+            2,
+            (),
+            _binary_infer(_kind, _out),
+            _broadcast_shape,
+            expr=_expr,
+            f16_exact=_exact,
+        )
+    )
+
+register(OpRule("maximum", 2, (), _binary_infer(None, None), _broadcast_shape, expr=_maximum, f16_exact=True))
+register(OpRule("minimum", 2, (), _binary_infer(None, None), _broadcast_shape, expr=_minimum, f16_exact=True))
+for _name, _symbol in (
+    ("equal", "=="),
+    ("not_equal", "!="),
+    ("less", "<"),
+    ("less_equal", "<="),
+    ("greater", ">"),
+    ("greater_equal", ">="),
+):
+    register(OpRule(_name, 2, (), _binary_infer(None, "bool"), _broadcast_shape, expr=_compare(_symbol)))
+register(
+    OpRule("logical_and", 2, (), _binary_infer("bool", "bool"), _broadcast_shape, expr=_same("({a} and {b})"))
+)
+register(
+    OpRule("logical_or", 2, (), _binary_infer("bool", "bool"), _broadcast_shape, expr=_same("({a} or {b})"))
+)  # fmt: skip
+
+
+# --- unary -------------------------------------------------------------------------------------
+
+_SIGMOID = (
+    "(({one} / ({one} + np.exp(-{a}))) if {a} >= {zero} else (np.exp({a}) / ({one} + np.exp({a}))))"
+)
+
+_UNARY: list[tuple[str, str | None, Callable[[ExprCtx], str], bool]] = [
+    # name, dtype kind, expression, float16-exact
+    ("negative", "numeric", _same("(-{a})"), True),
+    ("abs", "numeric", _by_kind("abs({a})", "abs({a})", "{a}"), True),
+    ("exp", "float", _same("np.exp({a})"), False),
+    ("log", "float", _same("np.log({a})"), False),
+    ("sqrt", "float", _same("np.sqrt({a})"), False),
+    ("rsqrt", "float", _same("({one} / np.sqrt({a}))"), False),
+    ("sin", "float", _same("np.sin({a})"), False),
+    ("cos", "float", _same("np.cos({a})"), False),
+    ("tanh", "float", _same("np.tanh({a})"), False),
+    ("sigmoid", "float", _same(_SIGMOID), False),
+    ("erf", "float", _same("math.erf(np.float64({a}))"), False),
+    ("floor", "numeric", _by_kind("np.floor({a})", "{a}", "{a}"), True),
+    ("ceil", "numeric", _by_kind("np.ceil({a})", "{a}", "{a}"), True),
+    ("round", "numeric", _by_kind("np.rint({a})", "{a}", "{a}"), True),
+    ("sign", "numeric", _by_kind("np.sign({a})", "np.sign({a})", "({a} > {zero})"), True),
+    ("logical_not", "bool", _same("(not {a})"), True),
+    ("copy", None, _same("{a}"), True),
+    ("nn.relu", "numeric", _same("({a} if {a} > {zero} else {zero})"), True),
+]
+
+for _name, _kind, _expr, _exact in _UNARY:
+    register(
+        OpRule(_name, 1, (), _unary_infer(_kind), _first_arg_shape, expr=_expr, f16_exact=_exact)
+    )
+
+
+def _fill_like(value: int) -> Callable[[ExprCtx], str]:
+    def expr(ctx: ExprCtx) -> str:
+        return const(value, ctx.out_spec.dtype)
+
+    return expr
+
+
+for _name, _value in (("zeros_like", 0), ("ones_like", 1)):
+    register(
+        OpRule(
+            _name,
+            1,
+            (),
+            _unary_infer(None),
+            _first_arg_shape,
+            expr=_fill_like(_value),
+            f16_exact=True,
+            shape_only_args=(0,),
+        )
+    )
+
+
+# --- clip and cast -----------------------------------------------------------------------------
+
+
+def _clip_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("data", args[0], "numeric")
+    a_min, a_max = attrs["a_min"], attrs["a_max"]
+    if args[0].dtype not in dtypes.FLOATS:
+        check_float_attr("a_min", a_min, allow_nan=False)
+        check_float_attr("a_max", a_max, allow_nan=False)
+    if a_min > a_max:
+        raise RuleError(f"attribute a_min={a_min} must not exceed a_max={a_max}")
+    return (args[0],)
+
+
+def clip_bounds(dtype: str, a_min: float, a_max: float) -> tuple[Any, Any]:
+    """The bounds ``clip`` applies to ``dtype``, as the compiler's reference computes them."""
+    if dtype in dtypes.FLOATS:
+        np_dtype = np.dtype(dtype)
+        return float(np_dtype.type(a_min)), float(np_dtype.type(a_max))
+    low, high = dtypes.int_range(dtype)
+    lo = low if a_min == -math.inf else max(low, min(high, math.ceil(a_min)))
+    hi = high if a_max == math.inf else min(high, max(low, math.floor(a_max)))
+    return lo, hi
+
+
+def _clip(ctx: ExprCtx) -> str:
+    (a,) = ctx.args
+    dtype = ctx.arg_specs[0].dtype
+    lo, hi = clip_bounds(dtype, ctx.attrs["a_min"], ctx.attrs["a_max"])
+    lo_c, hi_c = const(lo, dtype), const(hi, dtype)
+    if dtype in dtypes.FLOATS:
+        return f"h.fmin(h.fmax({a}, {lo_c}), {hi_c})"
+    return f"min(max({a}, {lo_c}), {hi_c})"
+
+
+register(
+    OpRule(
+        "clip",
+        1,
+        (Attr("a_min", "float", required=True), Attr("a_max", "float", required=True)),
+        _clip_infer,
+        _first_arg_shape,
+        expr=_clip,
+        f16_exact=True,
+    )
+)
+
+
+def _cast_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    return (Spec(attrs["dtype"], args[0].ndim),)
+
+
+def _cast(ctx: ExprCtx) -> str:
+    return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
+
+
+register(
+    OpRule(
+        "cast",
+        1,
+        (Attr("dtype", "dtype", required=True),),
+        _cast_infer,
+        _first_arg_shape,
+        expr=_cast,
+        f16_exact=True,
+    )
+)
+
+
+# --- fills -------------------------------------------------------------------------------------
+
+
+def _init_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    _check_shape_attr(attrs)
+    return (Spec(attrs["dtype"], len(attrs["shape"])),)
+
+
+for _name, _value in (("zeros", 0), ("ones", 1)):
+    register(
+        OpRule(
+            _name,
+            0,
+            (Attr("shape", "ints", required=True), Attr("dtype", "dtype", "float32")),
+            _init_infer,
+            _attr_shape,
+            expr=_fill_like(_value),
+            f16_exact=True,
+        )
+    )
+
+
+def _full_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_rank("fill_value", args[0], 0, 0)
+    _check_shape_attr(attrs)
+    return (Spec(attrs["dtype"] or args[0].dtype, len(attrs["shape"])),)
+
+
+def _full(ctx: ExprCtx) -> str:
+    return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
+
+
+register(
+    OpRule(
+        "full",
+        1,
+        (Attr("shape", "ints", required=True), Attr("dtype", "dtype_or_empty", "")),
+        _full_infer,
+        _attr_shape,
+        expr=_full,
+        f16_exact=True,
+    )
+)
+
+
+def _full_like_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_rank("fill_value", args[1], 0, 0)
+    return (args[0],)
+
+
+def _full_like(ctx: ExprCtx) -> str:
+    return cast(ctx.args[1], ctx.arg_specs[1].dtype, ctx.out_spec.dtype)
+
+
+register(
+    OpRule(
+        "full_like",
+        2,
+        (),
+        _full_like_infer,
+        _first_arg_shape,
+        expr=_full_like,
+        f16_exact=True,
+        shape_only_args=(0,),
+    )
+)
+
+
+# --- where, broadcast_to, bias_add -------------------------------------------------------------
+
+
+def _where_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("condition", args[0], "bool")
+    dtype = require_same_dtype(["x", "y"], args[1:])
+    return (Spec(dtype, max(a.ndim for a in args)),)
+
+
+def _where(ctx: ExprCtx) -> str:
+    c, x, y = ctx.args
+    return f"({x} if {c} else {y})"
+
+
+register(OpRule("where", 3, (), _where_infer, _broadcast_shape, expr=_where, f16_exact=True))
+
+
+def _broadcast_to_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    _check_shape_attr(attrs)
+    if args[0].ndim > len(attrs["shape"]):
+        raise RuleError(
+            f"ndim out of range: cannot broadcast a rank-{args[0].ndim} tensor to "
+            f"shape {tuple(attrs['shape'])}"
+        )
+    return (Spec(args[0].dtype, len(attrs["shape"])),)
+
+
+def _broadcast_to_shape(ctx: ShapeCtx) -> list[list[str]]:
+    target = [str(int(d)) for d in ctx.attrs["shape"]]
+    dims = ctx.arg_dims[0]
+    offset = len(target) - len(dims)
+    for k, d in enumerate(dims):
+        want = target[offset + k]
+        ctx.fail_if(
+            f"{d} != 1 and {d} != {want}",
+            f"cannot broadcast the input to shape {tuple(ctx.attrs['shape'])}",
+        )
+    return [target]
+
+
+register(
+    OpRule(
+        "broadcast_to",
+        1,
+        (Attr("shape", "ints", required=True),),
+        _broadcast_to_infer,
+        _broadcast_to_shape,
+        expr=_same("{a}"),
+        f16_exact=True,
+    )
+)
+
+
+def _bias_add_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_same_dtype(["data", "bias"], args)
+    require_kind("data", args[0], "numeric")
+    require_rank("data", args[0], 1)
+    require_rank("bias", args[1], 1, 1)
+    norm_axis("axis", attrs["axis"], args[0].ndim)
+    return (args[0],)
+
+
+def _bias_axis(attrs: dict, ndim: int) -> int:
+    axis = attrs["axis"]
+    return axis + ndim if axis < 0 else axis
+
+
+def _bias_add_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = list(ctx.arg_dims[0])
+    axis = _bias_axis(ctx.attrs, len(dims))
+    dims[axis] = ctx.bcast(dims[axis], ctx.arg_dims[1][0])
+    return [dims]
+
+
+def _bias_add_map(ctx: Any, i: int, positions: tuple[int, ...]) -> tuple[int, ...]:
+    if i == 0:
+        return positions
+    return (positions[_bias_axis(ctx.attrs, len(positions))],)
+
+
+register(
+    OpRule(
+        "nn.bias_add",
+        2,
+        (Attr("axis", "int", 1),),
+        _bias_add_infer,
+        _bias_add_shape,
+        expr=_same("({a} + {b})"),
+        arg_map=_bias_add_map,
+    )
+)

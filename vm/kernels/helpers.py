@@ -1,0 +1,296 @@
+"""Scalar numba functions that generated kernels call: float16 bits, integer division, checks.
+
+Runtime layer (``vm.kernels``); imports numpy and numba.
+
+Generated kernel modules import this module as ``h``. numba compiles these functions
+into each kernel that calls them, and does not notice when this file changes, so the
+kernel cache key includes a hash of this file's source (see ``vm.kernels.library``).
+
+Semantics follow the compiler's numpy references: integer ``divide``/``mod`` truncate
+toward zero, ``floor_divide``/``floor_mod`` floor, integer division by zero raises
+``ZeroDivisionError`` (never a hardware trap: ``x // -1`` is computed as ``-x``), and
+``float16`` values are rounded to nearest-even exactly as numpy's ``astype`` does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# --- float16 as uint16 bits --------------------------------------------------------------------
+
+
+@njit(nogil=True)
+def f16_to_f32(bits):
+    """The float32 value of the float16 with bit pattern ``bits`` (exact)."""
+    b = np.int64(bits)
+    exponent = (b >> 10) & 0x1F
+    mantissa = b & 0x3FF
+    if exponent == 0:
+        value = math.ldexp(np.float64(mantissa), -24)
+    elif exponent == 31:
+        value = np.inf if mantissa == 0 else np.nan
+    else:
+        value = math.ldexp(np.float64(mantissa + 1024), exponent - 25)
+    if b & 0x8000:
+        value = -value
+    return np.float32(value)
+
+
+@njit(nogil=True)
+def f32_to_f16(x):
+    """The float16 bit pattern nearest to ``x`` (ties to even; overflow to infinity)."""
+    v = np.float64(x)
+    if v != v:
+        return np.uint16(0x7E00)
+    sign = 0
+    if v < 0.0 or (v == 0.0 and math.copysign(1.0, v) < 0.0):
+        sign = 0x8000
+    a = abs(v)
+    if a >= 65520.0:
+        return np.uint16(sign | 0x7C00)
+    if a < 6.103515625e-05:  # below 2**-14: subnormal, in units of 2**-24
+        m = np.int64(np.rint(a * 16777216.0))
+        return np.uint16(sign | m)
+    fraction, exponent = math.frexp(a)
+    m = np.int64(np.rint(fraction * 2048.0))
+    e = exponent + 14
+    if m == 2048:
+        m = 1024
+        e += 1
+    if e >= 31:
+        return np.uint16(sign | 0x7C00)
+    return np.uint16(sign | (e << 10) | (m - 1024))
+
+
+@njit(nogil=True)
+def f16_round(x):
+    """``x`` rounded to the nearest float16 value, as a float32."""
+    return f16_to_f32(f32_to_f16(x))
+
+
+# --- integer division --------------------------------------------------------------------------
+
+
+@njit(nogil=True)
+def divide_s(a, b):
+    """Signed ``a / b`` rounded toward zero."""
+    if b == 0:
+        raise ZeroDivisionError("divide: integer division by zero")
+    if b == -1:
+        return -a
+    q = a // b
+    if a % b != 0 and (a < 0) != (b < 0):
+        q += 1
+    return q
+
+
+@njit(nogil=True)
+def divide_u(a, b):
+    """Unsigned ``a / b``."""
+    if b == 0:
+        raise ZeroDivisionError("divide: integer division by zero")
+    return a // b
+
+
+@njit(nogil=True)
+def floor_divide_s(a, b):
+    """Signed ``floor(a / b)``."""
+    if b == 0:
+        raise ZeroDivisionError("floor_divide: integer division by zero")
+    if b == -1:
+        return -a
+    return a // b
+
+
+@njit(nogil=True)
+def floor_divide_u(a, b):
+    """Unsigned ``floor(a / b)``."""
+    if b == 0:
+        raise ZeroDivisionError("floor_divide: integer division by zero")
+    return a // b
+
+
+@njit(nogil=True)
+def mod_s(a, b):
+    """Signed remainder with the sign of ``a`` (truncated division)."""
+    if b == 0:
+        raise ZeroDivisionError("mod: integer division by zero")
+    if b == -1:
+        return a - a
+    r = a % b
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
+
+
+@njit(nogil=True)
+def mod_u(a, b):
+    """Unsigned remainder."""
+    if b == 0:
+        raise ZeroDivisionError("mod: integer division by zero")
+    return a % b
+
+
+@njit(nogil=True)
+def floor_mod_s(a, b):
+    """Signed remainder with the sign of ``b`` (floored division)."""
+    if b == 0:
+        raise ZeroDivisionError("floor_mod: integer division by zero")
+    if b == -1:
+        return a - a
+    return a % b
+
+
+@njit(nogil=True)
+def floor_mod_u(a, b):
+    """Unsigned remainder."""
+    if b == 0:
+        raise ZeroDivisionError("floor_mod: integer division by zero")
+    return a % b
+
+
+@njit(nogil=True)
+def power_s(a, b):
+    """Signed ``a ** b`` wrapping on overflow; a negative ``b`` keeps the integer meaning
+    ``trunc(1 / a ** -b)``: 1 for ``a == 1``, +-1 for ``a == -1``, 0 otherwise."""
+    base = np.int64(a)
+    e = np.int64(b)
+    if e < 0:
+        if base == 0:
+            raise ZeroDivisionError("power: zero raised to a negative power")
+        if base == 1:
+            return np.int64(1)
+        if base == -1:
+            return np.int64(-1) if e % 2 != 0 else np.int64(1)
+        return np.int64(0)
+    result = np.int64(1)
+    while e > 0:
+        if e & 1:
+            result *= base
+        base *= base
+        e >>= 1
+    return result
+
+
+@njit(nogil=True)
+def power_u(a, b):
+    """Unsigned ``a ** b`` wrapping on overflow."""
+    base = np.uint64(a)
+    e = np.uint64(b)
+    result = np.uint64(1)
+    one = np.uint64(1)
+    while e > 0:
+        if e & one:
+            result *= base
+        base *= base
+        e >>= one
+    return result
+
+
+# --- float helpers -----------------------------------------------------------------------------
+
+
+@njit(nogil=True)
+def fmax(a, b):
+    """numpy's ``maximum``: a NaN operand wins."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a >= b else b
+
+
+@njit(nogil=True)
+def fmin(a, b):
+    """numpy's ``minimum``: a NaN operand wins."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a <= b else b
+
+
+# --- run-time shape and index checks -----------------------------------------------------------
+
+
+@njit(nogil=True)
+def bcast(a, b, what):
+    """The numpy broadcast of dimensions ``a`` and ``b``, or ``ValueError`` naming ``what``."""
+    if a == b or b == 1:
+        return a
+    if a == 1:
+        return b
+    raise ValueError(what + ": dimensions " + str(a) + " and " + str(b) + " do not broadcast")
+
+
+@njit(nogil=True)
+def expect(found, expected, what):
+    """``ValueError`` naming ``what`` unless ``found == expected``."""
+    if found != expected:
+        raise ValueError(what + ": expected " + str(expected) + ", found " + str(found))
+
+
+@njit(nogil=True)
+def fail(what):
+    """Raise ``ValueError(what)``."""
+    raise ValueError(what)
+
+
+@njit(nogil=True)
+def take_index(i, n, mode):
+    """Index ``i`` into an axis of size ``n``: mode 0 clips, 1 wraps, 2 must be in range."""
+    j = np.int64(i)
+    if mode == 0:
+        if j < 0:
+            return np.int64(0)
+        if j >= n:
+            return np.int64(n - 1)
+        return j
+    if mode == 1:
+        r = j % n
+        return r + n if r < 0 else r
+    if j < 0 or j >= n:
+        raise IndexError(
+            "take: index "
+            + str(j)
+            + " is out of range for an axis of size "
+            + str(n)
+            + " (mode='fast' does not clip or wrap)"
+        )
+    return j
+
+
+@njit(nogil=True)
+def slice_start(dim, begin, end, has_end, stride):
+    """Python's ``slice(begin, end, stride).indices(dim)``: the first index and the count."""
+    if stride < 0:
+        lower = np.int64(-1)
+        upper = dim - 1
+    else:
+        lower = np.int64(0)
+        upper = np.int64(dim)
+    start = np.int64(begin)
+    if start < 0:
+        start += dim
+        if start < lower:
+            start = lower
+    elif start > upper:
+        start = upper
+    if not has_end:
+        stop = lower if stride < 0 else upper
+    else:
+        stop = np.int64(end)
+        if stop < 0:
+            stop += dim
+            if stop < lower:
+                stop = lower
+        elif stop > upper:
+            stop = upper
+    if stride < 0:
+        count = (start - stop - stride - 1) // (-stride) if stop < start else 0
+    else:
+        count = (stop - start + stride - 1) // stride if start < stop else 0
+    return start, np.int64(count)

@@ -1,0 +1,559 @@
+"""The verifier: every rule a program must follow before the interpreter may run it.
+
+Runtime layer (``vm``); imports ``serialization`` (limits, dtype names) and the
+plain-data modules of ``vm``; kernel descriptions are checked by ``vm.kernels``.
+
+One linear pass per function, like WebAssembly validation and the JVM's static
+constraints. Operands are checked by their kind in the ISA table (:mod:`vm.isa`);
+only a few rules that relate operands to other parts of the executable (callee
+arity, constructor field counts, kernel signatures, immediates with a range) are
+per opcode. A final data-flow pass checks that every register is written on every
+path before it is read, so the interpreter can trust registers, indices and jumps
+without checking them again. Any failure raises
+:class:`vm.errors.InvalidExecutableError` naming the section, function and instruction.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from serialization.limits import (
+    MAX_CONSTANT_BYTES,
+    MAX_CONSTRUCTORS,
+    MAX_FUNCTIONS,
+    MAX_INDEX,
+    MAX_INSTRUCTIONS,
+    MAX_NESTING,
+    MAX_PRIMITIVES,
+    MAX_RANK,
+    MAX_REGISTERS,
+)
+from serialization.ndarray import ALLOWED_DTYPES, DTYPE_NAMES
+from vm.errors import InvalidExecutableError
+from vm.isa import OPCODES, Opcode, OperandKind
+from vm.program import ConstructorInfo, Instruction, Primitive, VMFunction
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+_DTYPES = frozenset(DTYPE_NAMES)
+_REGISTER_READS = (OperandKind.REG, OperandKind.REGS)
+
+# KillRegister's operand is a destination whose "write" empties the register: after
+# it the register counts as unwritten (the only opcode whose effect is not a write).
+_CLEARS = frozenset({Opcode.KillRegister})
+
+
+def verify(exe: Any) -> None:
+    """Check every rule of a well-formed program; return None if ``exe`` passes.
+
+    Parameters
+    ----------
+    exe : vm.Executable
+        The executable to check (from the builder, the compiler or ``load_exec``).
+
+    Raises
+    ------
+    vm.errors.InvalidExecutableError
+        At the first rule broken; the message names the section, the function and
+        the instruction, e.g. ``"invalid executable: code section, function 'main',
+        instruction 17 (If): jump target 42 is outside the function (0..30)"``.
+    """
+    functions: Sequence[VMFunction] = exe.functions
+    _check_globals(functions, exe.constructors)
+    _check_constants(exe.constant_values)
+    _check_primitives(exe.primitives)
+    context = _Context(functions, exe.constant_values, exe.primitives, exe.constructors)
+    for function in functions:
+        _FunctionVerifier(context, function).run()
+
+
+def _fail(
+    section: str,
+    detail: str,
+    function: str | None = None,
+    pc: int | None = None,
+    opname: str | None = None,
+) -> NoReturn:
+    where = f"{section} section"
+    if function is not None:
+        where += f", function {function[:60]!r}"
+    if pc is not None:
+        where += f", instruction {pc}"
+        if opname:
+            where += f" ({opname})"
+    raise InvalidExecutableError(f"invalid executable: {where}: {detail}", section, function, pc)
+
+
+def _brief(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _range(count: int) -> str:
+    return f"0..{count - 1}" if count else "none"
+
+
+# ---- tables outside the code ----------------------------------------------------------------
+
+
+def _check_globals(functions: Sequence[VMFunction], constructors: Sequence[ConstructorInfo]) -> None:
+    if len(functions) > MAX_FUNCTIONS:
+        _fail("global", f"{len(functions)} functions exceed MAX_FUNCTIONS = {MAX_FUNCTIONS}")
+    seen: dict[str, int] = {}
+    for index, function in enumerate(functions):
+        name = function.name
+        if type(name) is not str or not name.isidentifier():
+            _fail("global", f"function {index}: the name {_brief(name)} is not a valid identifier")
+        if name in seen:
+            _fail("global", f"functions {seen[name]} and {index} are both named {name!r}")
+        seen[name] = index
+    if len(constructors) > MAX_CONSTRUCTORS:
+        _fail(
+            "global",
+            f"{len(constructors)} constructors exceed MAX_CONSTRUCTORS = {MAX_CONSTRUCTORS}",
+        )
+    tags: dict[int, str] = {}
+    for index, c in enumerate(constructors):
+        where = f"constructor {index}"
+        if type(c.name) is not str or not c.name:
+            _fail("global", f"{where}: the name must be a non-empty string, found {_brief(c.name)}")
+        if type(c.type_name) is not str or not c.type_name:
+            _fail("global", f"{where} ({c.name}): the type name must be a non-empty string")
+        if type(c.tag) is not int or not 1 <= c.tag <= MAX_INDEX:
+            _fail(
+                "global",
+                f"{where} ({c.name}): tag {_brief(c.tag)} must be an int from 1 to {MAX_INDEX} "
+                "(0 is the tuple tag)",
+            )
+        if type(c.arity) is not int or not 0 <= c.arity <= MAX_INDEX:
+            _fail("global", f"{where} ({c.name}): arity {_brief(c.arity)} must be a non-negative int")
+        if c.tag in tags:
+            _fail("global", f"constructors {tags[c.tag]} and {c.name} share the tag {c.tag}")
+        tags[c.tag] = c.name
+
+
+def _check_constants(constants: Sequence[np.ndarray]) -> None:
+    total = 0
+    for index, array in enumerate(constants):
+        if not isinstance(array, np.ndarray) or array.dtype.str not in ALLOWED_DTYPES:
+            _fail("constant", f"constant {index} must be a numpy array of an allowed dtype")
+        if array.ndim > MAX_RANK:
+            _fail("constant", f"constant {index} has rank {array.ndim}, more than {MAX_RANK}")
+        total += array.nbytes
+    if total > MAX_CONSTANT_BYTES:
+        _fail("constant", f"constants hold {total} bytes, more than {MAX_CONSTANT_BYTES}")
+
+
+def _check_primitives(primitives: Sequence[Primitive]) -> None:
+    if len(primitives) > MAX_PRIMITIVES:
+        _fail("primitive", f"{len(primitives)} primitives exceed MAX_PRIMITIVES = {MAX_PRIMITIVES}")
+    seen: dict[str, int] = {}
+    for index, primitive in enumerate(primitives):
+        name = primitive.name
+        if type(name) is not str or not name:
+            _fail("primitive", f"primitive {index}: the name must be a non-empty string")
+        if name in seen:
+            _fail("primitive", f"primitives {seen[name]} and {index} are both named {name!r}")
+        seen[name] = index
+        _check_description(index, name, primitive.description)
+
+
+def _signature(description: Any) -> tuple[int, int] | None:
+    """(number of inputs, number of outputs) of a description, or None if malformed."""
+    if not isinstance(description, dict):
+        return None
+    counts = []
+    for key in ("inputs", "outputs"):
+        values = description.get(key)
+        if not isinstance(values, list):
+            return None
+        counts.append(len(values))
+    return counts[0], counts[1]
+
+
+def _check_description(index: int, name: str, description: Any) -> None:
+    where = f"primitive {index} ({name[:60]!r})"
+    if _signature(description) is None:
+        _fail("kernel", f"{where}: the description must be a dict with 'inputs' and 'outputs' lists")
+    from vm.kernels import KernelDescriptionError, check_description
+
+    try:
+        check_description(description)
+    except KernelDescriptionError as err:
+        _fail("kernel", f"{where}: {err}")
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as err:
+        # The description is untrusted input; a checker that trips over it still means
+        # the file cannot be used, and loading must only raise load errors.
+        _fail("kernel", f"{where}: the description could not be checked ({type(err).__name__}: {err})")
+
+
+# ---- type specs ------------------------------------------------------------------------------
+
+
+def _spec_problem(spec: Any) -> str | None:
+    """Why ``spec`` is not a valid type spec (see vm.program), or None if it is."""
+    stack: list[tuple[Any, int]] = [(spec, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return f"it is nested deeper than {MAX_NESTING}"
+        if type(item) is not tuple or not item or type(item[0]) is not str:
+            return f"{_brief(item)} is not a tuple starting with a kind"
+        kind = item[0]
+        if kind == "tensor":
+            if len(item) != 3 or type(item[1]) is not tuple or item[2] not in _DTYPES:
+                return f"{_brief(item)} is not ('tensor', dims, dtype) with a known dtype"
+            dims = item[1]
+            if len(dims) > MAX_RANK or any(type(d) is not int or not -1 <= d <= MAX_INDEX for d in dims):
+                return f"{_brief(item)} has dimensions that are not ints >= -1 (at most {MAX_RANK})"
+        elif kind == "tuple":
+            if len(item) != 2 or type(item[1]) is not tuple:
+                return f"{_brief(item)} is not ('tuple', (spec, ...))"
+            stack.extend((field, depth + 1) for field in item[1])
+        elif kind == "adt":
+            if len(item) != 2 or type(item[1]) is not str or not item[1]:
+                return f"{_brief(item)} is not ('adt', type_name)"
+        elif kind in ("func", "any"):
+            if len(item) != 1:
+                return f"{_brief(item)} is not ({kind!r},)"
+        else:
+            return f"unknown type kind {_brief(kind)}"
+    return None
+
+
+# ---- code -------------------------------------------------------------------------------------
+
+
+class _Context:
+    """What every function's checks look up: table sizes and arities."""
+
+    def __init__(
+        self,
+        functions: Sequence[VMFunction],
+        constants: Sequence[np.ndarray],
+        primitives: Sequence[Primitive],
+        constructors: Sequence[ConstructorInfo],
+    ) -> None:
+        self.arities = [len(f.params) for f in functions]
+        self.names = [f.name for f in functions]
+        self.num_constants = len(constants)
+        self.signatures = [_signature(p.description) for p in primitives]
+        self.constructors = {c.tag: c for c in constructors}
+
+
+class _FunctionVerifier:
+    def __init__(self, context: _Context, function: VMFunction) -> None:
+        self.context = context
+        self.function = function
+        self.name = function.name
+        self.size = 0
+        self.count = 0
+
+    def fail(self, detail: str, pc: int | None = None, opname: str | None = None) -> NoReturn:
+        _fail("code", detail, self.name, pc, opname)
+
+    def run(self) -> None:
+        self.check_signature()
+        code = self.function.instructions
+        self.count = len(code)
+        if not code:
+            self.fail("the function has no instructions (it must end with ret, goto or fatal)")
+        if len(code) > MAX_INSTRUCTIONS:
+            self.fail(f"{len(code)} instructions exceed MAX_INSTRUCTIONS = {MAX_INSTRUCTIONS}")
+        for pc, instruction in enumerate(code):
+            self.check_instruction(pc, instruction)
+        last = OPCODES[Opcode(code[-1].opcode)]
+        if not last.terminator:
+            self.fail(
+                f"the last instruction is {last.name}; a function must end with Ret, Goto or "
+                "Fatal so control cannot fall off the end",
+                len(code) - 1,
+                last.name,
+            )
+        check_definedness(self.function, self.fail)
+
+    def check_signature(self) -> None:
+        f = self.function
+        params, types = f.params, f.param_types
+        if type(params) is not tuple or any(type(p) is not str for p in params):
+            self.fail("the parameter names must be a tuple of strings")
+        if type(types) is not tuple or len(types) != len(params):
+            self.fail(f"{len(params)} parameters need {len(params)} parameter types")
+        for index, spec in enumerate(types):
+            problem = _spec_problem(spec)
+            if problem:
+                self.fail(f"the type of parameter {index} ({params[index][:40]!r}) is invalid: {problem}")
+        problem = _spec_problem(f.ret_type)
+        if problem:
+            self.fail(f"the return type is invalid: {problem}")
+        size = f.register_file_size
+        if type(size) is not int or not 0 <= size <= MAX_REGISTERS:
+            self.fail(
+                f"the register file size {_brief(size)} must be an int from 0 to "
+                f"MAX_REGISTERS = {MAX_REGISTERS}"
+            )
+        if len(params) > size:
+            self.fail(
+                f"{len(params)} parameters do not fit in a frame of {size} registers "
+                "(parameters occupy registers 0..arity-1)"
+            )
+        self.size = size
+
+    def check_instruction(self, pc: int, instruction: Any) -> None:
+        if not isinstance(instruction, Instruction):
+            self.fail(f"{_brief(instruction)} is not an Instruction", pc)
+        number = instruction.opcode
+        if type(number) is bool or not isinstance(number, int) or number not in _KNOWN_OPCODES:
+            self.fail(f"unknown opcode {_brief(number)}", pc)
+        info = OPCODES[Opcode(number)]
+        operands = instruction.operands
+        if type(operands) is not tuple or len(operands) != len(info.operands):
+            names = ", ".join(info.operand_names) or "none"
+            found = len(operands) if isinstance(operands, (tuple, list)) else _brief(operands)
+            self.fail(
+                f"{len(info.operands)} operands expected ({names}), found {found}", pc, info.name
+            )
+        for (name, kind), value in zip(info.operands, operands):
+            problem = self.operand_problem(pc, kind, value)
+            if problem:
+                self.fail(f"operand {name}: {problem}", pc, info.name)
+        cross_check = _CROSS_CHECKS.get(info.opcode)
+        if cross_check is not None:
+            problem = cross_check(self.context, instruction)
+            if problem:
+                self.fail(problem, pc, info.name)
+
+    def operand_problem(self, pc: int, kind: OperandKind, value: Any) -> str | None:
+        if kind in (OperandKind.REGS, OperandKind.SHAPE):
+            if type(value) is not tuple:
+                return f"must be a tuple of ints, found {type(value).__name__}"
+            if kind is OperandKind.SHAPE:
+                if len(value) > MAX_RANK:
+                    return f"rank {len(value)} exceeds {MAX_RANK}"
+                for dim in value:
+                    if type(dim) is not int or not 0 <= dim <= MAX_INDEX:
+                        return f"dimension {_brief(dim)} must be a non-negative int"
+                return None
+            for register in value:
+                problem = self.register_problem(register)
+                if problem:
+                    return problem
+            return None
+        if kind is OperandKind.DTYPE:
+            if value not in _DTYPES:
+                return f"unknown dtype {_brief(value)} (expected one of {', '.join(DTYPE_NAMES)})"
+            return None
+        if type(value) is not int:
+            return f"must be an int, found {type(value).__name__}"
+        if kind in (OperandKind.REG, OperandKind.DST):
+            return self.register_problem(value)
+        if kind is OperandKind.CONST:
+            return _index_problem("constant index", value, self.context.num_constants, "constant pool")
+        if kind is OperandKind.FUNC:
+            return _index_problem("function index", value, len(self.context.arities), "function table")
+        if kind is OperandKind.PRIM:
+            return _index_problem(
+                "primitive index", value, len(self.context.signatures), "primitive table"
+            )
+        if kind is OperandKind.OFFSET:
+            if value == 0:
+                return "a jump offset of 0 would loop on itself forever"
+            target = pc + value
+            if not 0 <= target < self.count:
+                return f"jump target {target} is outside the function ({_range(self.count)})"
+            return None
+        if kind is OperandKind.TAG:
+            if not 0 <= value <= MAX_INDEX:
+                return f"tag {value} must be from 0 to {MAX_INDEX}"
+            return None
+        if not INT64_MIN <= value <= INT64_MAX:  # IMM
+            return f"immediate {value} does not fit in 64 bits"
+        return None
+
+    def register_problem(self, register: Any) -> str | None:
+        if type(register) is not int:
+            return f"register {_brief(register)} must be an int"
+        if not 0 <= register < self.size:
+            return f"register ${register} is outside the frame (registers {_range(self.size)})"
+        return None
+
+
+_KNOWN_OPCODES = frozenset(int(op) for op in OPCODES)
+
+
+def _index_problem(what: str, value: int, count: int, table: str) -> str | None:
+    if 0 <= value < count:
+        return None
+    return f"{what} {value} is outside the {table} ({_range(count)})"
+
+
+# ---- rules that relate an operand to another table -------------------------------------------
+
+
+def _check_invoke(context: _Context, ins: Instruction) -> str | None:
+    arity = context.arities[ins.func_index]
+    if len(ins.args) != arity:
+        callee = context.names[ins.func_index]
+        return f"{len(ins.args)} arguments passed to {callee!r}, which takes {arity}"
+    return None
+
+
+def _check_alloc_closure(context: _Context, ins: Instruction) -> str | None:
+    arity = context.arities[ins.func_index]
+    if len(ins.captured) > arity:
+        callee = context.names[ins.func_index]
+        return (
+            f"{len(ins.captured)} captured values for {callee!r}, which takes only {arity} "
+            "parameters (captured values are its first parameters)"
+        )
+    return None
+
+
+def _check_alloc_adt(context: _Context, ins: Instruction) -> str | None:
+    if ins.tag == 0:
+        return None
+    constructor = context.constructors.get(ins.tag)
+    if constructor is None:
+        known = ", ".join(f"{c.name}={t}" for t, c in sorted(context.constructors.items())[:20])
+        return f"tag {ins.tag} is neither 0 (tuple) nor a known constructor ({known or 'none'})"
+    if len(ins.fields) != constructor.arity:
+        return (
+            f"constructor {constructor.name} (tag {ins.tag}) takes {constructor.arity} fields, "
+            f"{len(ins.fields)} given"
+        )
+    return None
+
+
+def _check_invoke_packed(context: _Context, ins: Instruction) -> str | None:
+    signature = context.signatures[ins.prim_index]
+    assert signature is not None  # descriptions are checked before any code
+    inputs, outputs = signature
+    if ins.num_outputs != outputs:
+        return f"num_outputs is {ins.num_outputs}, but primitive {ins.prim_index} has {outputs} outputs"
+    if len(ins.args) != inputs + outputs:
+        return (
+            f"{len(ins.args)} registers passed to primitive {ins.prim_index}, which takes "
+            f"{inputs} inputs and {outputs} outputs"
+        )
+    return None
+
+
+def _non_negative(operand: str) -> Callable[[_Context, Instruction], str | None]:
+    def check(context: _Context, ins: Instruction) -> str | None:
+        value = getattr(ins, operand)
+        if not 0 <= value <= MAX_INDEX:
+            return f"operand {operand} is {value}; it must be from 0 to {MAX_INDEX}"
+        return None
+
+    return check
+
+
+def _check_alignment(context: _Context, ins: Instruction) -> str | None:
+    value = ins.alignment
+    if value < 1 or value > MAX_INDEX or value & (value - 1):
+        return f"alignment {value} must be a positive power of two"
+    return None
+
+
+_CROSS_CHECKS: dict[Opcode, Callable[[_Context, Instruction], str | None]] = {
+    Opcode.Invoke: _check_invoke,
+    Opcode.AllocClosure: _check_alloc_closure,
+    Opcode.AllocADT: _check_alloc_adt,
+    Opcode.InvokePacked: _check_invoke_packed,
+    Opcode.GetField: _non_negative("index"),
+    Opcode.AllocTensor: _non_negative("offset"),
+    Opcode.AllocTensorReg: _non_negative("offset"),
+    Opcode.AllocStorage: _check_alignment,
+}
+
+
+# ---- data flow: every register is written before it is read ----------------------------------
+
+
+def check_definedness(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
+    """Check that on every path, each register read was written earlier (parameters are).
+
+    A forward must-analysis over basic blocks with register sets as Python ints; it
+    converges in a few sweeps for the code a compiler emits. Unreachable code is not
+    checked (it never runs). Assumes the per-instruction checks passed.
+    """
+    code = function.instructions
+    count = len(code)
+    reads, writes, clears, successors = [], [], [], []
+    leaders = {0}
+    for pc, ins in enumerate(code):
+        info = OPCODES[Opcode(ins.opcode)]
+        r: list[int] = []
+        w = 0
+        targets: list[int] = []
+        for (_, kind), value in zip(info.operands, ins.operands):
+            if kind is OperandKind.REG:
+                r.append(value)
+            elif kind is OperandKind.REGS:
+                r.extend(value)
+            elif kind is OperandKind.DST:
+                w |= 1 << value
+            elif kind is OperandKind.OFFSET:
+                targets.append(pc + value)
+        if not targets and not info.terminator:
+            targets.append(pc + 1)
+        if info.opcode in _CLEARS:
+            reads.append(r)
+            writes.append(0)
+            clears.append(w)
+        else:
+            reads.append(r)
+            writes.append(w)
+            clears.append(0)
+        successors.append(targets)
+        if targets != [pc + 1]:
+            leaders.update(targets)
+            if pc + 1 < count:
+                leaders.add(pc + 1)
+    starts = sorted(leaders)
+    block_of = {start: b for b, start in enumerate(starts)}
+    ends = starts[1:] + [count]
+
+    def transfer(block: int, state: int) -> int:
+        for pc in range(starts[block], ends[block]):
+            state = (state | writes[pc]) & ~clears[pc]
+        return state
+
+    entry_state = (1 << len(function.params)) - 1
+    block_in: list[int | None] = [None] * len(starts)
+    block_in[0] = entry_state
+    work = [0]  # a heap: lowest block first, so forward code settles in about one sweep
+    queued = {0}
+    while work:
+        block = heapq.heappop(work)
+        queued.discard(block)
+        out = transfer(block, block_in[block])  # type: ignore[arg-type]
+        for target in successors[ends[block] - 1]:
+            successor = block_of[target]
+            old = block_in[successor]
+            new = out if old is None else old & out
+            if new != old:
+                block_in[successor] = new
+                if successor not in queued:
+                    queued.add(successor)
+                    heapq.heappush(work, successor)
+
+    for block, state in enumerate(block_in):
+        if state is None:
+            continue
+        for pc in range(starts[block], ends[block]):
+            for register in reads[pc]:
+                if not state >> register & 1:
+                    opname = OPCODES[Opcode(code[pc].opcode)].name
+                    fail(
+                        f"register ${register} is read before it is written on some path "
+                        "to this instruction",
+                        pc,
+                        opname,
+                    )
+            state = (state | writes[pc]) & ~clears[pc]

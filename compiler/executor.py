@@ -16,7 +16,7 @@ Every kind converts and checks the arguments of ``main`` the same way (the rules
 
 from __future__ import annotations
 
-import math
+import abc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +48,7 @@ from compiler.ir.types import (
 )
 from compiler.ir.visitor import free_vars, post_order, substitute
 from compiler.op.typerel import fmt_type
+from vm.args import scalar_to_array
 from vm.objects import ADT
 from vm.objects import Closure as VMClosure
 
@@ -102,68 +103,23 @@ def _received(value: object) -> str:
 # --- argument conversion ------------------------------------------------------------------------
 
 
-def _python_scalar(value: bool | int | float, dtype: str, where: str, expected: str) -> np.ndarray:
-    """A Python scalar as a 0-d array of ``dtype``, if the value is representable.
-
-    Rules: a ``bool`` parameter takes only ``bool``; integer parameters take ``bool`` and
-    ``int`` within their range (never ``float``: that would silently truncate); float
-    parameters take ``bool``, ``int`` and ``float`` within their finite range (rounding to
-    the nearest representable value, as any float literal does).
-    """
-    kind = np.dtype(dtype).kind
-    if kind == "b":
-        if not isinstance(value, bool):
-            raise TypeError(f"{where} expects {expected} but received {_received(value)}")
-        return np.array(value, dtype="bool")
-    if kind in "iu":
-        if isinstance(value, float):
-            raise TypeError(
-                f"{where} expects {expected} but received {_received(value)}; "
-                "pass an int or a numpy array to make the conversion explicit"
-            )
-        info = np.iinfo(dtype)
-        if not info.min <= int(value) <= info.max:
-            raise ValueError(
-                f"{where} expects {expected} but received {_received(value)}, which {dtype} "
-                f"cannot represent (range {info.min} to {info.max})"
-            )
-        return np.array(int(value), dtype=dtype)
-    if isinstance(value, float) and not math.isfinite(value):
-        return np.array(value, dtype=dtype)  # nan and inf exist in every float dtype
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    largest = float(np.finfo(dtype).max)
-    if abs(number) > largest:
-        raise ValueError(
-            f"{where} expects {expected} but received {_received(value)}, which {dtype} "
-            f"cannot represent (largest magnitude {largest:g})"
-        )
-    return np.array(number, dtype=dtype)
-
-
 def _tensor(value: object, ty: TensorType, where: str) -> np.ndarray:
     expected = type_text(ty)
     if isinstance(value, np.ndarray):
         array = value
-    elif isinstance(value, np.generic):
-        array = np.asarray(value)
-    elif isinstance(value, (bool, int, float)):
-        array = _python_scalar(value, ty.dtype, where, expected)
+    elif isinstance(value, (bool, int, float, np.generic)):
+        if ty.shape:
+            raise ValueError(f"{where} expects {expected} but received {_received(value)}")
+        # The VM's own rule, so that every executor accepts and rejects the same scalars.
+        return scalar_to_array(value, np.dtype(ty.dtype), where)
     else:
         raise TypeError(f"{where} expects {expected} but received {_received(value)}")
     if array.dtype.name != ty.dtype or array.dtype.kind == "V":
-        raise TypeError(
-            f"{where} expects {expected} but received {_received(value)} (dtype {array.dtype})"
-        )
+        raise TypeError(f"{where} expects {expected} but received {_received(value)}")
     if array.ndim != len(ty.shape) or any(
         isinstance(d, int) and d != n for d, n in zip(ty.shape, array.shape)
     ):
-        raise ValueError(
-            f"{where} expects {expected} but received {_received(value)} "
-            f"(shape {tuple(array.shape)})"
-        )
+        raise ValueError(f"{where} expects {expected} but received {_received(value)}")
     return _contiguous(array)
 
 
@@ -178,10 +134,19 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
 
 
 def _untyped(value: object, where: str) -> object:
-    """A value for a parameter of unknown or polymorphic type: Python scalars follow
-    ``relay.const``'s rules (bool, int32, float32)."""
-    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
-        return const(value).data.copy()
+    """A value for a parameter of unknown or polymorphic type: Python scalars are typed as
+    the VM types them (``bool``; ``int`` as int32, or int64 when it does not fit; ``float``
+    as float32)."""
+    if isinstance(value, bool):
+        return np.array(value, dtype="bool")
+    if isinstance(value, int):
+        for dtype in ("int32", "int64"):
+            info = np.iinfo(dtype)
+            if info.min <= value <= info.max:
+                return np.array(value, dtype=dtype)
+        raise ValueError(f"{where}: the Python int {value} does not fit in int64")
+    if isinstance(value, float):
+        return np.array(value, dtype="float32")
     if isinstance(value, np.generic):
         return np.asarray(value)
     if isinstance(value, np.ndarray):
@@ -201,9 +166,11 @@ def convert_arguments(
     """Map positional and keyword arguments onto ``params`` and convert each to its type.
 
     Positional arguments fill the first parameters in order; keyword arguments name the
-    others. Tensors: numpy arrays and numpy scalars must have the parameter's dtype and a
-    matching shape (``?`` matches any size); Python ``bool``/``int``/``float`` are converted
-    to the parameter's dtype when representable. Tuples: a Python tuple or list of the right
+    others. Tensors: numpy arrays must have the parameter's dtype and a matching shape
+    (``?`` matches any size); numpy scalars and Python ``bool``/``int``/``float`` are
+    converted to a scalar parameter's dtype when the value is representable there, by the
+    VM's rule (``vm.args.scalar_to_array``: in range, integral for integer dtypes, 0 or 1
+    for bool, finite for floats). Tuples: a Python tuple or list of the right
     length, converted field by field. ADTs: ``vm.ADT`` values of the parameter's type.
     Functions: values of ``function_types``.
 
@@ -220,7 +187,7 @@ def convert_arguments(
     n = len(params)
     if len(args) > n:
         raise TypeError(
-            f"{func_name} takes {n} argument(s) ({_param_list(params)}) but received "
+            f"{func_name} takes {n} argument(s) {_param_list(params)} but received "
             f"{len(args)} positional argument(s)"
         )
     slots: list[object] = list(args) + [_UNSET] * (n - len(args))
@@ -419,7 +386,7 @@ def _constant(value: object, key: object) -> Constant:
 # --- executors -----------------------------------------------------------------------------------
 
 
-class Executor:
+class Executor(abc.ABC):
     """Base of the executors returned by :func:`create_executor`.
 
     Attributes
@@ -478,7 +445,7 @@ class Executor:
                 raise ValueError(
                     f"the module has no global function @{expr.name_hint} to evaluate"
                 ) from None
-            return self._make_executor(mod)
+            return self._make_executor(mod, expr.name_hint)
         if not isinstance(expr, Expr):
             raise TypeError(f"evaluate expects a Relay expression, got {type(expr).__name__}")
         free = free_vars(expr)
@@ -495,8 +462,9 @@ class Executor:
         mod["main"] = Function([], expr)
         return self._make_executor(mod)()
 
-    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
-        raise NotImplementedError(f"{type(self).__name__} must implement _make_executor")
+    @abc.abstractmethod
+    def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
+        """A callable running ``mod``'s ``main``; ``name`` is what its messages call it."""
 
 
 class _MainCallable:
@@ -517,6 +485,9 @@ class _MainCallable:
         self._function_types = function_types
         self._adt_tags = adt_tags
         self.__name__ = name
+        #: The compiled executable and its machine (VM kinds only), for inspection.
+        self.executable: Any = None
+        self.machine: Any = None
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         values = convert_arguments(
@@ -540,7 +511,7 @@ class DebugExecutor(Executor):
 
     kind = "debug"
 
-    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+    def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
         typed = _infer(mod)
         main = typed["main"]
         types, _ = _signature(main)
@@ -555,6 +526,7 @@ class DebugExecutor(Executor):
             run,
             (InterpreterClosure, ConstructorValue),
             _adt_tags(typed),
+            name,
         )
 
 
@@ -563,10 +535,9 @@ class VMExecutor(Executor):
 
     kind = "vm"
 
-    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
-        from vm.interpreter import VirtualMachine
-
+    def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
         from compiler.relay import vm as relay_vm
+        from vm.interpreter import VirtualMachine
 
         typed = _infer(mod)
         main = typed["main"]
@@ -578,10 +549,10 @@ class VMExecutor(Executor):
             return machine.invoke("main", *values)
 
         call = _MainCallable(
-            [p.name_hint for p in main.params], types, run, (VMClosure,), _adt_tags(typed)
+            [p.name_hint for p in main.params], types, run, (VMClosure,), _adt_tags(typed), name
         )
-        call.executable = exe  # type: ignore[attr-defined]
-        call.machine = machine  # type: ignore[attr-defined]
+        call.executable = exe
+        call.machine = machine
         return call
 
 
@@ -591,9 +562,9 @@ class GraphExecutor(VMExecutor):
 
     kind = "graph"
 
-    def _make_executor(self, mod: IRModule) -> Callable[..., Any]:
+    def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
         check_graph_program(mod)
-        return super()._make_executor(mod)
+        return super()._make_executor(mod, name)
 
 
 def check_graph_program(mod: IRModule) -> None:

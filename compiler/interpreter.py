@@ -134,7 +134,8 @@ class InterpreterClosure:
 
 
 class ConstructorValue:
-    """A constructor with fields used as a function value (``@foldr(Cons, %ys, %xs)``)."""
+    """A constructor used as a function value (``@foldr(Cons, %ys, %xs)``); calling it builds
+    the ADT value."""
 
     __slots__ = ("constructor",)
 
@@ -381,8 +382,9 @@ class Interpreter:
                     value = InterpreterClosure(e, env)
                     e = None
                 elif t is Constructor:
-                    # A nullary constructor is its value; one with fields is a function.
-                    value = self._construct(e, (), e.span) if not e.inputs else ConstructorValue(e)
+                    # As the type checker sees it, a constructor not in call position is a
+                    # function (``Nil`` has type ``fn () -> List[A]``); calling it builds the value.
+                    value = ConstructorValue(e)
                     e = None
                 elif t is Op:
                     raise InterpreterError(

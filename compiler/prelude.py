@@ -21,7 +21,6 @@ that is too short they stop with a runtime error.
 from __future__ import annotations
 
 import importlib.resources
-import weakref
 
 from compiler.ir.expr import Constructor, GlobalVar
 from compiler.ir.module import IRModule
@@ -30,10 +29,6 @@ __all__ = ["PRELUDE_SOURCE_NAME", "Prelude", "prelude_text"]
 
 #: The name spans in Prelude functions carry (``prelude.rly:LINE:COLUMN``).
 PRELUDE_SOURCE_NAME = "prelude.rly"
-
-# Modules a Prelude was added to, with what it added, so that ``Prelude(mod)`` twice on the
-# same module reuses the first load (TVM's behaviour) instead of reporting clashes.
-_LOADED: weakref.WeakKeyDictionary[IRModule, dict[str, object]] = weakref.WeakKeyDictionary()
 
 
 def prelude_text() -> str:
@@ -44,12 +39,7 @@ def prelude_text() -> str:
 def _parse(text: str) -> IRModule:
     from compiler.text.parser import fromtext
 
-    try:
-        return fromtext(text, source_name=PRELUDE_SOURCE_NAME)  # type: ignore[call-arg]
-    except TypeError as exc:
-        if "source_name" not in str(exc):
-            raise
-        return fromtext(text)
+    return fromtext(text, PRELUDE_SOURCE_NAME)
 
 
 class Prelude:
@@ -59,9 +49,10 @@ class Prelude:
     ----------
     mod : IRModule, optional
         The module to extend (a new one if omitted). It is modified in place. If it already
-        defines a type, constructor or global function with a Prelude name (and that
-        definition did not come from an earlier ``Prelude(mod)``), ``ValueError`` names the
-        clashing definitions and ``mod`` is left unchanged.
+        holds the whole Prelude (from an earlier ``Prelude(mod)``, or because it was copied
+        or parsed from a module that had it), those definitions are used as they are.
+        Otherwise, if it defines a type, constructor or global function with a Prelude
+        name, ``ValueError`` names the clashing definitions and ``mod`` is left unchanged.
 
     Attributes
     ----------
@@ -81,25 +72,7 @@ class Prelude:
 
     def __init__(self, mod: IRModule | None = None) -> None:
         self.mod = mod if mod is not None else IRModule()
-        loaded = _LOADED.get(self.mod)
-        if loaded is not None and self._still_present(loaded):
-            self.type_names: tuple[str, ...] = loaded["types"]  # type: ignore[assignment]
-            self.function_names: tuple[str, ...] = loaded["functions"]  # type: ignore[assignment]
-            return
         self._load()
-
-    def _still_present(self, loaded: dict[str, object]) -> bool:
-        """Whether every definition an earlier load added is still the module's own."""
-        gvars: dict[str, GlobalVar] = loaded["gvars"]  # type: ignore[assignment]
-        for name, gvar in gvars.items():
-            if name not in self.mod or self.mod.get_global_var(name) is not gvar:
-                return False
-        for name in loaded["types"]:  # type: ignore[attr-defined]
-            try:
-                self.mod.get_global_type_var(name)
-            except KeyError:
-                return False
-        return True
 
     def _load(self) -> None:
         source = _parse(prelude_text())
@@ -121,6 +94,16 @@ class Prelude:
                     clashes.append(f"constructor {ctor.name_hint} (of type {owner})")
         clashes.extend(f"global function @{g.name_hint}" for g in functions if g in self.mod)
         if clashes:
+            differing = self._differences(source)
+            if differing == []:
+                # A module that already has exactly these definitions (from an earlier
+                # Prelude, a copy, or text parsed with ``init_module``): use them.
+                return
+            if differing:
+                raise ValueError(
+                    "cannot add the Prelude: the module already defines every Prelude name, "
+                    "but these definitions differ from the Prelude's: " + ", ".join(differing)
+                )
             raise ValueError(
                 "cannot add the Prelude: the module already defines "
                 + ", ".join(clashes)
@@ -131,15 +114,31 @@ class Prelude:
         # refer to the same Constructor objects, so they see the new tags.
         for gtv, data in type_defs.items():
             self.mod.add_type_def(gtv, data)
-        gvars: dict[str, GlobalVar] = {}
         for gvar, func in functions.items():
             self.mod[gvar] = func
-            gvars[gvar.name_hint] = self.mod.get_global_var(gvar.name_hint)
-        _LOADED[self.mod] = {
-            "types": self.type_names,
-            "functions": self.function_names,
-            "gvars": gvars,
-        }
+
+    def _differences(self, source: IRModule) -> list[str] | None:
+        """``None`` if ``self.mod`` lacks some Prelude name; otherwise the Prelude types and
+        functions whose definitions in ``self.mod`` are not structurally equal to the
+        Prelude's (an empty list: the module already holds the Prelude)."""
+        from compiler.ir.structural import structural_equal
+
+        existing_types = {gtv.name_hint for gtv in self.mod.type_definitions}
+        if any(gtv.name_hint not in existing_types for gtv in source.type_definitions):
+            return None
+        if any(gvar.name_hint not in self.mod for gvar in source.functions):
+            return None
+        differing = [
+            f"type {gtv.name_hint}"
+            for gtv, data in source.type_definitions.items()
+            if not structural_equal(data, self.mod.get_type_data(gtv.name_hint))
+        ]
+        differing.extend(
+            f"global function @{gvar.name_hint}"
+            for gvar, func in source.functions.items()
+            if not structural_equal(func, self.mod[gvar.name_hint])
+        )
+        return differing
 
     def get_type(self, name: str) -> tuple:
         """``(GlobalTypeVar, *constructors)`` of the Prelude ADT ``name`` (e.g. ``"List"``)."""

@@ -99,7 +99,7 @@ def describe_unpack_error(err: BaseException) -> str:
     if isinstance(err, msgpack.OutOfData) or "incomplete input" in text:
         return "the data is truncated"
     if "exceeds max_" in text:
-        return "a length larger than the data itself"
+        return "a declared length exceeds the data (truncated or corrupt data)"
     if "map key" in text:
         return "a map key that is not a string"
     if "timestamp" in text:
@@ -107,20 +107,21 @@ def describe_unpack_error(err: BaseException) -> str:
     return f"invalid msgpack data ({text or type(err).__name__})"
 
 
+_CONTAINERS = (list, dict)
+
+
 def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
     """Raise :class:`FormatError` if lists/maps in ``value`` nest deeper than ``limit``.
 
     Iterative, so a deeply nested value cannot exhaust Python's stack.
     """
+    if type(value) not in _CONTAINERS:
+        return
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+        children = item.values() if type(item) is dict else item
         if depth + 1 > limit:
             raise FormatError(f"lists or maps are nested deeper than {limit} (MAX_NESTING)")
-        stack.extend((child, depth + 1) for child in children)
+        # Only containers go on the stack: long code lists are mostly ints.
+        stack.extend((child, depth + 1) for child in children if type(child) in _CONTAINERS)

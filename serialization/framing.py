@@ -93,10 +93,13 @@ def producer_version() -> str:
 def _default(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return encode_ndarray(value)
-    raise TypeError(f"a value of type {type(value).__name__} cannot be written")
+    return _no_arrays(value)
 
 
 def _no_arrays(value: Any) -> Any:
+    # msgpack hands over what it cannot pack, including ints beyond 64 bits.
+    if isinstance(value, int):
+        raise ValueError(f"the integer {value} does not fit in 64 bits")
     raise TypeError(f"a value of type {type(value).__name__} cannot be written in this section")
 
 
@@ -135,10 +138,21 @@ def write_document(fmt: DocumentFormat, sections: Sequence[tuple[str, Any]]) -> 
     return _PREFIX.pack(fmt.magic, *fmt.version) + pack(body)
 
 
-def _array_hook(code: int, data: bytes) -> Any:
-    if code != NDARRAY_EXT_CODE:
-        raise FormatError(f"unknown msgpack extension type code {code}")
-    return decode_ndarray(data)
+def _array_hook() -> Any:
+    """An ext hook decoding ndarrays; errors name the array's position in the section."""
+    count = 0
+
+    def hook(code: int, data: bytes) -> Any:
+        nonlocal count
+        count += 1
+        if code != NDARRAY_EXT_CODE:
+            raise FormatError(f"array {count - 1}: unknown msgpack extension type code {code}")
+        try:
+            return decode_ndarray(data)
+        except FormatError as err:
+            raise FormatError(f"array {count - 1}: {err.detail}") from None
+
+    return hook
 
 
 def read_prefix(fmt: DocumentFormat, data: bytes) -> tuple[int, int]:
@@ -158,8 +172,7 @@ def read_prefix(fmt: DocumentFormat, data: bytes) -> tuple[int, int]:
                 "(line endings converted); copy it in binary mode"
             )
         raise FormatError(
-            f"not a {fmt.name}: it must start with the magic bytes {fmt.magic!r}, "
-            f"found {head!r}"
+            f"not a {fmt.name}: it must start with the magic bytes {fmt.magic!r}, found {head!r}"
         )
     if len(data) < PREFIX_SIZE:
         raise FormatError(
@@ -237,7 +250,7 @@ def read_document(fmt: DocumentFormat, data: bytes) -> Document:
     for name, payload in body:
         if type(payload) is not bytes:
             raise FormatError("the section's contents must be bytes", name)
-        hook = _array_hook if name in fmt.array_sections else reject_ext
+        hook = _array_hook() if name in fmt.array_sections else reject_ext
         try:
             value = unpack(payload, ext_hook=hook)
             check_nesting(value)

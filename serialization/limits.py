@@ -27,8 +27,10 @@ MAX_PRIMITIVES = 1 << 16
 #: Constructors (ADT tags) in one executable.
 MAX_CONSTRUCTORS = 1 << 16
 
-#: Bytes of all constant arrays of one executable together, and of one array.
-MAX_CONSTANT_BYTES = 1 << 33
+#: Bytes of all constant arrays of one executable together, and of one array. Each
+#: section of a file is one msgpack bin, which holds less than 4 GiB; this leaves room
+#: for the section's own framing.
+MAX_CONSTANT_BYTES = (1 << 32) - (1 << 20)
 
 #: Elements of one array; also bounds the product of its non-zero dimensions, so
 #: a shape can never overflow a machine integer even when another dimension is 0.

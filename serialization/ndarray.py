@@ -83,7 +83,7 @@ def encode_ndarray(array: np.ndarray) -> msgpack.ExtType:
         raise ValueError(
             f"an array of {array.nbytes} bytes cannot be saved (at most {MAX_CONSTANT_BYTES})"
         )
-    data = np.ascontiguousarray(array, dtype=dt)
+    data = np.asarray(array, dtype=dt, order="C")  # (ascontiguousarray would make 0-d 1-d)
     if dt.kind == "b":
         # A bool array viewed from other bytes may hold values other than 0/1; readers
         # reject those, so write the canonical bytes.
@@ -145,7 +145,6 @@ def decode_ndarray(payload: bytes) -> np.ndarray:
         array = array.copy()
     array.flags.writeable = False
     return array
-
 
 
 def _brief(value: object, width: int = 60) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 from serialization.errors import FormatError
 from serialization.formats import PARAMS_FORMAT
 from serialization.framing import read_document, write_document
+from serialization.limits import MAX_CONSTANT_BYTES
 from serialization.ndarray import allowed_dtype
 
 
@@ -39,22 +40,29 @@ def save_param_dict(params: Mapping[str, Any]) -> bytes:
     TypeError
         If ``params`` is not a mapping, a name is not a string, or a value is not a
         numpy array of an allowed dtype; the message names the parameter.
+    ValueError
+        If the arrays together exceed :data:`~serialization.limits.MAX_CONSTANT_BYTES`.
     """
     if not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping of name -> array, got {type(params).__name__}")
     pairs: list[list[Any]] = []
+    total = 0
     for name in sorted(params, key=_sort_key):
         value = params[name]
         if not isinstance(value, (np.ndarray, np.generic)):
-            raise TypeError(
-                f"parameter {name!r} must be a numpy array, got {type(value).__name__}"
-            )
+            raise TypeError(f"parameter {name!r} must be a numpy array, got {type(value).__name__}")
         array = np.asarray(value)
         try:
             allowed_dtype(array.dtype)
         except TypeError as err:
             raise TypeError(f"parameter {name!r}: {err}") from None
+        total += array.nbytes
         pairs.append([name, array])
+    if total > MAX_CONSTANT_BYTES:
+        raise ValueError(
+            f"the parameters hold {total} bytes; a parameter file holds at most "
+            f"{MAX_CONSTANT_BYTES} (serialization.limits.MAX_CONSTANT_BYTES)"
+        )
     return write_document(PARAMS_FORMAT, [("params", pairs)])
 
 

@@ -47,6 +47,16 @@ _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
 _FLOAT32 = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
+#: The native-order dtypes a register may hold, for a quick membership test.
+_GOOD_DTYPES = frozenset(
+    np.dtype(name)
+    for name in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float16", "float32", "float64",
+    )
+)  # fmt: skip
+#: Containers the quick validity pass visits before leaving the value to the full pass.
+_QUICK_VISITS = 1 << 22
 
 
 # ---- descriptions for messages --------------------------------------------------------------
@@ -216,7 +226,9 @@ def _tensor_converter(spec: TypeSpec, where: str) -> Converter:
             array = value
         elif isinstance(value, (bool, int, float, np.generic)):
             if ndim != 0:
-                raise TypeError(f"{where} expected a tensor {expected}, got {describe_value(value)}")
+                raise TypeError(
+                    f"{where} expected a tensor {expected}, got {describe_value(value)}"
+                )
             return scalar_to_array(value, dtype, where)
         else:
             hint = ""
@@ -284,13 +296,66 @@ class ValueChecker:
     def __init__(self, constructors: Mapping[int, ConstructorInfo], num_functions: int) -> None:
         self.constructors = constructors
         self.num_functions = num_functions
+        self._arity = {tag: info.arity for tag, info in constructors.items()}
+
+    def _needs_no_work(self, value: Any) -> bool:
+        """Whether ``value`` is already a valid VM value (the common case), quickly.
+
+        One pass over the structure with only type checks: no memo, no rebuilding.
+        False sends the value to :meth:`convert`'s full pass, which converts what
+        needs converting and reports errors precisely. The pass gives up after
+        :data:`_QUICK_VISITS` containers, so a cyclic value or a heavily shared one
+        (whose tree is exponentially larger than its graph) also goes the full way.
+        """
+        arity = self._arity
+        check_tags = bool(arity)
+        num_functions = self.num_functions
+        ndarray, adt, closure, tuple_ = _ndarray, ADT, Closure, tuple
+        good_dtypes = _GOOD_DTYPES
+        stack = [value]
+        pop, push = stack.pop, stack.append
+        budget = _QUICK_VISITS
+        while stack:
+            budget -= 1
+            if not budget:
+                return False
+            item = pop()
+            kind = type(item)
+            if kind is adt:
+                children = item.fields
+                if check_tags and arity.get(item.tag) != len(children):
+                    return False
+            elif kind is tuple_:
+                children = item
+            elif kind is closure:
+                index = item.func_index
+                if type(index) is not int or not 0 <= index < num_functions:
+                    return False
+                children = item.captured
+            else:
+                return False
+            for child in children:
+                kind = type(child)
+                if kind is adt or kind is tuple_ or kind is closure:
+                    push(child)
+                elif kind is ndarray:
+                    if child.dtype not in good_dtypes or not child.flags.c_contiguous:
+                        return False
+                else:
+                    return False
+        return True
 
     def leaf(self, value: Any, where: str, path: Any = None) -> Any:
         """Convert a non-container value (array or scalar); ``path`` leads to it from ``where``."""
         if type(value) is _ndarray:
             flags = value.flags
             dtype = value.dtype
-            if flags.c_contiguous and flags.aligned and dtype.isnative and dtype.kind in _VALUE_KINDS:
+            if (
+                flags.c_contiguous
+                and flags.aligned
+                and dtype.isnative
+                and dtype.kind in _VALUE_KINDS
+            ):
                 return value
             return _fix_array(value, _path_text(where, path))
         if isinstance(value, np.ndarray):
@@ -312,26 +377,26 @@ class ValueChecker:
             if self.constructors:
                 info = self.constructors.get(value.tag)
                 if info is None:
-                    known = ", ".join(
-                        f"{c.name}={t}" for t, c in sorted(self.constructors.items())
-                    )
+                    known = ", ".join(f"{c.name}={t}" for t, c in sorted(self.constructors.items()))
                     raise TypeError(
-                        f"{_path_text(where, path)} is a vm.ADT with tag {value.tag}, which is not a constructor "
-                        f"of this executable (known tags: {known})"
+                        f"{_path_text(where, path)} is a vm.ADT with tag {value.tag}, which is "
+                        f"not a constructor of this executable (known tags: {known})"
                     )
                 if len(value.fields) != info.arity:
                     raise TypeError(
-                        f"{_path_text(where, path)} is a {info.name} value with {len(value.fields)} fields; "
-                        f"{info.name} takes {info.arity}"
+                        f"{_path_text(where, path)} is a {info.name} value with "
+                        f"{len(value.fields)} fields; {info.name} takes {info.arity}"
                     )
             return value.fields
         index = value.func_index
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (
-            0 <= index < self.num_functions
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, (int, np.integer))
+            or not (0 <= index < self.num_functions)
         ):
             raise TypeError(
-                f"{_path_text(where, path)} is a vm.Closure of function index {index!r}; this executable has "
-                f"functions 0 to {self.num_functions - 1}"
+                f"{_path_text(where, path)} is a vm.Closure of function index {index!r}; "
+                f"this executable has functions 0 to {self.num_functions - 1}"
             )
         return value.captured
 
@@ -343,6 +408,8 @@ class ValueChecker:
         """
         if not isinstance(value, (tuple, list, ADT, Closure)):
             return self.leaf(value, where)
+        if self._needs_no_work(value):
+            return value
         done: dict[int, Any] = {}
         active: set[int] = set()
         # Entries: (value, path, expanded). A path is (parent path, field index) or None.
@@ -363,8 +430,10 @@ class ValueChecker:
                         stack.append((child, (path, i), False))
                 continue
             active.discard(key)
-            children = item.fields if isinstance(item, ADT) else (
-                item.captured if isinstance(item, Closure) else tuple(item)
+            children = (
+                item.fields
+                if isinstance(item, ADT)
+                else (item.captured if isinstance(item, Closure) else tuple(item))
             )
             converted = []
             changed = type(item) is list
@@ -422,7 +491,9 @@ def make_converter(spec: TypeSpec, where: str, values: ValueChecker) -> Converte
         return convert_tuple
     if kind == "adt":
         type_name = spec[1]
-        tags = {tag: info for tag, info in values.constructors.items() if info.type_name == type_name}
+        tags = {
+            tag: info for tag, info in values.constructors.items() if info.type_name == type_name
+        }
         names = ", ".join(info.name for _, info in sorted(tags.items()))
 
         def convert_adt(value: Any) -> Any:
@@ -442,7 +513,9 @@ def make_converter(spec: TypeSpec, where: str, values: ValueChecker) -> Converte
 
         def convert_closure(value: Any) -> Any:
             if not isinstance(value, Closure):
-                raise TypeError(f"{where} expected a function (a vm.Closure), got {describe_value(value)}")
+                raise TypeError(
+                    f"{where} expected a function (a vm.Closure), got {describe_value(value)}"
+                )
             return values.convert(value, where)
 
         return convert_closure
@@ -464,7 +537,7 @@ class Signature:
         How messages name the function, e.g. ``"main()"``.
     """
 
-    __slots__ = ("arity", "convert_all", "label", "names", "_converters")
+    __slots__ = ("_converters", "arity", "convert_all", "label", "names")
 
     def __init__(
         self, function: VMFunction, values: ValueChecker, skip: int = 0, label: str | None = None

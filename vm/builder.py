@@ -195,7 +195,11 @@ class ExecutableBuilder:
 
     def add_constant(self, value: np.ndarray) -> int:
         """Intern a constant tensor; equal constants (dtype, shape, bytes) share an index."""
-        array = np.ascontiguousarray(value)
+        # np.ascontiguousarray would turn a 0-d array into shape (1,); 0-d arrays are always
+        # contiguous, so only copy arrays that need it.
+        array = np.asarray(value)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
         key = (array.dtype.str, array.shape, array.tobytes())
         index = self._constant_keys.get(key)
         if index is None:

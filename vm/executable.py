@@ -202,7 +202,9 @@ class Executable:
         return data
 
     @staticmethod
-    def load_exec(data_or_path: bytes | bytearray | memoryview | str | os.PathLike[str]) -> Executable:
+    def load_exec(
+        data_or_path: bytes | bytearray | memoryview | str | os.PathLike[str],
+    ) -> Executable:
         """Load and verify an executable saved by :meth:`save`.
 
         Parameters
@@ -236,8 +238,7 @@ class Executable:
                 data = handle.read()
         else:
             raise TypeError(
-                "load_exec needs the saved bytes or a file path, "
-                f"got {type(data_or_path).__name__}"
+                f"load_exec needs the saved bytes or a file path, got {type(data_or_path).__name__}"
             )
         exe = decode(data)
         verify(exe)
@@ -384,7 +385,12 @@ def _canonical_constant(index: int, value: Any) -> np.ndarray:
         dtype = allowed_dtype(array.dtype)
     except TypeError as err:
         raise TypeError(f"constant {index}: {err}") from None
-    if array.flags.writeable or not _memory_is_frozen(array) or not array.flags.c_contiguous or array.dtype != dtype:
+    if (
+        array.flags.writeable
+        or not _memory_is_frozen(array)
+        or not array.flags.c_contiguous
+        or array.dtype != dtype
+    ):
         # Our own copy: nobody else can write to the constant's memory afterwards.
         array = np.array(array, dtype=dtype, order="C", copy=True)
         array.flags.writeable = False

@@ -79,6 +79,12 @@ def encode(exe: Executable) -> bytes:
         If an instruction does not match its ISA row or a value cannot be written;
         the message names the function and instruction.
     """
+    total = sum(c.nbytes for c in exe.constant_values)
+    if total > MAX_CONSTANT_BYTES:
+        raise ValueError(
+            f"the constants hold {total} bytes; an executable holds at most "
+            f"{MAX_CONSTANT_BYTES} (serialization.limits.MAX_CONSTANT_BYTES)"
+        )
     global_section = {
         "functions": [f.name for f in exe.functions],
         "constructors": [[c.tag, c.name, c.arity, c.type_name] for c in exe.constructors],
@@ -191,7 +197,9 @@ def _decode_global(value: Any) -> tuple[list[str], list[ConstructorInfo]]:
     names = _list("global", "the function list", table["functions"], MAX_FUNCTIONS, "MAX_FUNCTIONS")
     for index, name in enumerate(names):
         if type(name) is not str:
-            _malformed("global", f"function {index}: the name must be a string, found {_type(name)}")
+            _malformed(
+                "global", f"function {index}: the name must be a string, found {_type(name)}"
+            )
     entries = _list(
         "global", "the constructor table", table["constructors"], MAX_CONSTRUCTORS,
         "MAX_CONSTRUCTORS",
@@ -203,9 +211,7 @@ def _decode_global(value: Any) -> tuple[list[str], list[ConstructorInfo]]:
             or len(entry) != 4
             or [type(x) for x in entry] != [int, str, int, str]
         ):
-            _malformed(
-                "global", f"constructor {index} must be [tag, name, arity, type_name]"
-            )
+            _malformed("global", f"constructor {index} must be [tag, name, arity, type_name]")
         constructors.append(ConstructorInfo(*entry))
     return names, constructors
 
@@ -250,9 +256,7 @@ def _decode_primitives(names: Any, descriptions: Any) -> list[Primitive]:
 def _decode_code(value: Any, names: list[str]) -> list[VMFunction]:
     entries = _list("code", "the function list", value, MAX_FUNCTIONS, "MAX_FUNCTIONS")
     if len(entries) != len(names):
-        _malformed(
-            "code", f"{len(entries)} functions, but the global section names {len(names)}"
-        )
+        _malformed("code", f"{len(entries)} functions, but the global section names {len(names)}")
     return [_decode_function(index, entry, names[index]) for index, entry in enumerate(entries)]
 
 
@@ -348,9 +352,7 @@ def _decode_instructions(where: str, code: list[Any], count: int) -> tuple[Instr
                 operands.append(word)
         instructions.append(Instruction(opcode, tuple(operands)))
     if len(instructions) != count:
-        _malformed(
-            "code", f"{where}: {len(instructions)} instructions, but {count} were declared"
-        )
+        _malformed("code", f"{where}: {len(instructions)} instructions, but {count} were declared")
     return tuple(instructions)
 
 

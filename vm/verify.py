@@ -78,8 +78,11 @@ def _fail(
     function: str | None = None,
     pc: int | None = None,
     opname: str | None = None,
+    item: str | None = None,
 ) -> NoReturn:
     where = f"{section} section"
+    if item is not None:
+        where += f", {item}"
     if function is not None:
         where += f", function {function[:60]!r}"
     if pc is not None:
@@ -87,6 +90,10 @@ def _fail(
         if opname:
             where += f" ({opname})"
     raise InvalidExecutableError(f"invalid executable: {where}: {detail}", section, function, pc)
+
+
+def _is_dtype(value: Any) -> bool:
+    return type(value) is str and value in _DTYPES
 
 
 def _brief(value: Any, width: int = 60) -> str:
@@ -101,14 +108,20 @@ def _range(count: int) -> str:
 # ---- tables outside the code ----------------------------------------------------------------
 
 
-def _check_globals(functions: Sequence[VMFunction], constructors: Sequence[ConstructorInfo]) -> None:
+def _check_globals(
+    functions: Sequence[VMFunction], constructors: Sequence[ConstructorInfo]
+) -> None:
     if len(functions) > MAX_FUNCTIONS:
         _fail("global", f"{len(functions)} functions exceed MAX_FUNCTIONS = {MAX_FUNCTIONS}")
     seen: dict[str, int] = {}
     for index, function in enumerate(functions):
         name = function.name
         if type(name) is not str or not name.isidentifier():
-            _fail("global", f"function {index}: the name {_brief(name)} is not a valid identifier")
+            _fail(
+                "global",
+                f"the name {_brief(name)} is not a valid identifier",
+                item=f"function {index}",
+            )
         if name in seen:
             _fail("global", f"functions {seen[name]} and {index} are both named {name!r}")
         seen[name] = index
@@ -119,19 +132,22 @@ def _check_globals(functions: Sequence[VMFunction], constructors: Sequence[Const
         )
     tags: dict[int, str] = {}
     for index, c in enumerate(constructors):
-        where = f"constructor {index}"
+        item = f"constructor {index}"
         if type(c.name) is not str or not c.name:
-            _fail("global", f"{where}: the name must be a non-empty string, found {_brief(c.name)}")
+            _fail(
+                "global", f"the name must be a non-empty string, found {_brief(c.name)}", item=item
+            )
+        item = f"constructor {index} ({c.name[:60]})"
         if type(c.type_name) is not str or not c.type_name:
-            _fail("global", f"{where} ({c.name}): the type name must be a non-empty string")
+            _fail("global", "the type name must be a non-empty string", item=item)
         if type(c.tag) is not int or not 1 <= c.tag <= MAX_INDEX:
             _fail(
                 "global",
-                f"{where} ({c.name}): tag {_brief(c.tag)} must be an int from 1 to {MAX_INDEX} "
-                "(0 is the tuple tag)",
+                f"tag {_brief(c.tag)} must be an int from 1 to {MAX_INDEX} (0 is the tuple tag)",
+                item=item,
             )
         if type(c.arity) is not int or not 0 <= c.arity <= MAX_INDEX:
-            _fail("global", f"{where} ({c.name}): arity {_brief(c.arity)} must be a non-negative int")
+            _fail("global", f"arity {_brief(c.arity)} must be a non-negative int", item=item)
         if c.tag in tags:
             _fail("global", f"constructors {tags[c.tag]} and {c.name} share the tag {c.tag}")
         tags[c.tag] = c.name
@@ -141,9 +157,11 @@ def _check_constants(constants: Sequence[np.ndarray]) -> None:
     total = 0
     for index, array in enumerate(constants):
         if not isinstance(array, np.ndarray) or array.dtype.str not in ALLOWED_DTYPES:
-            _fail("constant", f"constant {index} must be a numpy array of an allowed dtype")
+            _fail(
+                "constant", "it must be a numpy array of an allowed dtype", item=f"constant {index}"
+            )
         if array.ndim > MAX_RANK:
-            _fail("constant", f"constant {index} has rank {array.ndim}, more than {MAX_RANK}")
+            _fail("constant", f"rank {array.ndim} exceeds {MAX_RANK}", item=f"constant {index}")
         total += array.nbytes
     if total > MAX_CONSTANT_BYTES:
         _fail("constant", f"constants hold {total} bytes, more than {MAX_CONSTANT_BYTES}")
@@ -156,7 +174,7 @@ def _check_primitives(primitives: Sequence[Primitive]) -> None:
     for index, primitive in enumerate(primitives):
         name = primitive.name
         if type(name) is not str or not name:
-            _fail("primitive", f"primitive {index}: the name must be a non-empty string")
+            _fail("primitive", "the name must be a non-empty string", item=f"primitive {index}")
         if name in seen:
             _fail("primitive", f"primitives {seen[name]} and {index} are both named {name!r}")
         seen[name] = index
@@ -177,19 +195,25 @@ def _signature(description: Any) -> tuple[int, int] | None:
 
 
 def _check_description(index: int, name: str, description: Any) -> None:
-    where = f"primitive {index} ({name[:60]!r})"
+    item = f"primitive {index} ({name[:60]!r})"
     if _signature(description) is None:
-        _fail("kernel", f"{where}: the description must be a dict with 'inputs' and 'outputs' lists")
+        _fail(
+            "kernel", "the description must be a dict with 'inputs' and 'outputs' lists", item=item
+        )
     from vm.kernels import KernelDescriptionError, check_description
 
     try:
         check_description(description)
     except KernelDescriptionError as err:
-        _fail("kernel", f"{where}: {err}")
+        _fail("kernel", str(err), item=item)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as err:
         # The description is untrusted input; a checker that trips over it still means
         # the file cannot be used, and loading must only raise load errors.
-        _fail("kernel", f"{where}: the description could not be checked ({type(err).__name__}: {err})")
+        _fail(
+            "kernel",
+            f"the description could not be checked ({type(err).__name__}: {err})",
+            item=item,
+        )
 
 
 # ---- type specs ------------------------------------------------------------------------------
@@ -206,10 +230,12 @@ def _spec_problem(spec: Any) -> str | None:
             return f"{_brief(item)} is not a tuple starting with a kind"
         kind = item[0]
         if kind == "tensor":
-            if len(item) != 3 or type(item[1]) is not tuple or item[2] not in _DTYPES:
+            if len(item) != 3 or type(item[1]) is not tuple or not _is_dtype(item[2]):
                 return f"{_brief(item)} is not ('tensor', dims, dtype) with a known dtype"
             dims = item[1]
-            if len(dims) > MAX_RANK or any(type(d) is not int or not -1 <= d <= MAX_INDEX for d in dims):
+            if len(dims) > MAX_RANK or any(
+                type(d) is not int or not -1 <= d <= MAX_INDEX for d in dims
+            ):
                 return f"{_brief(item)} has dimensions that are not ints >= -1 (at most {MAX_RANK})"
         elif kind == "tuple":
             if len(item) != 2 or type(item[1]) is not tuple:
@@ -287,7 +313,9 @@ class _FunctionVerifier:
         for index, spec in enumerate(types):
             problem = _spec_problem(spec)
             if problem:
-                self.fail(f"the type of parameter {index} ({params[index][:40]!r}) is invalid: {problem}")
+                self.fail(
+                    f"the type of parameter {index} ({params[index][:40]!r}) is invalid: {problem}"
+                )
         problem = _spec_problem(f.ret_type)
         if problem:
             self.fail(f"the return type is invalid: {problem}")
@@ -345,7 +373,7 @@ class _FunctionVerifier:
                     return problem
             return None
         if kind is OperandKind.DTYPE:
-            if value not in _DTYPES:
+            if not _is_dtype(value):
                 return f"unknown dtype {_brief(value)} (expected one of {', '.join(DTYPE_NAMES)})"
             return None
         if type(value) is not int:
@@ -353,9 +381,13 @@ class _FunctionVerifier:
         if kind in (OperandKind.REG, OperandKind.DST):
             return self.register_problem(value)
         if kind is OperandKind.CONST:
-            return _index_problem("constant index", value, self.context.num_constants, "constant pool")
+            return _index_problem(
+                "constant index", value, self.context.num_constants, "constant pool"
+            )
         if kind is OperandKind.FUNC:
-            return _index_problem("function index", value, len(self.context.arities), "function table")
+            return _index_problem(
+                "function index", value, len(self.context.arities), "function table"
+            )
         if kind is OperandKind.PRIM:
             return _index_problem(
                 "primitive index", value, len(self.context.signatures), "primitive table"
@@ -434,7 +466,10 @@ def _check_invoke_packed(context: _Context, ins: Instruction) -> str | None:
     assert signature is not None  # descriptions are checked before any code
     inputs, outputs = signature
     if ins.num_outputs != outputs:
-        return f"num_outputs is {ins.num_outputs}, but primitive {ins.prim_index} has {outputs} outputs"
+        return (
+            f"num_outputs is {ins.num_outputs}, but primitive {ins.prim_index} has "
+            f"{outputs} outputs"
+        )
     if len(ins.args) != inputs + outputs:
         return (
             f"{len(ins.args)} registers passed to primitive {ins.prim_index}, which takes "

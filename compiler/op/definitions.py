@@ -6,8 +6,13 @@ operators as a side effect of being imported.
 """
 
 from compiler.op import (  # noqa: F401  (registration on import)
+    defs_activation,
+    defs_conv,
     defs_elemwise,
     defs_nn,
+    defs_norm,
+    defs_pool,
     defs_reduce,
+    defs_spatial,
     defs_transform,
 )

@@ -3,16 +3,29 @@
 Compiler layer (``compiler.op``). ``relay.nn.dense(data, weight)`` and friends return
 ``Call(get_op("nn.dense"), args, attrs)`` with attributes normalized, like the builders in
 :mod:`compiler.op.api`; signatures and argument order follow TVM's ``tvm.relay.nn``.
+
+Like TVM's builders, the window builders store an int size, stride or dilation as a
+(height, width) pair and ``padding`` in its 4-int (top, left, bottom, right) form.
+Operators with a tuple result (``batch_norm``, ``dropout_raw``) return the call itself:
+index it (``relay.nn.batch_norm(...)[0]``) for a field.
 """
 
 from __future__ import annotations
 
-from compiler.ir.expr import Call
+from collections.abc import Sequence
+
+from compiler.ir.expr import Call, Constant, Expr, TupleGetItem
 from compiler.op.api import call_op
+from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 
 __all__ = [
-    "batch_flatten", "batch_matmul", "bias_add", "dense", "log_softmax", "relu", "softmax",
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm",
+    "bias_add", "conv2d", "conv2d_transpose", "dense", "dropout", "dropout_raw",
+    "global_avg_pool2d", "global_max_pool2d", "group_norm", "layer_norm", "leaky_relu",
+    "log_softmax", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
 ]  # fmt: skip
+
+IntOrPair = int | Sequence[int]
 
 
 def dense(data: object, weight: object, units: int | None = None, out_dtype: str = "") -> Call:
@@ -63,3 +76,294 @@ def batch_matmul(
         transpose_a=transpose_a,
         transpose_b=transpose_b,
     )
+
+
+# --- convolutions ------------------------------------------------------------------------------
+
+
+def conv2d(
+    data: object,
+    weight: object,
+    strides: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    dilation: IntOrPair = (1, 1),
+    groups: int = 1,
+    channels: int | None = None,
+    kernel_size: IntOrPair | None = None,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "OIHW",
+    out_layout: str = "",
+    out_dtype: str = "",
+) -> Call:
+    """2-D convolution of NCHW ``data`` with OIHW ``weight`` ``(O, C / groups, kh, kw)``.
+
+    ``padding`` is 1, 2 or 4 ints (all sides; top/bottom and left/right; top, left, bottom,
+    right); ``groups == C`` with weight ``(C * multiplier, 1, kh, kw)`` is depthwise.
+    """
+    return call_op(
+        "nn.conv2d",
+        [data, weight],
+        strides=pair_tuple(strides),
+        padding=padding_tuple(padding),
+        dilation=pair_tuple(dilation),
+        groups=groups,
+        channels=channels,
+        kernel_size=pair_tuple(kernel_size),
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+        out_layout=out_layout,
+        out_dtype=out_dtype,
+    )
+
+
+def conv2d_transpose(
+    data: object,
+    weight: object,
+    strides: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    dilation: IntOrPair = (1, 1),
+    groups: int = 1,
+    channels: int | None = None,
+    kernel_size: IntOrPair | None = None,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "IOHW",
+    out_layout: str = "",
+    output_padding: IntOrPair = (0, 0),
+    out_dtype: str = "",
+) -> Call:
+    """Transposed 2-D convolution of NCHW ``data`` with IOHW ``weight`` ``(C, O / groups, kh,
+    kw)``; each output side is ``(in - 1) * stride - pads + dilation * (k - 1) +
+    output_padding + 1``."""
+    return call_op(
+        "nn.conv2d_transpose",
+        [data, weight],
+        channels=channels,
+        kernel_size=pair_tuple(kernel_size),
+        strides=pair_tuple(strides),
+        output_padding=pair_tuple(output_padding),
+        padding=padding_tuple(padding),
+        dilation=pair_tuple(dilation),
+        groups=groups,
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+        out_layout=out_layout,
+        out_dtype=out_dtype,
+    )
+
+
+# --- pools -------------------------------------------------------------------------------------
+
+
+def max_pool2d(
+    data: object,
+    pool_size: IntOrPair = (1, 1),
+    strides: IntOrPair = (1, 1),
+    dilation: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    layout: str = "NCHW",
+    out_layout: str = "",
+    ceil_mode: bool = False,
+) -> Call:
+    """Maximum over ``pool_size`` windows of NCHW ``data`` (padding never wins)."""
+    return call_op(
+        "nn.max_pool2d",
+        [data],
+        pool_size=pair_tuple(pool_size),
+        strides=pair_tuple(strides),
+        dilation=pair_tuple(dilation),
+        padding=padding_tuple(padding),
+        layout=layout,
+        out_layout=out_layout,
+        ceil_mode=ceil_mode,
+    )
+
+
+def avg_pool2d(
+    data: object,
+    pool_size: IntOrPair = (1, 1),
+    strides: IntOrPair = (1, 1),
+    dilation: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    layout: str = "NCHW",
+    out_layout: str = "",
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+) -> Call:
+    """Average over ``pool_size`` windows of NCHW ``data``; padding counts in the divisor only
+    with ``count_include_pad``."""
+    return call_op(
+        "nn.avg_pool2d",
+        [data],
+        pool_size=pair_tuple(pool_size),
+        strides=pair_tuple(strides),
+        dilation=pair_tuple(dilation),
+        padding=padding_tuple(padding),
+        layout=layout,
+        out_layout=out_layout,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+    )
+
+
+def global_max_pool2d(data: object, layout: str = "NCHW", out_layout: str = "") -> Call:
+    """Maximum over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
+    return call_op("nn.global_max_pool2d", [data], layout=layout, out_layout=out_layout)
+
+
+def global_avg_pool2d(data: object, layout: str = "NCHW", out_layout: str = "") -> Call:
+    """Average over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
+    return call_op("nn.global_avg_pool2d", [data], layout=layout, out_layout=out_layout)
+
+
+def adaptive_avg_pool2d(
+    data: object,
+    output_size: IntOrPair | None = None,
+    layout: str = "NCHW",
+    out_layout: str = "",
+) -> Call:
+    """Average of NCHW ``data`` over an ``output_size`` grid of adaptive bins (``None`` keeps
+    the input size; one int makes a square)."""
+    return call_op(
+        "nn.adaptive_avg_pool2d",
+        [data],
+        output_size=output_size,
+        layout=layout,
+        out_layout=out_layout,
+    )
+
+
+# --- normalization -----------------------------------------------------------------------------
+
+
+def batch_norm(
+    data: object,
+    gamma: object,
+    beta: object,
+    moving_mean: object,
+    moving_var: object,
+    axis: int = 1,
+    epsilon: float = 1e-5,
+    center: bool = True,
+    scale: bool = True,
+) -> Call:
+    """Batch normalization with moving statistics; a tuple (normalized data, moving_mean,
+    moving_var): index the call, ``relay.nn.batch_norm(...)[0]``."""
+    return call_op(
+        "nn.batch_norm",
+        [data, gamma, beta, moving_mean, moving_var],
+        axis=axis,
+        epsilon=epsilon,
+        center=center,
+        scale=scale,
+    )
+
+
+def layer_norm(
+    data: object,
+    gamma: object,
+    beta: object,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    center: bool = True,
+    scale: bool = True,
+) -> Call:
+    """Normalize ``data`` along ``axis``, then scale by ``gamma`` and shift by ``beta``."""
+    return call_op(
+        "nn.layer_norm",
+        [data, gamma, beta],
+        axis=axis,
+        epsilon=epsilon,
+        center=center,
+        scale=scale,
+    )
+
+
+def group_norm(
+    data: object,
+    gamma: object,
+    beta: object,
+    num_groups: int,
+    axis: int = 1,
+    epsilon: float = 1e-5,
+    center: bool = True,
+    scale: bool = True,
+) -> Call:
+    """Normalize each of ``num_groups`` groups of channels (axis ``axis``) separately."""
+    return call_op(
+        "nn.group_norm",
+        [data, gamma, beta],
+        num_groups=num_groups,
+        axis=axis,
+        epsilon=epsilon,
+        center=center,
+        scale=scale,
+    )
+
+
+# --- padding, resizing, activations ------------------------------------------------------------
+
+
+def pad(
+    data: object,
+    pad_width: object,
+    pad_value: object = 0.0,
+    pad_mode: str = "constant",
+) -> Call:
+    """Pad each axis by ``pad_width[axis] = (before, after)``; ``pad_mode`` is ``constant``
+    (with the scalar ``pad_value``), ``edge`` or ``reflect``."""
+    if isinstance(pad_width, Constant):
+        pad_width = pad_width.data.tolist()
+    pairs = pad_pairs("nn.pad", pad_width)
+    return call_op("nn.pad", [data, pad_value], pad_width=pairs, pad_mode=pad_mode)
+
+
+def _static_scale(name: str, value: object) -> object:
+    if isinstance(value, Constant):
+        return value.data.item()
+    if isinstance(value, Expr):
+        raise TypeError(
+            f"nn.upsampling: {name} must be a number or a constant; scales computed at run "
+            "time are not supported"
+        )
+    return value
+
+
+def upsampling(
+    data: object,
+    scale_h: float = 1,
+    scale_w: float = 1,
+    layout: str = "NCHW",
+    method: str = "nearest_neighbor",
+    align_corners: bool = False,
+) -> Call:
+    """Scale the height and width of NCHW ``data`` (``nearest_neighbor`` or ``bilinear``)."""
+    return call_op(
+        "nn.upsampling",
+        [data],
+        scale_h=_static_scale("scale_h", scale_h),
+        scale_w=_static_scale("scale_w", scale_w),
+        layout=layout,
+        method=method,
+        align_corners=align_corners,
+    )
+
+
+def leaky_relu(data: object, alpha: float = 0.01) -> Call:
+    """``data`` where positive, ``alpha * data`` elsewhere."""
+    return call_op("nn.leaky_relu", [data], alpha=alpha)
+
+
+def prelu(data: object, alpha: object, axis: int = 1) -> Call:
+    """``data`` where positive, else ``alpha * data`` with the 1-D ``alpha`` along ``axis``."""
+    return call_op("nn.prelu", [data, alpha], axis=axis)
+
+
+def dropout_raw(data: object, rate: float = 0.5) -> Call:
+    """The ``nn.dropout`` call itself: a tuple (output, mask); at inference the output is
+    ``data`` and the mask is all ones."""
+    return call_op("nn.dropout", [data], rate=rate)
+
+
+def dropout(data: object, rate: float = 0.5) -> TupleGetItem:
+    """Dropout's output (field 0 of :func:`dropout_raw`), as TVM's ``relay.nn.dropout``."""
+    return TupleGetItem(dropout_raw(data, rate), 0)

@@ -3,7 +3,9 @@
 Compiler layer (``compiler.passes``).
 
 Run it on A-normal form (where every local function is the value of a ``let``), after
-type inference (captured variables are annotated with their inferred types).
+type inference (captured variables are annotated with their inferred types). The output
+keeps the input's types: every node it builds carries its checked type, so the code
+generator can run without another round of inference.
 For each local, non-primitive function, with the TVM VM's conventions:
 
 - Without free variables it becomes an ordinary global ``@<root>_lifted_<k>`` and the
@@ -34,7 +36,7 @@ from collections.abc import Callable
 
 from compiler.ir.expr import Call, Expr, Function, GlobalVar, Let, Node, Var
 from compiler.ir.module import IRModule
-from compiler.ir.types import Type
+from compiler.ir.types import FuncType, Type
 from compiler.ir.visitor import ExprMutator, children, free_vars, post_order
 from compiler.passes.typed_rewrite import (
     carry_type,
@@ -174,7 +176,11 @@ class _Lifter:
                 again = with_type(Call(gvar, outer_params), known_type(self_ref))
                 body = with_type(Let(self_ref, again, body), known_type(body))
             inner_fn = _typed_function(Function(params, body, ret, func.type_params), func)
-            return Function(outer_params, inner_fn, None, type_params, {"Closure": 1})
+            outer = Function(outer_params, inner_fn, None, type_params, {"Closure": 1})
+            inner_type = inner_fn._checked_type
+            if inner_type is not None and all(t is not None for t in capture_types):
+                outer._checked_type = FuncType(capture_types, inner_type, type_params)  # type: ignore[arg-type]
+            return outer
 
         self.jobs.append(_Job(gvar, job.root, func.body, inner, finish_closure))
         args = [subst.get(v, v) for v in captured]

@@ -8,7 +8,7 @@ resolved on first use from the modules that define them, so importing ``relay`` 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any as _AnyT
 
 _EXPORTS: dict[str, str] = {}
 
@@ -49,7 +49,7 @@ _SUBMODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _AnyT:
     if name in _SUBMODULES:
         module = importlib.import_module(_SUBMODULES[name])
     elif name in _EXPORTS:

@@ -10,7 +10,7 @@ the code generator:
 3. infer types;
 4. turn every operator call into a call of a primitive function (one kernel each);
 5. convert to A-normal form, infer types;
-6. lambda-lift local functions into globals with closure conversion, infer types;
+6. lambda-lift local functions into globals with closure conversion (types preserved);
 7. generate bytecode (:func:`compiler.backend.codegen.compile_module`).
 
 :func:`optimize` returns the module after step 6, for inspection and tests.
@@ -83,7 +83,8 @@ def optimize(
     lowered = _bind_params(_as_module(mod), params)
     lowered = infer_types(eta_expand(lowered))
     lowered = infer_types(to_anf(wrap_primitives(lowered)))
-    lowered = infer_types(lambda_lift(lowered))
+    # Lambda lifting keeps every type it was given, so no further inference is needed.
+    lowered = lambda_lift(lowered)
     return lowered, dict(params or {})
 
 

@@ -10,6 +10,8 @@ character.
 
 from __future__ import annotations
 
+import re
+
 from compiler.text.errors import RelaySyntaxError, Source
 from compiler.text.literals import LiteralError, literal_dtype
 
@@ -21,6 +23,11 @@ _TWO_CHAR = frozenset({"->", "=>", "==", "!=", "<=", ">="})
 _ONE_CHAR = frozenset("()[]{},;:.=<>+-*/?#")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 METADATA_MARK = "#[metadata]"
+
+_SPACE = re.compile(r"[ \t\r\n\f]+")
+# Dotted operator names (nn.dense); a dot before a digit is a projection, not part of a name.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 class Token:
@@ -96,7 +103,7 @@ def tokenize(source: Source) -> list[Token]:
     while i < n:
         ch = text[i]
         if ch in " \t\r\n\f":
-            i += 1
+            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
             continue
         if ch == "/" and text.startswith("//", i):
             end = text.find("\n", i)
@@ -114,26 +121,16 @@ def tokenize(source: Source) -> list[Token]:
                 if not name:
                     raise err(start, f"expected a name after '{ch}', found an empty string")
             else:
-                j = i
-                while j < n and _is_name_char(text[j]):
-                    j += 1
-                if j == i:
+                match = _NAME.match(text, i)
+                if match is None:
                     found = repr(text[i]) if i < n else "end of input"
                     what = "variable" if ch == "%" else "global"
                     raise err(start, f"expected a {what} name after '{ch}', found {found}")
-                name, i = text[i:j], j
+                name, i = match.group(), match.end()
             tokens.append(Token(kind, name, start, i))
             continue
         if _is_name_start(ch):
-            j = i + 1
-            while True:
-                while j < n and _is_name_char(text[j]):
-                    j += 1
-                # Dotted operator names (nn.dense); a dot before a digit is a projection.
-                if j + 1 < n and text[j] == "." and _is_name_start(text[j + 1]):
-                    j += 2
-                    continue
-                break
+            j = _IDENT.match(text, i).end()  # type: ignore[union-attr]
             tokens.append(Token("ident", text[i:j], start, j))
             i = j
             continue

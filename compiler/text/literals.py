@@ -92,26 +92,28 @@ def _round_float(body: str, negative: bool, dtype: str, shown: str) -> np.generi
         raise LiteralError(f"float literal {shown} is out of range for {dtype}")
     if approx == 0.0:
         return -ftype(0) if negative else ftype(0)  # keep the sign of -0.0
-    exact = Fraction(body)
     if negative:
-        exact = -exact
         approx = -approx
-    # float64 is correctly rounded; a narrower type may need the neighbour of the float64
-    # value cast down, so pick the closest of the three (ties go to the even mantissa).
-    candidate = ftype(approx)
+    with np.errstate(over="ignore"):
+        candidate = ftype(approx)
     if not np.isfinite(candidate):
         raise LiteralError(f"float literal {shown} is out of range for {dtype}")
-    best = candidate
-    best_err = abs(Fraction(float(candidate)) - exact)
-    for direction in (np.inf, -np.inf):
-        neighbour = np.nextafter(candidate, ftype(direction))
-        if not np.isfinite(neighbour):
-            continue
-        err = abs(Fraction(float(neighbour)) - exact)
-        tie_to_even = err == best_err and int(neighbour.view(_uint_of(dtype))) % 2 == 0
-        if err < best_err or tie_to_even:
-            best, best_err = neighbour, err
-    return best
+    if dtype == "float64" or float(candidate) == approx:
+        return candidate
+    # Casting the float64 value down is correctly rounded unless that value sits exactly
+    # halfway between two neighbours of the narrower type (double rounding); only then
+    # decide with exact arithmetic, ties going to the even mantissa.
+    toward = ftype(np.inf) if float(candidate) < approx else ftype(-np.inf)
+    with np.errstate(over="ignore"):
+        other = np.nextafter(candidate, toward)
+    if not np.isfinite(other) or (float(candidate) + float(other)) / 2 != approx:
+        return candidate
+    exact = -Fraction(body) if negative else Fraction(body)
+    err_c = abs(Fraction(float(candidate)) - exact)
+    err_o = abs(Fraction(float(other)) - exact)
+    if err_o < err_c or (err_o == err_c and int(other.view(_uint_of(dtype))) % 2 == 0):
+        return other
+    return candidate
 
 
 def _uint_of(dtype: str) -> type:

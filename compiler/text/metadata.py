@@ -91,7 +91,7 @@ def _decode_constant(entry: object, index: int, fail) -> Constant:  # type: igno
     expected = math.prod(shape) * little.itemsize
     if len(raw) != expected:
         raise fail(
-            f"{where} has {len(raw)} bytes of data; a {dtype} tensor of shape "
+            f"{where} has {len(raw)} bytes of data; a tensor of dtype {dtype} and shape "
             f"{tuple(shape)} needs {expected}"
         )
     array = np.frombuffer(raw, dtype=little).reshape(shape).astype(dtype)

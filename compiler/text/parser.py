@@ -176,11 +176,12 @@ class _Parser:
     ) -> None:
         self.source = source
         self.tokens = tokenize(source)
+        self.tokens.append(self.tokens[-1])  # lets peek(1) at the end see eof, not fail
         self.pos = 0
         self.init_module = init_module
         self.meta = {kind: list(nodes) for kind, nodes in (init_meta_table or {}).items()}
         self.has_meta_section = False
-        last = self.tokens[-2] if len(self.tokens) > 1 else None
+        last = self.tokens[-3] if len(self.tokens) > 2 else None
         if last is not None and last.kind == "metadata":
             self.meta.update(decode_metadata(str(last.value), source, last.end))
             self.has_meta_section = True
@@ -206,8 +207,7 @@ class _Parser:
     # --- tokens ------------------------------------------------------------------------------
 
     def peek(self, ahead: int = 0) -> Token:
-        index = min(self.pos + ahead, len(self.tokens) - 1)
-        return self.tokens[index]
+        return self.tokens[self.pos + ahead]  # the token list ends with two eof tokens
 
     def advance(self) -> Token:
         tok = self.tokens[self.pos]
@@ -651,6 +651,10 @@ class _Parser:
         if tok.kind == "number":
             self.advance()
             digits, suffix = tok.value  # type: ignore[misc]
+            if not suffix:
+                # Attribute values are Python numbers: keep full float64 precision.
+                number = float(digits) if any(c in digits for c in ".eE") else int(digits)
+                return -number if negative else number
             try:
                 array = parse_scalar(digits, suffix, negative)
             except LiteralError as exc:
@@ -854,6 +858,10 @@ class _Parser:
         except TypeError as exc:
             message = str(exc)
             at = next((attr_toks[n] for n in attr_toks if f" {n} " in f" {message} "), tok)
+            if op.name not in message:
+                named = next((n for n in attr_toks if attr_toks[n] is at), None)
+                what = f"attribute {named} of operator {op.name}" if named else op.name
+                message = f"invalid {what}: {message}"
             raise self.error(at, message) from None
         call = Call(op, args, normalized)
         self.spanned(call, tok)

@@ -82,8 +82,7 @@ class OpConstraint(Constraint):
         except (OpTypeError, TypeError, ValueError) as exc:
             found = ", ".join(type_text(a) for a in args)
             raise RelayTypeError(
-                f"type error{at} in `{expr_text(self.call)}`: {exc} "
-                f"(argument types: {found})",
+                f"type error{at} in `{expr_text(self.call)}`: {exc} (argument types: {found})",
                 self.call,
             ) from None
         try:

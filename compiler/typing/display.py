@@ -103,7 +103,9 @@ def _one_type(t: Type, parts: list[str]) -> str:
 def expr_text(node: Node) -> str:
     """``node`` as text on one line, at most :data:`MAX_EXPR_CHARS` characters."""
     try:
-        text = str(node)
+        from compiler.text.printer import expr_to_text
+
+        text = expr_to_text(node, show_meta_data=False, show_free_vars=False)
     except Exception:  # the printer is optional here: a sketch still names the node
         text = sketch(node)
     text = " ".join(text.split())
@@ -113,7 +115,7 @@ def expr_text(node: Node) -> str:
 
 
 def sketch(node: Node, depth: int = 3) -> str:
-    """A depth-limited rendering of ``node``; sub-expressions deeper than ``depth`` print ``...``."""
+    """A depth-limited rendering of ``node``: sub-expressions deeper than ``depth`` are ``...``."""
     if depth < 0:
         return "..."
     d = depth - 1

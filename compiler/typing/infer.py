@@ -61,8 +61,9 @@ from compiler.ir.types import (
     TypeData,
     TypeVar,
 )
-from compiler.ir.visitor import ExprMutator, post_order
+from compiler.ir.visitor import ExprMutator
 from compiler.op.registry import get_def
+from compiler.typing.callgraph import call_graph_components
 from compiler.typing.constraints import Constraint, OpConstraint, ProjectionConstraint
 from compiler.typing.display import expr_text, type_text, where
 from compiler.typing.errors import RelayTypeError
@@ -96,14 +97,21 @@ class _Inferencer:
         self.pending: list[Constraint] = []
         self.context: str | None = None
         self.allow_free_vars = True
+        self.recursive_lets: set[int] = set()
 
     # --- helpers ------------------------------------------------------------------------------
 
     def _at(self, *nodes: Node | None) -> str:
-        for node in nodes:
-            if node is not None and node.span is not None:
+        """The position of the first of ``nodes`` with a span.
+
+        A variable's span is where it was bound, not where it is used, so a variable is
+        only the position of last resort.
+        """
+        spans = [n for n in nodes if n is not None and n.span is not None]
+        for node in spans:
+            if not isinstance(node, Var):
                 return where(node)
-        return where(None, self.context)
+        return where(spans[0]) if spans else where(None, self.context)
 
     def _set(self, node: Expr, ty: Type) -> None:
         self.types[id(node)] = ty
@@ -129,18 +137,24 @@ class _Inferencer:
         expected: Type,
         found: Type,
         node: Node,
-        phrase: str | None = None,
+        phrase: Callable[[], str] | None = None,
         note: str = "",
+        parent: Node | None = None,
     ) -> Type:
+        """Unify, or raise a :class:`RelayTypeError` about ``node``.
+
+        ``phrase`` describes where the mismatch is; it is a callable so that the text
+        (which prints expressions) is only built when there is an error.
+        """
         try:
             return self.solver.unify(expected, found)
         except Mismatch as exc:
             zexp, zfound = self.solver.zonk(expected), self.solver.zonk(found)
             e, f = type_text(zexp), type_text(zfound)
             detail = "" if exc.detail == f"{e} vs {f}" else f" ({exc.detail})"
-            phrase = phrase or f"`{expr_text(node)}`"
+            where_text = phrase() if phrase is not None else f"`{expr_text(node)}`"
             raise RelayTypeError(
-                f"type mismatch{self._at(node)} in {phrase}: expected {e}{note}, "
+                f"type mismatch{self._at(node, parent)} in {where_text}: expected {e}{note}, "
                 f"found {f}{detail}",
                 node,
                 zexp,
@@ -159,11 +173,11 @@ class _Inferencer:
             else:
                 del self.scope[tv]
 
-    def _check_annotation(self, ty: Type, node: Node, what: str) -> None:
+    def _check_annotation(self, ty: Type, node: Node, what: Callable[[], str]) -> None:
         problem = type_problem(ty, self.scope, self.type_defs)
         if problem is not None:
             raise RelayTypeError(
-                f"ill-formed type{self._at(node)} in {what}: {problem}", node, None, ty
+                f"ill-formed type{self._at(node)} in {what()}: {problem}", node, None, ty
             )
 
     def _make_sig(self, func: Function) -> FuncType:
@@ -178,14 +192,16 @@ class _Inferencer:
                     self._check_annotation(
                         p.type_annotation,
                         p,
-                        f"the annotation of parameter %{p.name_hint} of `{expr_text(func)}`",
+                        lambda p=p: (
+                            f"the annotation of parameter %{p.name_hint} of `{expr_text(func)}`"
+                        ),
                     )
                     params.append(p.type_annotation)
             if func.ret_type is None:
                 ret: Type = IncompleteType()
             else:
                 self._check_annotation(
-                    func.ret_type, func, f"the return type of `{expr_text(func)}`"
+                    func.ret_type, func, lambda: f"the return type of `{expr_text(func)}`"
                 )
                 ret = func.ret_type
         finally:
@@ -289,10 +305,10 @@ class _Inferencer:
             )
         ann = var.type_annotation
         if ann is not None:
-            self._check_annotation(ann, var, f"the annotation of %{var.name_hint}")
+            self._check_annotation(ann, var, lambda: f"the annotation of %{var.name_hint}")
         self._set(var, ann if ann is not None else IncompleteType())
 
-    # functions ---------------------------------------------------------------------------------
+    # functions -----------------------------------------------------------------------------------
 
     def _enter_function(self, func: Function) -> None:
         sig = self.sigs.get(id(func))
@@ -308,8 +324,9 @@ class _Inferencer:
             sig.ret_type,
             self._flow(sig.ret_type, func.body),
             func.body,
-            f"the body of `{expr_text(func)}`",
+            lambda: f"the body of `{expr_text(func)}`",
             " (the return type)",
+            func,
         )
         self._pop_scope(func.type_params)
         self._set(func, sig)
@@ -322,14 +339,15 @@ class _Inferencer:
         assert isinstance(func, Function)
         var = let.var
         if id(var) in self.types:
-            return
+            return  # typed already: _bind_let unifies it with the value
+        self.recursive_lets.add(id(let))
         sig = self.sigs.get(id(func)) or self._make_sig(func)
         if var.type_annotation is not None:
             self._check_annotation(
-                var.type_annotation, var, f"the annotation of %{var.name_hint}"
+                var.type_annotation, var, lambda: f"the annotation of %{var.name_hint}"
             )
             self._unify(
-                var.type_annotation, sig, func, f"the value of %{var.name_hint} in a `let`"
+                var.type_annotation, sig, func, lambda: f"the value of %{var.name_hint} in a `let`"
             )
             self._set(var, var.type_annotation)
         else:
@@ -337,26 +355,39 @@ class _Inferencer:
 
     def _bind_let(self, let: Let) -> None:
         var = let.var
-        if id(var) in self.types:  # declared before a recursive function value
+        if id(let) in self.recursive_lets:  # the variable was declared before its value
+            return
+        if id(var) in self.types:
+            # The same variable object bound twice (or used before its let in a standalone
+            # expression): every binding must agree with the type it already has.
+            self._unify(
+                self.types[id(var)],
+                self._flow(self.types[id(var)], let.value),
+                let.value,
+                lambda: f"the value of %{var.name_hint} in `{expr_text(let)}`",
+                f" (the type %{var.name_hint} already has)",
+                let,
+            )
             return
         ann = var.type_annotation
         if ann is None:
             self._set(var, self.types[id(let.value)])
             return
-        self._check_annotation(ann, var, f"the annotation of %{var.name_hint}")
+        self._check_annotation(ann, var, lambda: f"the annotation of %{var.name_hint}")
         self._unify(
             ann,
             self._flow(ann, let.value),
             let.value,
-            f"the value of %{var.name_hint} in `{expr_text(let)}`",
+            lambda: f"the value of %{var.name_hint} in `{expr_text(let)}`",
             f" (the annotation of %{var.name_hint})",
+            let,
         )
         self._set(var, ann)
 
     def _exit_let(self, let: Let) -> None:
         self._set(let, self.types[id(let.body)])
 
-    # tuples ----------------------------------------------------------------------------------------
+    # tuples --------------------------------------------------------------------------------------
 
     def _exit_tuple(self, node: Tuple) -> None:
         self._set(node, TupleType([self._use(f) for f in node.fields]))
@@ -380,19 +411,21 @@ class _Inferencer:
             _BOOL_SCALAR,
             self._use(node.cond),
             node.cond,
-            f"the condition of `{expr_text(node)}`",
+            lambda: f"the condition of `{expr_text(node)}`",
             " (a bool scalar)",
+            node,
         )
         joined = self._unify(
             self._use(node.true_branch),
             self._use(node.false_branch),
             node.false_branch,
-            f"the false branch of `{expr_text(node)}`",
+            lambda: f"the false branch of `{expr_text(node)}`",
             " (the type of the true branch)",
+            node,
         )
         self._set(node, joined)
 
-    # calls -----------------------------------------------------------------------------------------
+    # calls ---------------------------------------------------------------------------------------
 
     def _exit_call(self, call: Call) -> None:
         if isinstance(call.op, Op):
@@ -408,7 +441,8 @@ class _Inferencer:
                 callee_t,
                 FuncType([self._use(a) for a in call.args], ret),
                 call.op,
-                f"the callee of `{expr_text(call)}`",
+                lambda: f"the callee of `{expr_text(call)}`",
+                parent=call,
             )
             self._set(call, ret)
             return
@@ -421,16 +455,20 @@ class _Inferencer:
                 None,
                 self.solver.zonk(ft),
             )
+        declared = ft
         if ft.type_params:
             inst, fresh = self.solver.instantiate(ft)
             self._explicit_type_args(call, ft, fresh)
             self.instantiations.append((call, fresh))
             ft = inst
+        elif call.type_args:
+            # Left over from an earlier version of the program: the callee is monomorphic now.
+            self.instantiations.append((call, []))
         if len(call.args) != len(ft.arg_types):
             n = len(ft.arg_types)
             raise RelayTypeError(
                 f"wrong number of arguments{at} in `{expr_text(call)}`: the callee "
-                f"`{expr_text(call.op)}` has type {type_text(self.solver.zonk(ft))}, "
+                f"`{expr_text(call.op)}` has type {type_text(self.solver.zonk(declared))}, "
                 f"expected {n} argument{'s' if n != 1 else ''}, found {len(call.args)}",
                 call,
             )
@@ -439,7 +477,8 @@ class _Inferencer:
                 param_t,
                 self._flow(param_t, arg),
                 arg,
-                f"argument {i} of `{expr_text(call)}`",
+                lambda i=i: f"argument {i} of `{expr_text(call)}`",
+                parent=call,
             )
         self._set(call, ft.ret_type)
 
@@ -456,8 +495,9 @@ class _Inferencer:
                 call,
             )
         for given, var in zip(call.type_args, fresh):
-            self._check_annotation(given, call, f"the type arguments of `{expr_text(call)}`")
-            self._unify(var, given, call, f"the type arguments of `{expr_text(call)}`")
+            what = lambda: f"the type arguments of `{expr_text(call)}`"  # noqa: E731
+            self._check_annotation(given, call, what)
+            self._unify(var, given, call, what)
 
     def _op_call(self, call: Call) -> None:
         assert isinstance(call.op, Op)
@@ -484,7 +524,7 @@ class _Inferencer:
         self._add_constraint(c)
         self._set(call, c.result)
 
-    # match -----------------------------------------------------------------------------------------
+    # match ---------------------------------------------------------------------------------------
 
     def _bind_clause(self, match: Match, clause: Node) -> None:
         assert isinstance(clause, Clause)
@@ -499,8 +539,9 @@ class _Inferencer:
                 if ann is None:
                     self._set(var, t)
                 else:
-                    self._check_annotation(ann, var, f"the annotation of %{var.name_hint}")
-                    self._unify(ann, t, pat, f"the pattern variable %{var.name_hint}")
+                    name = var.name_hint
+                    self._check_annotation(ann, var, lambda n=name: f"the annotation of %{n}")
+                    self._unify(ann, t, pat, lambda n=name: f"the pattern variable %{n}")
                     self._set(var, ann)
             elif isinstance(pat, PatternConstructor):
                 work.extend(self._constructor_pattern(match, clause, pat, t))
@@ -523,8 +564,9 @@ class _Inferencer:
             t,
             ft.ret_type,
             pat,
-            self._pattern_phrase(match, pat),
+            lambda: self._pattern_phrase(match, pat),
             " (the type of the matched value)",
+            clause,
         )
         if len(pat.patterns) != len(ft.arg_types):
             n = len(ft.arg_types)
@@ -543,7 +585,7 @@ class _Inferencer:
         n = len(pat.patterns)
         if isinstance(s, IncompleteType):
             fields: tuple[Type, ...] = tuple(IncompleteType() for _ in range(n))
-            self._unify(t, TupleType(fields), pat, self._pattern_phrase(match, pat))
+            self._unify(t, TupleType(fields), pat, lambda: self._pattern_phrase(match, pat))
         elif isinstance(s, TupleType) and len(s.fields) == n:
             fields = s.fields
         else:
@@ -571,8 +613,9 @@ class _Inferencer:
                 result,
                 self._use(clause.rhs),
                 clause.rhs,
-                f"clause {i} of `{expr_text(match)}`",
+                lambda i=i: f"clause {i} of `{expr_text(match)}`",
                 " (the type of the earlier clauses)",
+                clause,
             )
         self._set(match, result)
 
@@ -658,58 +701,6 @@ class _Inferencer:
                         p.type_annotation = t
                 if node.ret_type is None:
                     node.ret_type = sig.ret_type
-
-
-def call_graph_components(funcs: dict[GlobalVar, Function]) -> list[list[GlobalVar]]:
-    """Strongly connected components of the global call graph, callees first (Tarjan)."""
-    by_name = {gv.name_hint: gv for gv in funcs}
-    edges: dict[GlobalVar, list[GlobalVar]] = {}
-    for gv, func in funcs.items():
-        refs: list[GlobalVar] = []
-        seen: set[str] = set()
-        for node in post_order(func.body):
-            if isinstance(node, GlobalVar) and node.name_hint in by_name:
-                if node.name_hint not in seen:
-                    seen.add(node.name_hint)
-                    refs.append(by_name[node.name_hint])
-        edges[gv] = refs
-    index: dict[GlobalVar, int] = {}
-    low: dict[GlobalVar, int] = {}
-    on_stack: set[GlobalVar] = set()
-    stack: list[GlobalVar] = []
-    out: list[list[GlobalVar]] = []
-    for start in funcs:
-        if start in index:
-            continue
-        work: list[tuple[GlobalVar, int]] = [(start, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = len(index)
-                stack.append(v)
-                on_stack.add(v)
-            succ = edges[v]
-            if i > 0:
-                low[v] = min(low[v], low[succ[i - 1]])
-            while i < len(succ) and succ[i] in index:
-                w = succ[i]
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-                i += 1
-            if i < len(succ):
-                work.append((v, i + 1))
-                work.append((succ[i], 0))
-                continue
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.append(w)
-                    if w is v:
-                        break
-                out.append(component[::-1])
-    return out
 
 
 class _FreshCopy(ExprMutator):

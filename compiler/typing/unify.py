@@ -48,6 +48,10 @@ class Mismatch(Exception):
         self.detail = detail
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _adt_parts(t: Type) -> tuple[GlobalTypeVar, tuple[Type, ...]] | None:
     if isinstance(t, TypeCall):
         return t.func, t.args
@@ -109,6 +113,9 @@ class Solver:
 
     def zonk(self, root: Type) -> Type:
         """``root`` with every bound incomplete type replaced by its (zonked) binding."""
+        root = self.shallow(root)
+        if isinstance(root, (TensorType, IncompleteType)):  # the common, childless cases
+            return root
         memo: dict[int, Type] = {}
         keep: list[Type] = []  # keeps temporaries alive so their ids stay unique
         stack: list[tuple[Type, bool]] = [(root, False)]
@@ -151,6 +158,9 @@ class Solver:
 
     def is_resolved(self, t: Type) -> bool:
         """Whether ``t`` has no unbound incomplete type left."""
+        t = self.shallow(t)
+        if isinstance(t, (TensorType, IncompleteType)):
+            return not isinstance(t, IncompleteType)
         seen: set[int] = set()
         stack = [t]
         while stack:
@@ -267,31 +277,31 @@ class Solver:
         if isinstance(x, TupleType) and isinstance(y, TupleType):
             if len(x.fields) != len(y.fields):
                 raise Mismatch(
-                    f"a tuple of {len(x.fields)} fields vs a tuple of {len(y.fields)} fields"
+                    f"a tuple of {_count(len(x.fields), 'field')} vs "
+                    f"a tuple of {_count(len(y.fields), 'field')}"
                 )
             self._push_children(x, x.fields, y.fields, tasks)
             return
         if isinstance(x, FuncType) and isinstance(y, FuncType):
             if len(x.arg_types) != len(y.arg_types):
                 raise Mismatch(
-                    f"a function of {len(x.arg_types)} parameters vs "
-                    f"a function of {len(y.arg_types)} parameters"
+                    f"a function of {_count(len(x.arg_types), 'parameter')} vs "
+                    f"a function of {_count(len(y.arg_types), 'parameter')}"
                 )
             if len(x.type_params) != len(y.type_params):
                 raise Mismatch(
-                    f"a function with {len(x.type_params)} type parameters vs "
-                    f"a function with {len(y.type_params)} type parameters"
+                    f"a function with {_count(len(x.type_params), 'type parameter')} vs "
+                    f"a function with {_count(len(y.type_params), 'type parameter')}"
                 )
             if x.type_params:
                 renamed = substitute(
-                    FuncType(y.arg_types, y.ret_type), dict(zip(y.type_params, x.type_params))
+                    self.zonk(FuncType(y.arg_types, y.ret_type)),
+                    dict(zip(y.type_params, x.type_params)),
                 )
                 assert isinstance(renamed, FuncType)
                 y = FuncType(renamed.arg_types, renamed.ret_type, x.type_params)
             assert isinstance(y, FuncType)
-            self._push_children(
-                x, (*x.arg_types, x.ret_type), (*y.arg_types, y.ret_type), tasks
-            )
+            self._push_children(x, (*x.arg_types, x.ret_type), (*y.arg_types, y.ret_type), tasks)
             return
         px, py = _adt_parts(x), _adt_parts(y)
         if px is not None and py is not None:
@@ -299,8 +309,8 @@ class Solver:
                 raise Mismatch(f"type {px[0].name_hint} vs type {py[0].name_hint}")
             if len(px[1]) != len(py[1]):
                 raise Mismatch(
-                    f"{px[0].name_hint} with {len(px[1])} type arguments vs "
-                    f"{len(py[1])} type arguments"
+                    f"{px[0].name_hint} with {_count(len(px[1]), 'type argument')} vs "
+                    f"{_count(len(py[1]), 'type argument')}"
                 )
             if not px[1]:
                 out.append(x)

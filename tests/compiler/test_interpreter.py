@@ -243,7 +243,7 @@ def test_constructors_build_adt_values_with_module_tags():
     assert isinstance(value, ADT)
     assert value.tag == lm.cons.tag and value.constructor == "Cons"
     assert lm.to_python(value) == [1, 2, 3]
-    nil = Interpreter(lm.mod).evaluate(lm.nil)
+    nil = Interpreter(lm.mod).evaluate(relay.Call(lm.nil, []))
     assert isinstance(nil, ADT) and nil.tag == lm.nil.tag and len(nil) == 0
 
 
@@ -256,6 +256,11 @@ def test_constructor_with_fields_is_a_function_value():
     value = interp.evaluate(lm.cons)
     assert isinstance(value, ConstructorValue) and value.arity == 2
     assert lm.to_python(interp.call(value, i32(1), lm.value([2]))) == [1, 2]
+    # A nullary constructor outside call position is a function of no arguments, as its
+    # type ``fn () -> List[A]`` says.
+    nil = interp.evaluate(lm.nil)
+    assert isinstance(nil, ConstructorValue) and nil.arity == 0
+    assert interp.call(nil).constructor == "Nil"
 
 
 def test_match_takes_the_first_matching_clause_with_nested_patterns():

@@ -29,8 +29,12 @@ def run(p, expr):
     return relay.create_executor("debug", mod=p.mod).evaluate(expr)
 
 
-def make_list(p, items, make=relay.const):
-    _, cons, nil = p.get_type("List")
+def make_list(p, items, make=relay.const, elem_type=I32):
+    list_t, cons, nil = p.get_type("List")
+    if not items:
+        # An empty list says nothing about its element type: annotate it.
+        empty = relay.var("empty", relay.TypeCall(list_t, [elem_type]))
+        return relay.Let(empty, relay.Call(nil, []), empty)
     out = relay.Call(nil, [])
     for item in reversed(items):
         out = relay.Call(cons, [make(item), out])
@@ -154,6 +158,23 @@ def test_prelude_twice_on_one_module_reuses_the_first_load():
     assert second.get_type("List") == first.get_type("List")
 
 
+def test_prelude_adopts_an_identical_prelude_already_in_the_module():
+    base = relay.IRModule()
+    relay.Prelude(base)
+    derived = relay.fromtext(
+        '#[version = "0.0.5"]\ndef @main(%xs: List[int32]) { @length(%xs) }', init_module=base
+    )
+    p = relay.Prelude(derived)
+    assert p.get_global_var("length") is derived.get_global_var("length")
+    assert "main" in p.mod and len(p.mod) == len(base) + 1
+
+
+def test_prelude_into_a_module_with_a_changed_prelude_function_is_rejected():
+    mod = relay.fromtext(prelude_text().replace("%n - 1, %v", "%n - 2, %v"))
+    with pytest.raises(ValueError, match=r"differ from the Prelude's: global function @update$"):
+        relay.Prelude(mod)
+
+
 def test_prelude_keeps_user_definitions_and_a_new_module_gets_its_own_copy():
     mod = relay.IRModule()
     x = relay.var("x", I32)
@@ -262,8 +283,9 @@ def test_unfoldr_and_unfoldl_build_lists_from_a_seed(p):
 
 
 def make_tree(p, value, children):
-    _, rose = p.get_type("Tree")
-    return relay.Call(rose, [relay.const(value), make_list(p, children, make=lambda c: c)])
+    tree_t, rose = p.get_type("Tree")
+    subtrees = make_list(p, children, make=lambda c: c, elem_type=relay.TypeCall(tree_t, [I32]))
+    return relay.Call(rose, [relay.const(value), subtrees])
 
 
 def test_tree_size_and_tmap(p):
@@ -299,3 +321,45 @@ def test_prelude_functions_over_ten_thousand_element_lists(p):
     assert int(interp.call("foldr", add, np.array(0, "int32"), xs)) == sum(items)
     assert int(interp.call("sum", xs)) == sum(items)
     assert ints(interp.call("rev", xs))[:3] == [9_999, 9_998, 9_997]
+
+
+# --- the oracle: the VM agrees on every Prelude function ----------------------------------------
+
+EVERYTHING = """#[version = "0.0.5"]
+def @main(%xs: List[Tensor[(), int32]], %n: nat) {
+  let %sq = fn (%x: Tensor[(), int32]) -> Tensor[(), int32] { %x * %x };
+  let %add = fn (%a: Tensor[(), int32], %b: Tensor[(), int32]) -> Tensor[(), int32] { %a + %b };
+  let %sub = fn (%a: Tensor[(), int32], %b: Tensor[(), int32]) -> Tensor[(), int32] { %a - %b };
+  let %odd = fn (%x: Tensor[(), int32]) -> Tensor[(), bool] { mod(%x, 2) == 1 };
+  let %step = fn (%acc: Tensor[(), int32], %x: Tensor[(), int32]) { (%acc + %x, %acc * %x) };
+  let %down = fn (%s: Tensor[(), int32]) {
+    if (%s == 0) { None() } else { Some((%s - 1, %s)) }
+  };
+  let %leaf = Rose(7, Nil());
+  let %tree = Rose(1, Cons(%leaf, Cons(Rose(2, Cons(%leaf, Nil())), Nil())));
+  (@map(%sq, %xs), @foldl(%sub, 100, %xs), @foldr(%sub, 100, %xs), @filter(%odd, %xs),
+   @nth(%xs, 2), @length(%xs), @update(%xs, 1, 42), @zip(%xs, @rev(%xs)), @concat(%xs, %xs),
+   @iterate(%sq, 2)(3), @nat_to_int(@nat_double(@nat_add(%n, %n))), @size(%tree),
+   @compose(%sq, @id)(5), @foldr1(%add, %xs), @hd(@tl(%xs)), @map_accuml(%step, 1, %xs),
+   @map_accumr(%step, 1, %xs), @unfoldr(%down, 3), @unfoldl(%down, 3), @tmap(%sq, %tree),
+   @sum(%xs), @nat_iterate(%sq, %n)(2))
+}
+"""
+
+
+def test_prelude_functions_agree_on_the_vm_and_the_debug_executor():
+    from tests.compiler.test_executor import assert_same_value
+
+    base = relay.IRModule()
+    relay.Prelude(base)
+    mod = relay.fromtext(EVERYTHING, init_module=base)
+    _, z, s = mod.get_type("nat")
+    n = ADT(z.tag, [], "z")
+    for _ in range(3):
+        n = ADT(s.tag, [n], "s")
+    args = (list_value(relay.Prelude(mod), [0, 1, 2, 3, 4, 5]), n)
+    expected = relay.create_executor("debug", mod).evaluate()(*args)
+    assert ints(expected[0]) == [0, 1, 4, 9, 16, 25]
+    assert [int(v) for v in expected[9:13]] == [81, 12, 4, 25]
+    assert int(expected[21]) == 2**8
+    assert_same_value(expected, relay.create_executor("vm", mod).evaluate()(*args))

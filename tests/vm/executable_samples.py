@@ -29,7 +29,7 @@ def control_flow_builder() -> ExecutableBuilder:
     Functions: ``identity(x)``, ``pick(c, a, b)`` (If/Goto/Move/LoadConsti),
     ``first(a, b)`` (AllocADT tuple + GetField), ``cons(h, t)`` (a constructor),
     ``head(l)`` (GetTag/If/GetField/Fatal), ``main(x, y)`` (LoadConst, AllocClosure,
-    InvokeClosure, Invoke).
+    InvokeClosure, Invoke), which returns ``(x, x)``.
     """
     b = ExecutableBuilder()
     b.add_constructor(1, "Cons", 2, "List")
@@ -80,12 +80,13 @@ def control_flow_builder() -> ExecutableBuilder:
     b.add_function(f)
 
     f = b.function("main", ["x", "y"], [F32x2, F32x2], ("tuple", (F32x2, F32x2)))
-    k, clo, a, c = f.reg(), f.reg(), f.reg(), f.reg()
+    k, clo, a, one, c = f.reg(), f.reg(), f.reg(), f.reg(), f.reg()
     result = f.reg()
     f.emit(Opcode.LoadConst, b.add_constant(np.array([1.5, -2.0], dtype="float32")), k)
     f.emit(Opcode.AllocClosure, b.function_index("first"), (0,), clo)
     f.emit(Opcode.InvokeClosure, clo, (k,), a)
-    f.emit(Opcode.Invoke, b.function_index("pick"), (k, a, 1), c)
+    f.emit(Opcode.LoadConsti, 1, one)
+    f.emit(Opcode.Invoke, b.function_index("pick"), (one, a, 1), c)
     f.emit(Opcode.AllocADT, 0, (a, c), result)
     f.emit(Opcode.Ret, result)
     b.add_function(f)
@@ -127,3 +128,77 @@ def tiny_executable():
     f.emit(Opcode.Ret, 0)
     b.add_function(f)
     return b.build()
+
+
+# ---- document surgery for the loader's corpora ------------------------------------------------
+
+
+def sections_of(data: bytes) -> dict:
+    """The decoded sections (everything but the header) of a saved executable."""
+    from serialization.formats import EXECUTABLE_FORMAT
+    from serialization.framing import read_document
+
+    return read_document(EXECUTABLE_FORMAT, data).sections
+
+
+def document_from(sections: dict) -> bytes:
+    """Write ``sections`` (as from :func:`sections_of`, possibly mutated) as an executable file."""
+    from serialization.formats import EXECUTABLE_FORMAT
+    from serialization.framing import write_document
+
+    return write_document(
+        EXECUTABLE_FORMAT, [(name, sections[name]) for name in EXECUTABLE_FORMAT.sections]
+    )
+
+
+def raw_body(data: bytes) -> list:
+    """The body of a saved file as [section name, section bytes] pairs (header included)."""
+    from serialization.codec import unpack
+    from serialization.framing import PREFIX_SIZE
+
+    return unpack(data[PREFIX_SIZE:])
+
+
+def from_raw_body(data: bytes, body: list) -> bytes:
+    """``data`` with its body replaced by ``body`` (magic and version kept)."""
+    from serialization.codec import pack
+    from serialization.framing import PREFIX_SIZE
+
+    return data[:PREFIX_SIZE] + pack(body)
+
+
+def code_record(sections: dict, name: str) -> dict:
+    """The code-section record of function ``name``."""
+    return next(r for r in sections["code"] if r["name"] == name)
+
+
+def instruction_starts(record: dict) -> list[int]:
+    """The index in ``record["code"]`` where each instruction's opcode word is."""
+    from vm.isa import OPCODES, Opcode, OperandKind
+
+    words = record["code"]
+    starts = []
+    pos = 0
+    while pos < len(words):
+        starts.append(pos)
+        info = OPCODES[Opcode(words[pos])]
+        pos += 1
+        for _, kind in info.operands:
+            pos += 1 + words[pos] if kind in (OperandKind.REGS, OperandKind.SHAPE) else 1
+    return starts
+
+
+def operand_position(record: dict, pc: int, operand: str) -> int:
+    """The index in ``record["code"]`` of operand ``operand`` of instruction ``pc``
+    (for a register list or shape, of its length word)."""
+    from vm.isa import OPCODES, Opcode, OperandKind
+
+    words = record["code"]
+    pos = instruction_starts(record)[pc]
+    info = OPCODES[Opcode(words[pos])]
+    pos += 1
+    for name, kind in info.operands:
+        if name == operand:
+            return pos
+        pos += 1 + words[pos] if kind in (OperandKind.REGS, OperandKind.SHAPE) else 1
+    raise ValueError(f"instruction {pc} has no operand {operand}")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from vm.kernels import dtypes
 from vm.kernels.rules import Attr, OpRule, Spec, norm_axes, register, require_kind
-from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product, shape_tuple
 
 REDUCE_ATTRS = (
     Attr("axis", "ints", None, optional=True),
@@ -146,7 +146,7 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
         # Reduced axes interleave with kept ones: accumulate in input order into an array.
         kept_dims = [dims[a] for a in kept]
         buf = src.fresh("acc")
-        src.line(f"{buf} = np.empty(({', '.join(kept_dims)},), {dtypes.np_type(acc)})")
+        src.line(f"{buf} = np.empty({shape_tuple(kept_dims)}, {dtypes.np_type(acc)})")
         with src.loops(kept_dims) as ki:
             src.line(f"{buf}[{index(ki)}] = {_identity(op, dtype, acc)}")
         with src.loops(dims) as ii:
@@ -232,7 +232,7 @@ def _emit_arg_reduce(op: str) -> Callable[[EmitCtx], None]:
         kept_dims = [dims[a] for a in kept]
         vals = src.fresh("best")
         pos = src.fresh("at")
-        shape = f"({', '.join(kept_dims)},)"
+        shape = shape_tuple(kept_dims)
         src.line(f"{vals} = np.empty({shape}, {dtypes.np_type(dtype)})")
         src.line(f"{pos} = np.full({shape}, -1, np.int64)")
         with src.loops(dims) as ii:

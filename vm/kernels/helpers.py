@@ -294,3 +294,9 @@ def slice_start(dim, begin, end, has_end, stride):
     else:
         count = (stop - start + stride - 1) // stride if start < stop else 0
     return start, np.int64(count)
+
+
+@njit(nogil=True)
+def index_error(what):
+    """Raise ``IndexError(what)``."""
+    raise IndexError(what)

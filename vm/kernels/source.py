@@ -181,6 +181,8 @@ class ShapeCtx:
     arg_specs: list[Spec]
     out_specs: list[Spec]
     attrs: dict[str, Any]
+    #: Names the shape function leaves for the emitter (slice starts, split offsets).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def what(self, detail: str) -> str:
         """A message prefix naming the node, as a source literal."""

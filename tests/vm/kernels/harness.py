@@ -1,0 +1,108 @@
+"""Test harness for kernels: build descriptions from numpy inputs and operator calls, run them,
+and compute the expected outputs with the compiler's numpy references.
+
+Test support (``tests/vm/kernels``); imports ``compiler`` for the references, which tests may.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.op.registry import get_def
+from vm.kernels import load_kernel
+
+#: Operators whose single argument is a tuple of tensors (one kernel arg per field).
+TUPLE_OPS = {"concatenate", "stack"}
+
+
+def plain(value: object) -> object:
+    """Attribute values as a file would hold them: tuples become lists."""
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+@dataclass
+class Program:
+    """A kernel description under construction, evaluated with the references as it grows."""
+
+    inputs: list[np.ndarray]
+    nodes: list[dict] = field(default_factory=list)
+    values: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.values = [np.asarray(x) for x in self.inputs]
+
+    def add(self, op: str, args: Sequence[int], **attrs: object) -> list[int]:
+        """Append ``op(args...; attrs)``; returns the value indices of its outputs."""
+        opdef = get_def(op)
+        normalized = opdef.normalize_attrs(attrs)
+        arrays = [self.values[a] for a in args]
+        ref_args = [tuple(arrays)] if op in TUPLE_OPS else arrays
+        result = opdef.reference(ref_args, normalized)
+        outs = list(result) if isinstance(result, tuple) else [result]
+        outs = [np.asarray(o) for o in outs]
+        first = len(self.values)
+        self.values.extend(outs)
+        self.nodes.append(
+            {
+                "op": op,
+                "args": list(args),
+                "attrs": {k: plain(v) for k, v in normalized.items()},
+                "outputs": [[o.dtype.name, o.ndim] for o in outs],
+            }
+        )
+        return list(range(first, len(self.values)))
+
+    def description(self, results: Sequence[int]) -> dict:
+        return {
+            "inputs": [[x.dtype.name, x.ndim] for x in self.values[: len(self.inputs)]],
+            "outputs": [[self.values[r].dtype.name, self.values[r].ndim] for r in results],
+            "nodes": self.nodes,
+            "results": list(results),
+        }
+
+    def expected(self, results: Sequence[int]) -> list[np.ndarray]:
+        return [self.values[r] for r in results]
+
+
+def run(description: dict, inputs: Sequence[np.ndarray], like: Sequence[np.ndarray]) -> list:
+    """Run the kernel for ``description`` on ``inputs``; outputs shaped like ``like``."""
+    kernel = load_kernel(description)
+    outs = [np.full(x.shape, 7, dtype=x.dtype) for x in like]
+    kernel(*[np.ascontiguousarray(x) for x in inputs], *outs)
+    return outs
+
+
+def tolerance(dtype: np.dtype) -> dict:
+    """Comparison tolerances: exact for integers and bools, a few ulps for floats."""
+    if dtype == np.float16:
+        return {"rtol": 2e-3, "atol": 2e-3}
+    if dtype == np.float32:
+        return {"rtol": 2e-5, "atol": 1e-6}
+    if dtype == np.float64:
+        return {"rtol": 1e-12, "atol": 1e-14}
+    return {"rtol": 0, "atol": 0}
+
+
+def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """``got`` equals ``want`` in dtype, shape and value (NaN matches NaN)."""
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} vs {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
+    if got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, equal_nan=True, err_msg=what, **tolerance(got.dtype))
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def check(program: Program, results: Sequence[int], names: Sequence[str] | None = None) -> None:
+    """Run ``program``'s kernel and compare each result with the reference."""
+    desc = program.description(results)
+    want = program.expected(results)
+    got = run(desc, program.inputs, want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        label = names[k] if names else f"output {k}"
+        assert_same(g, w, label)

@@ -1,0 +1,843 @@
+"""Pre-decoding: each function's instructions become flat tuples the interpreter loop runs.
+
+Runtime layer (``vm``); imports numpy and the plain-data modules of ``vm``.
+
+A :class:`vm.VirtualMachine` decodes every function of its executable once. Each
+instruction becomes a tuple whose first item is a *kind* (a small int the loop in
+:mod:`vm.interpreter` tests) followed by operands with everything resolvable bound in
+advance: constants, the 0-d arrays of ``load_consti`` and ``get_tag``, numpy dtype
+objects, shapes, kernel entry points and the callee's decoded code. Instructions
+that only move data and never change control flow may decode to ``(K_CALL,
+handler)``, where ``handler(registers)`` does the work.
+
+The decoder table :data:`DECODERS` has one entry per opcode of :data:`vm.isa.OPCODES`
+(a test checks it). Operands are read by their names in the ISA row.
+
+Facts that make fast handlers safe are proven per function from the writers of each
+register (the verifier guarantees a register is written before it is read):
+
+- a register written only by ``alloc_tensor`` of one static rank and dtype (or by
+  ``load_const`` of such a constant) needs no rank check when passed to a kernel
+  (numba entry points check dtypes but not ranks, so a wrong-rank array would be
+  read out of bounds);
+- a kernel output register written only by ``alloc_tensor``/``alloc_tensor_reg``
+  is writable memory the VM allocated (anything else is checked, so a kernel can
+  never write into a read-only constant or a caller's read-only array);
+- an ``alloc_tensor`` whose storage register is written only by ``alloc_storage``
+  views a fresh writable buffer (anything else is checked);
+- an ``if`` whose target register is written only by ``load_consti`` of one value
+  compares against that Python int.
+
+In the fast mode an ``alloc_tensor`` immediately followed by the kernel call that
+fills it decodes to one *fused* tuple that does both and advances ``pc`` by two; the
+kernel call keeps its own tuple at the next pc, so a jump there still works.
+
+Four modes: ``"fast"`` (plain running), ``"hooked"`` (an instrument is called
+around kernel and function calls), ``"profile"`` (kernels and the costly VM
+operations are timed into a :class:`vm.profiling.Recorder`) and ``"count"`` (every
+instruction is preceded by a tuple that counts it, so the same loop reports how many
+instructions a run executes; jump offsets are rescaled to the interleaved layout).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from vm.errors import VMError
+from vm.instrument import VMInstrumentReturnKind
+from vm.isa import OPCODES, Opcode, OperandKind
+from vm.objects import ADT, Closure
+from vm.program import Instruction, VMFunction
+
+# ---- decoded kinds ------------------------------------------------------------------------------
+# The loop finds a kind with a small decision tree over these numbers (kernel kinds
+# 0-4, data and matching 5-8, calls and jumps 9-12, the rest after), so the numbers
+# are part of the loop's design: vm.interpreter checks them when it is imported.
+
+K_ALLOC_PACKED1 = 0  # (k, storage, shape, dtype, offset, dst, entry, a): alloc; entry(a, dst)
+K_ALLOC_PACKED2 = 1  # (k, storage, shape, dtype, offset, dst, entry, a, b): alloc; entry(a, b, dst)
+K_PACKED2 = 2  # (k, entry, r0, r1)
+K_PACKED3 = 3  # (k, entry, r0, r1, r2)
+K_ALLOC = 4  # (k, storage, shape, dtype, offset, dst)
+K_SET = 5  # (k, value, dst): load_const, load_consti, kill_register
+K_MATCH_TAG = 6  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
+K_IF_CONST = 7  # (k, test, value, true_offset, false_offset, target)
+K_GET_FIELD = 8  # (k, object, index, dst)
+K_INVOKE = 9  # (k, callee code, args, pad, dst)
+K_RET = 10  # (k, result)
+K_MOVE = 11  # (k, src, dst)
+K_GOTO = 12  # (k, offset)
+K_CALL = 13  # (k, handler): handler(registers)
+K_GET_TAG = 14  # (k, object, dst)
+K_IF = 15  # (k, test, target, true_offset, false_offset)
+K_INVOKE_CLOSURE = 16  # (k, closure, args, dst)
+K_FATAL = 17  # (k,)
+K_INVOKE_HOOKED = 18  # (k, callee code, args, pad, dst, function, hook)
+K_INVOKE_CLOSURE_HOOKED = 19  # (k, closure, args, dst, hook)
+K_RET_HOOKED = 20  # (k, result, hook)
+
+KIND_NAMES = {
+    value: name for name, value in globals().items() if name.startswith("K_") and type(value) is int
+}
+
+_ndarray = np.ndarray
+_empty = np.empty
+_UINT8 = np.dtype(np.uint8)
+_INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
+_SKIP_RUN = VMInstrumentReturnKind.SKIP_RUN
+
+Handler = Callable[[list], None]
+
+
+def frozen_scalar(value: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only 0-d array: shared by every run, so nothing may write to it."""
+    array = np.array(value, dtype=dtype)
+    array.flags.writeable = False
+    return array
+
+
+# ---- the decoded program --------------------------------------------------------------------
+
+
+@dataclass
+class Program:
+    """An executable decoded for one virtual machine in one mode.
+
+    Attributes
+    ----------
+    codes : list of list of tuple
+        Decoded instructions, one list per function (function-index order).
+    arities : list of int
+        Each function's parameter count.
+    pads : list of list
+        Per function, ``[None] * (register_file_size - arity)``: the registers after
+        the parameters of a fresh frame.
+    max_depth : int
+        The call-depth limit.
+    functions : sequence of VMFunction
+        The original functions, for error messages.
+    """
+
+    codes: list[list[tuple]]
+    arities: list[int]
+    pads: list[list[None]]
+    max_depth: int
+    functions: Sequence[VMFunction]
+    kernels: Sequence[Any]
+    primitive_names: Sequence[str]
+    exe: Any
+    tags: dict[int, np.ndarray] = field(default_factory=dict)  # tag -> read-only int32 0-d array
+    owners: dict[int, int] = field(default_factory=dict)  # id(code list) -> function index
+    counting: bool = False  # decoded pc 2i+1 runs instruction i, 2i counts it
+
+    def function_of(self, code: list) -> int:
+        """The index of the function whose decoded code is ``code``."""
+        return self.owners[id(code)]
+
+    def source_pc(self, pc: int) -> int:
+        """The instruction index in the function of decoded position ``pc``."""
+        return pc // 2 if self.counting else pc
+
+
+def format_instruction(program: Program, findex: int, pc: int) -> str:
+    """``alloc_tensor $2 $1 0 [10, 10] float32`` for the instruction at ``pc``."""
+    from vm.text import format_instruction as text
+
+    instruction = program.functions[findex].instructions[pc]
+    body, comment = text(instruction, pc, program.exe)
+    return f"{body}  # {comment}" if comment else body
+
+
+# ---- per-function facts ---------------------------------------------------------------------
+
+
+@dataclass
+class Facts:
+    """What the writers of each register of one function prove about its value."""
+
+    tensor_type: dict[int, tuple[int, str] | None]  # reg -> (ndim, dtype) if all writers agree
+    vm_allocated: set[int]  # written only by alloc_tensor / alloc_tensor_reg
+    storage: set[int]  # written only by alloc_storage
+    consti: dict[int, int]  # written only by load_consti of this value
+
+
+def _operands(instruction: Instruction) -> dict[str, Any]:
+    return dict(zip(OPCODES[instruction.opcode].operand_names, instruction.operands))
+
+
+def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
+    """Collect the writers of every register of ``function`` and what they prove."""
+    writers: dict[int, list[tuple[Opcode, dict[str, Any]]]] = {}
+    for instruction in function.instructions:
+        info = OPCODES[instruction.opcode]
+        if info.opcode is Opcode.KillRegister:
+            continue  # empties a register; the verifier rejects reading it afterwards
+        for (_name, kind), value in zip(info.operands, instruction.operands):
+            if kind is OperandKind.DST:
+                writers.setdefault(value, []).append((info.opcode, _operands(instruction)))
+    params = set(range(len(function.params)))
+    tensor_type: dict[int, tuple[int, str] | None] = {}
+    vm_allocated: set[int] = set()
+    storage: set[int] = set()
+    consti: dict[int, int] = {}
+    for reg, items in writers.items():
+        if reg in params:
+            continue
+        types = set()
+        for opcode, ops in items:
+            if opcode is Opcode.AllocTensor:
+                types.add((len(ops["shape"]), ops["dtype"]))
+            elif opcode is Opcode.LoadConst:
+                const = constants[ops["const_index"]]
+                types.add((const.ndim, str(const.dtype)))
+            else:
+                types.add(None)
+        tensor_type[reg] = types.pop() if len(types) == 1 else None
+        opcodes = {opcode for opcode, _ in items}
+        if opcodes <= {Opcode.AllocTensor, Opcode.AllocTensorReg}:
+            vm_allocated.add(reg)
+        if opcodes == {Opcode.AllocStorage}:
+            storage.add(reg)
+        if opcodes == {Opcode.LoadConsti}:
+            values = {ops["value"] for _, ops in items}
+            if len(values) == 1:
+                consti[reg] = values.pop()
+    return Facts(tensor_type, vm_allocated, storage, consti)
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+
+
+class KernelArgumentError(Exception):
+    """A kernel argument failed a check; the loop turns it into a VMError."""
+
+
+class HookError(Exception):
+    """The instrument raised; the loop reports it as a VMError caused by the original."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"the instrument raised {type(original).__name__}: {original}")
+        self.original = original
+
+
+def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
+    """``hook(*args)``, with any exception it raises wrapped in :class:`HookError`."""
+    try:
+        return hook(*args)
+    except Exception as err:
+        raise HookError(err) from err
+
+
+@dataclass
+class Decoder:
+    """Decodes the functions of one executable for one virtual machine and mode."""
+
+    exe: Any
+    kernels: Sequence[Any]
+    mode: str = "fast"
+    hook: Callable[..., Any] | None = None
+    recorder: Any = None
+    max_depth: int = 1_000_000
+    consti_cache: dict[int, np.ndarray] = field(default_factory=dict)
+    tag_cache: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def decode(self) -> Program:
+        """Decode every function; returns the :class:`Program`."""
+        exe = self.exe
+        functions = exe.functions
+        codes: list[list[tuple]] = [[] for _ in functions]
+        program = Program(
+            codes=codes,
+            arities=[len(f.params) for f in functions],
+            pads=[[None] * (f.register_file_size - len(f.params)) for f in functions],
+            max_depth=self.max_depth,
+            counting=self.mode == "count",
+            functions=functions,
+            kernels=self.kernels,
+            primitive_names=[p.name for p in exe.primitives],
+            exe=exe,
+        )
+        self.program = program
+        self.constants = exe.constant_values
+        for tag in (0, *exe.constructor_by_tag):
+            program.tags[tag] = self.tag_array(tag)
+        for index, code in enumerate(codes):
+            program.owners[id(code)] = index
+        for index, function in enumerate(functions):
+            codes[index][:] = self._decode_function(index, function)
+        return program
+
+    def _decode_function(self, findex: int, function: VMFunction) -> list[tuple]:
+        self.findex = findex
+        self.function = function
+        self.facts = analyse(function, self.constants)
+        decoded = []
+        for pc, instruction in enumerate(function.instructions):
+            self.pc = pc
+            decoded.append(DECODERS[instruction.opcode](self, _operands(instruction)))
+        if self.mode == "fast":
+            _fuse(decoded)
+        if self.mode == "count":
+            decoded = _interleave_counter(decoded, self.recorder)
+        return decoded
+
+    # -- helpers used by the decoders ------------------------------------------------------
+
+    def consti(self, value: int) -> np.ndarray:
+        array = self.consti_cache.get(value)
+        if array is None:
+            array = self.consti_cache[value] = frozen_scalar(value, _INT64)
+        return array
+
+    def tag_array(self, tag: int) -> np.ndarray:
+        array = self.tag_cache.get(tag)
+        if array is None:
+            array = self.tag_cache[tag] = frozen_scalar(tag, _INT32)
+        return array
+
+    def timed(self, name: str, handler: Handler, describe: Callable[[list], str]) -> tuple:
+        """In profile mode, ``handler`` wrapped to record its duration under ``name``."""
+        record = self.recorder.record
+        clock = time.perf_counter_ns
+
+        def timed_handler(regs: list) -> None:
+            start = clock()
+            handler(regs)
+            record(name, describe(regs), clock() - start)
+
+        return (K_CALL, timed_handler)
+
+
+DECODERS: dict[Opcode, Callable[[Decoder, dict[str, Any]], tuple]] = {}
+
+
+def _decoder(opcode: Opcode) -> Callable:
+    def register(fn: Callable[[Decoder, dict[str, Any]], tuple]) -> Callable:
+        DECODERS[opcode] = fn
+        return fn
+
+    return register
+
+
+def _type_text(dtype: Any, shape: Sequence[int]) -> str:
+    return f"{dtype}[{', '.join(str(d) for d in shape)}]"
+
+
+@_decoder(Opcode.Move)
+def _move(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_MOVE, ops["src"], ops["dst"])
+
+
+@_decoder(Opcode.Ret)
+def _ret(d: Decoder, ops: dict[str, Any]) -> tuple:
+    if d.mode == "hooked":
+        return (K_RET_HOOKED, ops["result"], d.hook)
+    return (K_RET, ops["result"])
+
+
+@_decoder(Opcode.Invoke)
+def _invoke(d: Decoder, ops: dict[str, Any]) -> tuple:
+    callee = ops["func_index"]
+    code = d.program.codes[callee]
+    pad = d.program.pads[callee]
+    args = tuple(ops["args"])
+    if d.mode == "hooked":
+        return (K_INVOKE_HOOKED, code, args, pad, ops["dst"], d.exe.functions[callee], d.hook)
+    return (K_INVOKE, code, args, pad, ops["dst"])
+
+
+@_decoder(Opcode.InvokeClosure)
+def _invoke_closure(d: Decoder, ops: dict[str, Any]) -> tuple:
+    args = tuple(ops["args"])
+    if d.mode == "hooked":
+        return (K_INVOKE_CLOSURE_HOOKED, ops["closure"], args, ops["dst"], d.hook)
+    return (K_INVOKE_CLOSURE, ops["closure"], args, ops["dst"])
+
+
+@_decoder(Opcode.InvokePacked)
+def _invoke_packed(d: Decoder, ops: dict[str, Any]) -> tuple:
+    prim = ops["prim_index"]
+    kernel = d.kernels[prim]
+    name = d.exe.primitives[prim].name
+    regs = tuple(ops["args"])
+    num_outputs = ops["num_outputs"]
+    description = d.exe.primitives[prim].description
+    arg_types = [tuple(t) for t in description["inputs"]] + [
+        tuple(t) for t in description["outputs"]
+    ]
+    first_output = len(regs) - num_outputs
+    facts = d.facts
+    # Rank checks only where the register's writers do not prove the rank and dtype.
+    rank_checks = tuple(
+        (i, ndim)
+        for i, (reg, (dtype, ndim)) in enumerate(zip(regs, arg_types))
+        if facts.tensor_type.get(reg) != (ndim, dtype)
+    )
+    write_checks = tuple(
+        i for i in range(first_output, len(regs)) if regs[i] not in facts.vm_allocated
+    )
+    entry = kernel.entry
+    if d.mode == "fast" and not (rank_checks or write_checks):
+        if len(regs) == 3:
+            return (K_PACKED3, entry, *regs)
+        if len(regs) == 2:
+            return (K_PACKED2, entry, *regs)
+    handler = _kernel_handler(entry, regs, rank_checks, write_checks, name)
+    if d.mode == "hooked":
+        return (K_CALL, _hooked_kernel(handler, kernel, name, regs, d.hook))
+    if d.mode == "profile":
+        return (K_CALL, _profiled_kernel(handler, name, regs, d.recorder))
+    return (K_CALL, handler)
+
+
+def _kernel_handler(
+    entry: Callable[..., Any],
+    regs: tuple[int, ...],
+    rank_checks: tuple[tuple[int, int], ...],
+    write_checks: tuple[int, ...],
+    name: str,
+) -> Callable[..., Any]:
+    """``handler(registers, args=None)``: check the arguments, then run the kernel."""
+
+    def run_kernel(registers: list, args: list | None = None) -> None:
+        if args is None:
+            args = [registers[r] for r in regs]
+        for i, ndim in rank_checks:
+            if args[i].ndim != ndim:
+                raise KernelArgumentError(
+                    f"argument {i} (${regs[i]}) of kernel {name} is "
+                    f"{_type_text(args[i].dtype, args[i].shape)}, "
+                    f"but the kernel takes a tensor of rank {ndim}"
+                )
+        for i in write_checks:
+            if not args[i].flags.writeable:
+                raise KernelArgumentError(
+                    f"output {i} (${regs[i]}) of kernel {name} is read-only memory "
+                    "(a constant or a read-only input); kernels write only to tensors "
+                    "allocated with alloc_tensor"
+                )
+        entry(*args)
+
+    return run_kernel
+
+
+def _hooked_kernel(
+    run_kernel: Callable[..., Any],
+    kernel: Any,
+    name: str,
+    regs: tuple[int, ...],
+    hook: Callable[..., Any],
+) -> Handler:
+    def hooked(registers: list) -> None:
+        args = [registers[r] for r in regs]
+        if call_hook(hook, kernel, name, True, None, *args) == _SKIP_RUN:
+            return
+        run_kernel(registers, args)
+        call_hook(hook, kernel, name, False, None, *args)
+
+    return hooked
+
+
+def _profiled_kernel(
+    run_kernel: Callable[..., Any], name: str, regs: tuple[int, ...], recorder: Any
+) -> Handler:
+    record = recorder.record
+    clock = time.perf_counter_ns
+
+    def profiled(registers: list) -> None:
+        start = clock()
+        run_kernel(registers)
+        elapsed = clock() - start
+        shapes = ", ".join(
+            _type_text(a.dtype, a.shape) if isinstance(a, np.ndarray) else type(a).__name__
+            for a in (registers[r] for r in regs)
+        )
+        record(name, shapes, elapsed)
+
+    return profiled
+
+
+@_decoder(Opcode.AllocTensor)
+def _alloc_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
+    storage, offset, dst = ops["storage"], ops["offset"], ops["dst"]
+    shape = tuple(ops["shape"])
+    dtype = np.dtype(ops["dtype"])
+    proven = storage in d.facts.storage
+    if d.mode != "profile" and proven:
+        return (K_ALLOC, storage, shape, dtype, offset, dst)
+    ndarray = _ndarray
+
+    def alloc(regs: list) -> None:
+        buffer = regs[storage]
+        if not proven:
+            _check_storage(buffer, storage)
+        regs[dst] = ndarray(shape, dtype, buffer, offset)
+
+    if d.mode == "profile":
+        text = _type_text(dtype, shape)
+        return d.timed("VM::AllocTensor", alloc, lambda regs: text)
+    return (K_CALL, alloc)
+
+
+def _check_storage(buffer: Any, reg: int) -> None:
+    if (
+        type(buffer) is not _ndarray
+        or buffer.dtype != _UINT8
+        or buffer.ndim != 1
+        or not buffer.flags.writeable
+    ):
+        raise KernelArgumentError(
+            f"register ${reg} does not hold a storage buffer from alloc_storage "
+            f"(it holds {_value_text(buffer)})"
+        )
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        flag = "" if value.flags.writeable else "read-only "
+        return f"a {flag}tensor {_type_text(value.dtype, value.shape)}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, ADT):
+        return f"an ADT ({value.constructor or value.tag})"
+    if isinstance(value, Closure):
+        return "a closure"
+    return "nothing" if value is None else type(value).__name__
+
+
+def _shape_from(value: Any, what: str) -> tuple[int, ...]:
+    if type(value) is not _ndarray or value.dtype.kind not in "iu" or value.ndim > 1:
+        raise KernelArgumentError(
+            f"the {what} register must hold a 1-D integer tensor, it holds {_value_text(value)}"
+        )
+    return tuple(value.tolist()) if value.ndim == 1 else ()
+
+
+@_decoder(Opcode.AllocTensorReg)
+def _alloc_tensor_reg(d: Decoder, ops: dict[str, Any]) -> tuple:
+    storage, offset, dst, shape_reg = ops["storage"], ops["offset"], ops["dst"], ops["shape_reg"]
+    dtype = np.dtype(ops["dtype"])
+    proven = storage in d.facts.storage
+    ndarray = _ndarray
+
+    def alloc(regs: list) -> None:
+        buffer = regs[storage]
+        if not proven:
+            _check_storage(buffer, storage)
+        regs[dst] = ndarray(_shape_from(regs[shape_reg], "shape"), dtype, buffer, offset)
+
+    if d.mode == "profile":
+        return d.timed("VM::AllocTensorReg", alloc, lambda regs: _type_text(dtype, regs[dst].shape))
+    return (K_CALL, alloc)
+
+
+@_decoder(Opcode.AllocADT)
+def _alloc_adt(d: Decoder, ops: dict[str, Any]) -> tuple:
+    tag, dst = ops["tag"], ops["dst"]
+    fields = tuple(ops["fields"])
+    if len(fields) >= 2:
+        gather: Callable[[list], tuple] = itemgetter(*fields)
+    elif len(fields) == 1:
+        (only,) = fields
+
+        def gather(regs: list) -> tuple:
+            return (regs[only],)
+    else:
+
+        def gather(regs: list) -> tuple:
+            return ()
+
+    if tag == 0:
+
+        def alloc(regs: list) -> None:
+            regs[dst] = gather(regs)
+    else:
+        info = d.exe.constructor_by_tag.get(tag)
+        name = info.name if info is not None else ""
+
+        def alloc(regs: list) -> None:
+            regs[dst] = ADT(tag, gather(regs), name)
+
+    if d.mode == "profile":
+        text = f"{len(fields)} fields"
+        return d.timed("VM::AllocADT", alloc, lambda regs: text)
+    return (K_CALL, alloc)
+
+
+@_decoder(Opcode.AllocClosure)
+def _alloc_closure(d: Decoder, ops: dict[str, Any]) -> tuple:
+    index, dst = ops["func_index"], ops["dst"]
+    captured = tuple(ops["captured"])
+    name = d.exe.functions[index].name
+
+    def alloc(regs: list) -> None:
+        regs[dst] = Closure(index, [regs[r] for r in captured], name)
+
+    if d.mode == "profile":
+        text = f"{len(captured)} captured"
+        return d.timed("VM::AllocClosure", alloc, lambda regs: text)
+    return (K_CALL, alloc)
+
+
+@_decoder(Opcode.GetField)
+def _get_field(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_GET_FIELD, ops["object"], ops["index"], ops["dst"])
+
+
+@_decoder(Opcode.If)
+def _if(d: Decoder, ops: dict[str, Any]) -> tuple:
+    target = ops["target"]
+    if target in d.facts.consti:
+        value = d.facts.consti[target]
+        return (K_IF_CONST, ops["test"], value, ops["true_offset"], ops["false_offset"], target)
+    return (K_IF, ops["test"], target, ops["true_offset"], ops["false_offset"])
+
+
+@_decoder(Opcode.LoadConst)
+def _load_const(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_SET, d.constants[ops["const_index"]], ops["dst"])
+
+
+@_decoder(Opcode.Goto)
+def _goto(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_GOTO, ops["offset"])
+
+
+@_decoder(Opcode.GetTag)
+def _get_tag(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_GET_TAG, ops["object"], ops["dst"])
+
+
+@_decoder(Opcode.LoadConsti)
+def _load_consti(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_SET, d.consti(ops["value"]), ops["dst"])
+
+
+@_decoder(Opcode.Fatal)
+def _fatal(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_FATAL,)
+
+
+@_decoder(Opcode.AllocStorage)
+def _alloc_storage(d: Decoder, ops: dict[str, Any]) -> tuple:
+    size, dst = ops["size"], ops["dst"]
+    empty = _empty
+    uint8 = _UINT8
+
+    # numpy's allocator aligns buffers to 16 bytes, which covers every element type a
+    # kernel reads; larger requested alignments are performance hints only.
+    def alloc(regs: list) -> None:
+        regs[dst] = empty(regs[size].item(), uint8)
+
+    if d.mode == "profile":
+        return d.timed("VM::AllocStorage", alloc, lambda regs: f"uint8[{regs[dst].size}]")
+    return (K_CALL, alloc)
+
+
+@_decoder(Opcode.ShapeOf)
+def _shape_of(d: Decoder, ops: dict[str, Any]) -> tuple:
+    tensor, dst = ops["tensor"], ops["dst"]
+    array = np.array
+    int64 = _INT64
+
+    def shape_of(regs: list) -> None:
+        regs[dst] = array(regs[tensor].shape, dtype=int64)
+
+    if d.mode == "profile":
+        return d.timed(
+            "VM::ShapeOf",
+            shape_of,
+            lambda regs: _type_text(regs[tensor].dtype, regs[tensor].shape),
+        )
+    return (K_CALL, shape_of)
+
+
+@_decoder(Opcode.ReshapeTensor)
+def _reshape_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
+    tensor, newshape, dst = ops["tensor"], ops["newshape"], ops["dst"]
+
+    def reshape(regs: list) -> None:
+        source = regs[tensor]
+        if type(source) is not _ndarray:
+            raise KernelArgumentError(
+                f"reshape_tensor needs a tensor in ${tensor}, it holds {_value_text(source)}"
+            )
+        shape = _shape_from(regs[newshape], "new shape")
+        if any(dim < 0 for dim in shape):
+            raise KernelArgumentError(f"reshape_tensor: the new shape {list(shape)} is negative")
+        # Registers hold C-contiguous tensors, so this is always a view, never a copy.
+        regs[dst] = source.reshape(shape)
+
+    if d.mode == "profile":
+        return d.timed(
+            "VM::ReshapeTensor", reshape, lambda regs: _type_text(regs[dst].dtype, regs[dst].shape)
+        )
+    return (K_CALL, reshape)
+
+
+@_decoder(Opcode.KillRegister)
+def _kill_register(d: Decoder, ops: dict[str, Any]) -> tuple:
+    return (K_SET, None, ops["reg"])
+
+
+missing = set(OPCODES) - set(DECODERS)
+assert not missing, f"opcodes without a decoder: {sorted(op.name for op in missing)}"
+
+
+# ---- fusion --------------------------------------------------------------------------------
+
+
+def _fuse(decoded: list[tuple]) -> None:
+    """Replace common instruction sequences by one tuple that does their work (fast mode).
+
+    - ``alloc_tensor`` then the kernel call that fills it (``K_ALLOC_PACKED*``);
+    - ``get_tag``, ``load_consti``, ``if`` comparing the two, which is how a
+      constructor pattern is tested (``K_MATCH_TAG``; it still writes both registers).
+
+    Only the first tuple of a sequence is replaced, so jumps into the middle still work.
+    """
+    for pc in range(len(decoded) - 1):
+        first, second = decoded[pc], decoded[pc + 1]
+        if first[0] == K_ALLOC:
+            dst = first[5]
+            if second[0] == K_PACKED3 and second[4] == dst:
+                decoded[pc] = (K_ALLOC_PACKED2, *first[1:], second[1], second[2], second[3])
+            elif second[0] == K_PACKED2 and second[3] == dst:
+                decoded[pc] = (K_ALLOC_PACKED1, *first[1:], second[1], second[2])
+        elif first[0] == K_GET_TAG and second[0] == K_SET and pc + 2 < len(decoded):
+            test = decoded[pc + 2]
+            _, obj, tag_dst = first
+            _, const, const_dst = second
+            if (
+                test[0] in (K_IF, K_IF_CONST)
+                and tag_dst != const_dst
+                and type(const) is np.ndarray
+                and const.dtype == _INT64
+                and {test[1], test[2] if test[0] == K_IF else test[5]} == {tag_dst, const_dst}
+            ):
+                # The if's offsets are relative to itself, two instructions further on.
+                decoded[pc] = (
+                    K_MATCH_TAG,
+                    obj,
+                    tag_dst,
+                    const_dst,
+                    const,
+                    int(const),
+                    2 + test[3],
+                    2 + test[4],
+                )
+
+
+# ---- counting -----------------------------------------------------------------------------
+
+
+def _interleave_counter(decoded: list[tuple], counter: list[int]) -> list[tuple]:
+    """``decoded`` with a counting tuple before each instruction (count mode).
+
+    Instruction ``i`` moves to ``2i + 1``; a relative jump ``o`` from it must land on
+    the counter of instruction ``i + o`` at ``2(i + o)``, so it becomes ``2o - 1``.
+    Calls return to ``pc + 1``, which is the next instruction's counter.
+    """
+
+    def tick(regs: list) -> None:
+        counter[0] += 1
+
+    result: list[tuple] = []
+    for ins in decoded:
+        kind = ins[0]
+        if kind in (K_IF, K_IF_CONST):
+            ins = (*ins[:3], 2 * ins[3] - 1, 2 * ins[4] - 1, *ins[5:])
+        elif kind == K_GOTO:
+            ins = (K_GOTO, 2 * ins[1] - 1)
+        result += [(K_CALL, tick), ins]
+    return result
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+
+def failing_pc(code: list[tuple], pc: int, regs: list) -> int:
+    """The pc of the instruction that failed when a fused tuple at ``pc`` raised.
+
+    Creating the view is free of side effects, so it is redone here: if it fails, the
+    ``alloc_tensor`` failed, otherwise the kernel call after it did.
+    """
+    ins = code[pc]
+    if ins[0] not in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
+        return pc
+    try:
+        _ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
+    except Exception:
+        return pc
+    return pc + 1
+
+
+def explain(program: Program, findex: int, pc: int, regs: list, error: BaseException) -> str:
+    """Why the instruction at ``pc`` failed, in words (for the VMError message)."""
+    function = program.functions[findex]
+    instruction = function.instructions[pc]
+    ops = _operands(instruction)
+    opcode = instruction.opcode
+    detail = f"{type(error).__name__}: {error}"
+    if isinstance(error, (KernelArgumentError, HookError)):
+        detail = str(error)
+    elif opcode is Opcode.InvokePacked:
+        detail = _explain_kernel(program, ops, regs, error)
+    elif opcode in (Opcode.AllocTensor, Opcode.AllocTensorReg):
+        buffer = regs[ops["storage"]]
+        if isinstance(buffer, np.ndarray) and "too small" in str(error):
+            if opcode is Opcode.AllocTensor:
+                shape = tuple(ops["shape"])
+            else:
+                shape = _shape_from(regs[ops["shape_reg"]], "shape")
+            dtype = np.dtype(ops["dtype"])
+            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            detail = (
+                f"a {_type_text(dtype, shape)} tensor ({size} bytes) at byte offset "
+                f"{ops['offset']} does not fit in a storage of {buffer.nbytes} bytes"
+            )
+    elif opcode is Opcode.AllocStorage:
+        detail = f"cannot allocate a storage of {_value_text(regs[ops['size']])} bytes ({detail})"
+    elif opcode in (Opcode.GetField, Opcode.GetTag, Opcode.InvokeClosure, Opcode.If):
+        reg_names = [n for n, k in OPCODES[opcode].operands if k is OperandKind.REG]
+        held = ", ".join(f"${ops[n]} holds {_value_text(regs[ops[n]])}" for n in reg_names)
+        detail = f"{detail} ({held})"
+    return detail
+
+
+def _explain_kernel(program: Program, ops: dict[str, Any], regs: list, error: BaseException) -> str:
+    prim = ops["prim_index"]
+    name = program.primitive_names[prim]
+    description = program.exe.primitives[prim].description
+    arg_types = list(description["inputs"]) + list(description["outputs"])
+    for i, (reg, (dtype, ndim)) in enumerate(zip(ops["args"], arg_types)):
+        value = regs[reg]
+        if not isinstance(value, np.ndarray) or str(value.dtype) != dtype or value.ndim != ndim:
+            return (
+                f"argument {i} (${reg}) of kernel {name} is {_value_text(value)}, "
+                f"but the kernel takes a {dtype} tensor of rank {ndim}"
+            )
+    return f"kernel {name} raised {type(error).__name__}: {error}"
+
+
+def vm_error(program: Program, code: list, pc: int, regs: list, error: BaseException) -> VMError:
+    """The VMError for ``error`` raised by the instruction at ``pc`` of ``code``."""
+    findex = program.function_of(code)
+    pc = program.source_pc(failing_pc(code, pc, regs))
+    name = program.functions[findex].name
+    try:
+        detail = explain(program, findex, pc, regs, error)
+    except Exception:  # the explanation must never hide the original failure
+        detail = f"{type(error).__name__}: {error}"
+    text = format_instruction(program, findex, pc)
+    result = VMError(f"in function {name} at pc {pc} ({text}): {detail}")
+    result.function = name
+    result.pc = pc
+    return result

@@ -1,0 +1,877 @@
+"""The virtual machine: a flat dispatch loop over pre-decoded instructions, and its API.
+
+Runtime layer (``vm``); imports numpy and the runtime modules of ``vm`` (numba only
+through :mod:`vm.kernels`, when an executable with kernels is first run).
+
+:func:`run` is the interpreter: one ``while`` loop that tests the kind of each
+decoded tuple (see :mod:`vm.decode`), hot kinds first, and keeps its own frame
+stack, so bytecode recursion never uses Python's stack; depth is limited by
+``max_call_depth``. Any exception raised by an instruction becomes a
+:class:`vm.VMError` naming the function, the pc and the instruction. The frame stack
+is local to one run, so after an error the machine is ready for the next call.
+
+:class:`VirtualMachine` follows TVM's Relay VM API (``invoke``, ``run``,
+``set_input``, ``invoke_stateful``, ``get_outputs``, ``benchmark``) plus the Relax
+VM's additions (``vm[name]``, ``invoke_closure``, ``save_function``,
+``set_instrument``, ``time_evaluator``, ``profile``).
+
+Decisions where TVM is loose
+----------------------------
+- Kernels are loaded when the machine is created (all of them), so the first
+  ``invoke`` costs no compilation and a kernel that cannot be built fails early.
+  Loading comes from numba's on-disk cache after the first compilation.
+- Arguments are checked against the parameter types (Relay does not check).
+- ``invoke`` with arguments also records them as the function's inputs, as TVM
+  does, so a later ``invoke(name)`` with no arguments reuses them.
+- Results are caller-owned: tensors the VM allocated are fresh for every call, and
+  read-only values (constants, the VM's shared scalars) come back as writable copies.
+  A function that returns its argument returns the caller's own array.
+- Instruments see the calls a program makes (``invoke``, ``invoke_closure``
+  instructions and kernels), not the entry call itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from vm.args import Signature, ValueChecker, describe_value
+from vm.decode import (
+    K_ALLOC,
+    K_ALLOC_PACKED1,
+    K_ALLOC_PACKED2,
+    K_CALL,
+    K_FATAL,
+    K_GET_FIELD,
+    K_GET_TAG,
+    K_GOTO,
+    K_IF,
+    K_IF_CONST,
+    K_INVOKE,
+    K_INVOKE_CLOSURE,
+    K_INVOKE_CLOSURE_HOOKED,
+    K_INVOKE_HOOKED,
+    K_MATCH_TAG,
+    K_MOVE,
+    K_PACKED2,
+    K_PACKED3,
+    K_RET,
+    K_RET_HOOKED,
+    K_SET,
+    Decoder,
+    HookError,
+    Program,
+    call_hook,
+    format_instruction,
+    vm_error,
+)
+from vm.device import check_devices
+from vm.errors import UnknownFunctionError, VMError
+from vm.instrument import VMInstrumentReturnKind
+from vm.objects import ADT, Closure
+
+#: Frames a run may stack before it fails with VMError. A frame costs about 200
+#: bytes plus its registers, so a runaway recursion stops well before exhausting memory.
+DEFAULT_MAX_CALL_DEPTH = 1_000_000
+
+_ndarray = np.ndarray
+_SKIP_RUN = VMInstrumentReturnKind.SKIP_RUN
+
+
+# ---- the interpreter loop ------------------------------------------------------------------
+
+
+def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
+    """Run decoded ``code`` with register file ``regs`` (parameters first) to its ``ret``.
+
+    Raises
+    ------
+    vm.VMError
+        If an instruction fails, a match is not exhaustive (``fatal``) or the call
+        depth limit is reached.
+    """
+    # Everything the loop touches is a local: no attribute or global lookups per
+    # instruction. Kinds are found by a small decision tree (see vm.decode), because
+    # each failed test of a long if/elif chain costs as much as a simple instruction.
+    codes = program.codes
+    arities = program.arities
+    pads = program.pads
+    tags = program.tags
+    limit = program.max_depth
+    ndarray = _ndarray
+    tuple_type = tuple
+    skip_run = _SKIP_RUN
+    stack: list[tuple] = []
+    pc = 0
+    try:
+        while True:
+            ins = code[pc]
+            op = ins[0]
+            if op < 5:
+                if op == 0:  # K_ALLOC_PACKED1
+                    _, storage, shape, dtype, offset, dst, entry, a = ins
+                    out = ndarray(shape, dtype, regs[storage], offset)
+                    regs[dst] = out
+                    entry(regs[a], out)
+                    pc += 2
+                elif op == 1:  # K_ALLOC_PACKED2
+                    _, storage, shape, dtype, offset, dst, entry, a, b = ins
+                    out = ndarray(shape, dtype, regs[storage], offset)
+                    regs[dst] = out
+                    entry(regs[a], regs[b], out)
+                    pc += 2
+                elif op == 2:  # K_PACKED2
+                    ins[1](regs[ins[2]], regs[ins[3]])
+                    pc += 1
+                elif op == 3:  # K_PACKED3
+                    ins[1](regs[ins[2]], regs[ins[3]], regs[ins[4]])
+                    pc += 1
+                else:  # K_ALLOC
+                    regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
+                    pc += 1
+            elif op < 9:
+                if op == 5:  # K_SET
+                    regs[ins[2]] = ins[1]
+                    pc += 1
+                elif op == 6:  # K_MATCH_TAG: get_tag, load_consti, if
+                    value = regs[ins[1]]
+                    tag = 0 if type(value) is tuple_type else value.tag
+                    regs[ins[2]] = tags[tag]
+                    regs[ins[3]] = ins[4]
+                    if tag == ins[5]:
+                        pc += ins[6]
+                    else:
+                        pc += ins[7]
+                elif op == 7:  # K_IF_CONST
+                    if regs[ins[1]].item() == ins[2]:
+                        pc += ins[3]
+                    else:
+                        pc += ins[4]
+                else:  # K_GET_FIELD
+                    value = regs[ins[1]]
+                    if type(value) is tuple_type:
+                        regs[ins[3]] = value[ins[2]]
+                    else:
+                        regs[ins[3]] = value.fields[ins[2]]
+                    pc += 1
+            elif op < 13:
+                if op == 9:  # K_INVOKE
+                    _, callee, args, pad, dst = ins
+                    if len(stack) >= limit:
+                        raise _depth_error(program, code, pc, limit)
+                    stack.append((code, pc + 1, regs, dst))
+                    count = len(args)
+                    if count == 1:
+                        regs = [regs[args[0]], *pad]
+                    elif count == 2:
+                        regs = [regs[args[0]], regs[args[1]], *pad]
+                    else:
+                        regs = [*[regs[r] for r in args], *pad]
+                    code = callee
+                    pc = 0
+                elif op == 10:  # K_RET
+                    value = regs[ins[1]]
+                    if not stack:
+                        return value
+                    code, pc, regs, dst = stack.pop()
+                    regs[dst] = value
+                elif op == 11:  # K_MOVE
+                    regs[ins[2]] = regs[ins[1]]
+                    pc += 1
+                else:  # K_GOTO
+                    pc += ins[1]
+            elif op == 13:  # K_CALL
+                ins[1](regs)
+                pc += 1
+            elif op == 14:  # K_GET_TAG
+                value = regs[ins[1]]
+                regs[ins[2]] = tags[0 if type(value) is tuple_type else value.tag]
+                pc += 1
+            elif op == 15:  # K_IF
+                if regs[ins[1]].item() == regs[ins[2]].item():
+                    pc += ins[3]
+                else:
+                    pc += ins[4]
+            elif op == 16:  # K_INVOKE_CLOSURE
+                _, closure_reg, args, dst = ins
+                closure = regs[closure_reg]
+                index = closure.func_index
+                captured = closure.captured
+                if len(captured) + len(args) != arities[index]:
+                    raise _closure_arity_error(program, code, pc, closure, len(args))
+                if len(stack) >= limit:
+                    raise _depth_error(program, code, pc, limit)
+                stack.append((code, pc + 1, regs, dst))
+                regs = [*captured, *[regs[r] for r in args], *pads[index]]
+                code = codes[index]
+                pc = 0
+            elif op == 17:  # K_FATAL
+                raise _fatal_error(program, code, pc)
+            # The instrumented kinds: only a machine with an instrument decodes to them.
+            elif op == 18:  # K_INVOKE_HOOKED
+                _, callee, args, pad, dst, function, hook = ins
+                values = [regs[r] for r in args]
+                if call_hook(hook, function, function.name, True, None, *values) == skip_run:
+                    regs[dst] = None
+                    pc += 1
+                    continue
+                if len(stack) >= limit:
+                    raise _depth_error(program, code, pc, limit)
+                stack.append((code, pc + 1, regs, dst, (hook, function, values)))
+                regs = [*values, *pad]
+                code = callee
+                pc = 0
+            elif op == 19:  # K_INVOKE_CLOSURE_HOOKED
+                _, closure_reg, args, dst, hook = ins
+                closure = regs[closure_reg]
+                index = closure.func_index
+                values = [*closure.captured, *[regs[r] for r in args]]
+                if len(values) != arities[index]:
+                    raise _closure_arity_error(program, code, pc, closure, len(args))
+                function = program.functions[index]
+                if call_hook(hook, function, function.name, True, None, *values) == skip_run:
+                    regs[dst] = None
+                    pc += 1
+                    continue
+                if len(stack) >= limit:
+                    raise _depth_error(program, code, pc, limit)
+                stack.append((code, pc + 1, regs, dst, (hook, function, values)))
+                regs = [*values, *pads[index]]
+                code = codes[index]
+                pc = 0
+            elif op == 20:  # K_RET_HOOKED
+                value = regs[ins[1]]
+                if not stack:
+                    return value
+                code, pc, regs, dst, called = stack.pop()
+                regs[dst] = value
+                hook, function, values = called
+                call_hook(hook, function, function.name, False, value, *values)
+            else:  # pragma: no cover - the decoder emits only the kinds above
+                raise AssertionError(f"unknown decoded kind {op}")
+    except VMError:
+        raise
+    except HookError as error:
+        raise vm_error(program, code, pc, regs, error) from error.original
+    except Exception as error:
+        # The cause stays reachable as __context__, but tracebacks show only our message.
+        raise vm_error(program, code, pc, regs, error) from None
+
+
+# The loop above spells the kinds as numbers; they must be the decoder's.
+assert tuple(range(21)) == (
+    K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_PACKED2, K_PACKED3, K_ALLOC,
+    K_SET, K_MATCH_TAG, K_IF_CONST, K_GET_FIELD,
+    K_INVOKE, K_RET, K_MOVE, K_GOTO,
+    K_CALL, K_GET_TAG, K_IF, K_INVOKE_CLOSURE, K_FATAL,
+    K_INVOKE_HOOKED, K_INVOKE_CLOSURE_HOOKED, K_RET_HOOKED,
+), "vm.decode's kind numbers changed; update the loop in vm.interpreter.run"  # fmt: skip
+
+
+def _where(program: Program, code: list, pc: int) -> str:
+    index = program.function_of(code)
+    pc = program.source_pc(pc)
+    text = format_instruction(program, index, pc)
+    return f"function {program.functions[index].name} at pc {pc} ({text})"
+
+
+def _located(program: Program, code: list, pc: int, message: str) -> VMError:
+    error = VMError(message)
+    error.function = program.functions[program.function_of(code)].name
+    error.pc = program.source_pc(pc)
+    return error
+
+
+def _depth_error(program: Program, code: list, pc: int, limit: int) -> VMError:
+    return _located(
+        program,
+        code,
+        pc,
+        f"call depth limit of {limit} frames exceeded in {_where(program, code, pc)}; "
+        "the recursion does not terminate, or needs "
+        "VirtualMachine(exe, max_call_depth=...) set higher",
+    )
+
+
+def _fatal_error(program: Program, code: list, pc: int) -> VMError:
+    name = program.functions[program.function_of(code)].name
+    where = f"function {name} at pc {program.source_pc(pc)}"
+    return _located(program, code, pc, f"no match clause applied in {where} (fatal)")
+
+
+def _closure_arity_error(
+    program: Program, code: list, pc: int, closure: Closure, given: int
+) -> VMError:
+    function = program.functions[closure.func_index]
+    return _located(
+        program,
+        code,
+        pc,
+        f"in {_where(program, code, pc)}: the closure of {function.name} captured "
+        f"{len(closure.captured)} values and is called with {given} arguments, but "
+        f"{function.name} takes {len(function.params)}",
+    )
+
+
+# ---- results -------------------------------------------------------------------------------
+
+
+def export(value: Any) -> Any:
+    """``value`` made caller-owned: read-only tensors inside it are replaced by copies."""
+    if type(value) is _ndarray:
+        return value if value.flags.writeable else value.copy()
+    if not isinstance(value, (tuple, ADT, Closure)):
+        return value
+    return _export_containers(value)
+
+
+def _export_containers(value: Any) -> Any:
+    # Iterative post-order rebuild; containers are rebuilt only if something inside changed,
+    # and shared sub-values stay shared.
+    done: dict[int, Any] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, expanded = stack.pop()
+        key = id(item)
+        if key in done:
+            continue
+        children = _children(item)
+        if not expanded:
+            stack.append((item, True))
+            stack.extend(
+                (child, False)
+                for child in children
+                if isinstance(child, (tuple, ADT, Closure)) and id(child) not in done
+            )
+            continue
+        new_children = []
+        changed = False
+        for child in children:
+            if type(child) is _ndarray:
+                new = child if child.flags.writeable else child.copy()
+            elif isinstance(child, (tuple, ADT, Closure)):
+                new = done[id(child)]
+            else:
+                new = child
+            changed = changed or new is not child
+            new_children.append(new)
+        if not changed:
+            done[key] = item
+        elif isinstance(item, ADT):
+            done[key] = ADT(item.tag, new_children, item.constructor)
+        elif isinstance(item, Closure):
+            done[key] = Closure(item.func_index, new_children, item.name)
+        else:
+            done[key] = tuple(new_children)
+    return done[id(value)]
+
+
+def _children(item: Any) -> tuple:
+    if isinstance(item, ADT):
+        return item.fields
+    if isinstance(item, Closure):
+        return item.captured
+    return item
+
+
+# ---- kernels -------------------------------------------------------------------------------
+
+
+def load_kernels(exe: Any) -> list[Any]:
+    """The compiled kernel of every primitive of ``exe``, in primitive-index order.
+
+    Raises
+    ------
+    vm.VMError
+        If a kernel cannot be built (naming the primitive).
+    """
+    if not exe.primitives:
+        return []
+    # Imported here so that ``import vm`` does not import numba.
+    from vm.kernels import load_kernel
+
+    kernels = []
+    for index, primitive in enumerate(exe.primitives):
+        try:
+            kernels.append(load_kernel(primitive.description))
+        except Exception as err:
+            raise VMError(
+                f"cannot build the kernel of primitive {index} ({primitive.name}): "
+                f"{type(err).__name__}: {err}"
+            ) from err
+    return kernels
+
+
+# ---- the machine ---------------------------------------------------------------------------
+
+
+class VirtualMachine:
+    """Runs the functions of an :class:`vm.Executable`.
+
+    Parameters
+    ----------
+    exe : vm.Executable
+        The program. It is shared, never modified: many machines (in many threads)
+        may run one executable; all mutable state belongs to the machine.
+    device : vm.Device, list of vm.Device, or None
+        Where to run; only ``vm.cpu()`` exists, so this is accepted for TVM
+        compatibility and checked.
+    max_call_depth : int
+        How many nested calls a run may make before it fails with :class:`vm.VMError`.
+
+    Raises
+    ------
+    TypeError
+        If ``exe`` is not an Executable or ``device`` is not a device.
+    ValueError
+        If ``max_call_depth`` is not a positive int.
+    vm.VMError
+        If one of the executable's kernels cannot be built.
+    """
+
+    def __init__(
+        self, exe: Any, device: Any = None, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
+    ) -> None:
+        from vm.executable import Executable
+
+        if not isinstance(exe, Executable):
+            raise TypeError(f"VirtualMachine needs a vm.Executable, got {describe_value(exe)}")
+        check_devices(device, "VirtualMachine")
+        if (
+            isinstance(max_call_depth, bool)
+            or not isinstance(max_call_depth, int)
+            or max_call_depth < 1
+        ):
+            raise ValueError(f"max_call_depth must be a positive int, got {max_call_depth!r}")
+        self._exe = exe
+        self._device = device
+        self._max_call_depth = max_call_depth
+        self._kernels = load_kernels(exe)
+        self._values = ValueChecker(exe.constructor_by_tag, len(exe.functions))
+        self._index: dict[str, int] = {}
+        for index, function in enumerate(exe.functions):
+            self._index.setdefault(function.name, index)
+        self._signatures = [Signature(f, self._values) for f in exe.functions]
+        self._closure_signatures: dict[tuple[int, int], Signature] = {}
+        self._fast = self._decode("fast")
+        self._program = self._fast
+        self._instrument: Callable[..., Any] | None = None
+        self._inputs: dict[int, list[Any]] = {}
+        self._outputs: Any = _NOTHING
+        self._saved: dict[str, Callable[[], Any]] = {}
+
+    def _decode(self, mode: str, **extra: Any) -> Program:
+        return Decoder(
+            self._exe, self._kernels, mode, max_depth=self._max_call_depth, **extra
+        ).decode()
+
+    # ---- lookups ----------------------------------------------------------------------------
+
+    @property
+    def executable(self) -> Any:
+        """The executable this machine runs."""
+        return self._exe
+
+    @property
+    def max_call_depth(self) -> int:
+        """The call-depth limit of a run."""
+        return self._max_call_depth
+
+    def _function_index(self, func_name: Any) -> int:
+        try:
+            return self._index[func_name]
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(func_name, self._exe.globals) from None
+
+    def __getitem__(self, func_name: str) -> Callable[..., Any]:
+        """A callable for a function (``machine["main"](x)``) or a saved function (no args)."""
+        saved = self._saved.get(func_name) if isinstance(func_name, str) else None
+        if saved is not None:
+            return saved
+        self._function_index(func_name)
+        return functools.partial(self.invoke, func_name)
+
+    def get_input_index(self, input_name: str, func_name: str = "main") -> int:
+        """The position of parameter ``input_name`` of ``func_name``, or -1 (as TVM)."""
+        params = self._exe.functions[self._function_index(func_name)].params
+        return params.index(input_name) if input_name in params else -1
+
+    # ---- calling ----------------------------------------------------------------------------
+
+    def _arguments(self, index: int, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+        """Converted arguments of function ``index``; with none given, the inputs set."""
+        signature = self._signatures[index]
+        if kwargs:
+            args = signature.bind(args, kwargs)
+        if args or not signature.arity:
+            values = signature.convert_all(args)
+            if args:
+                self._inputs[index] = values
+            return values
+        values = self._inputs.get(index)
+        if values is None:
+            error = signature.count_error(0)
+            raise TypeError(f"{error}, and no inputs were set with set_input")
+        return values
+
+    def _call(self, index: int, values: list[Any]) -> Any:
+        program = self._program
+        return run(program, program.codes[index], [*values, *program.pads[index]])
+
+    def invoke(self, func_name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run ``func_name`` and return its result (caller-owned).
+
+        With no arguments, the inputs set by :meth:`set_input` (or the last
+        ``invoke`` with arguments) are used.
+
+        Raises
+        ------
+        vm.errors.UnknownFunctionError
+            (a ``KeyError`` and ``ValueError``) for an unknown function name.
+        TypeError, ValueError
+            If the arguments do not match the parameters (the message names them).
+        vm.VMError
+            If the program fails while running.
+        """
+        index = self._function_index(func_name)
+        values = self._arguments(index, args, kwargs)
+        program = self._program
+        return export(run(program, program.codes[index], [*values, *program.pads[index]]))
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """``invoke("main", *args, **kwargs)``."""
+        return self.invoke("main", *args, **kwargs)
+
+    def invoke_closure(self, closure: Closure, *args: Any) -> Any:
+        """Call a function value (a :class:`vm.Closure` a program returned) with ``args``.
+
+        The closure's captured values come first, then ``args``.
+        """
+        if not isinstance(closure, Closure):
+            raise TypeError(f"invoke_closure needs a vm.Closure, got {describe_value(closure)}")
+        closure = self._values.convert(closure, "invoke_closure: the closure")
+        index = closure.func_index
+        function = self._exe.functions[index]
+        captured = closure.captured
+        if len(captured) > len(function.params):
+            raise TypeError(
+                f"the closure of {function.name} captured {len(captured)} values, but "
+                f"{function.name} takes only {len(function.params)} parameters"
+            )
+        key = (index, len(captured))
+        signature = self._closure_signatures.get(key)
+        if signature is None:
+            signature = Signature(
+                function, self._values, skip=len(captured), label=f"closure of {function.name}()"
+            )
+            self._closure_signatures[key] = signature
+        values = signature.convert_all(args)
+        return export(self._call(index, [*captured, *values]))
+
+    # ---- stateful use ------------------------------------------------------------------------
+
+    def set_input(self, func_name: str, *args: Any, **kwargs: Any) -> None:
+        """Convert and keep the inputs of ``func_name`` for :meth:`invoke_stateful` and
+        argument-less :meth:`invoke`.
+
+        Keyword arguments fill the parameters they name; positional ones fill the
+        remaining slots in order.
+        """
+        index = self._function_index(func_name)
+        signature = self._signatures[index]
+        bound = signature.bind(args, kwargs) if kwargs else args
+        self._inputs[index] = signature.convert_all(bound)
+
+    def invoke_stateful(self, func_name: str, *args: Any, **kwargs: Any) -> None:
+        """Run ``func_name`` on the inputs set; keep the result for :meth:`get_outputs`.
+
+        Arguments, if given, are set as inputs first (as TVM's Relay VM does).
+
+        Raises
+        ------
+        ValueError
+            If no inputs were set for a function that has parameters.
+        """
+        index = self._function_index(func_name)
+        if args or kwargs:
+            self.set_input(func_name, *args, **kwargs)
+        values = self._inputs.get(index)
+        if values is None:
+            if self._signatures[index].arity:
+                raise ValueError(
+                    f"no inputs set for {func_name}: call set_input({func_name!r}, ...) "
+                    "before invoke_stateful"
+                )
+            values = []
+        self._outputs = self._call(index, values)
+
+    def get_outputs(self) -> list[Any]:
+        """The result of the last :meth:`invoke_stateful`: a tuple's fields, or ``[result]``.
+
+        Raises
+        ------
+        ValueError
+            If :meth:`invoke_stateful` has not run yet.
+        """
+        result = self._outputs
+        if result is _NOTHING:
+            raise ValueError("no outputs saved: call invoke_stateful(func_name) before get_outputs")
+        if type(result) is tuple:
+            return [export(field) for field in result]
+        return [export(result)]
+
+    def save_function(
+        self,
+        func_name: str,
+        saved_name: str,
+        *args: Any,
+        include_return: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """Bind (and convert now) arguments of ``func_name`` under ``saved_name``.
+
+        ``machine[saved_name]()`` then runs the function with them and no per-call
+        argument work; with ``include_return=False`` it returns None.
+
+        Raises
+        ------
+        ValueError
+            If ``saved_name`` is the name of one of the executable's functions.
+        """
+        index = self._function_index(func_name)
+        if not isinstance(saved_name, str) or not saved_name:
+            raise TypeError(f"saved_name must be a non-empty str, got {saved_name!r}")
+        if saved_name in self._index:
+            raise ValueError(
+                f"cannot save a function as {saved_name!r}: the executable has a function "
+                "of that name; choose another name"
+            )
+        signature = self._signatures[index]
+        values = signature.convert_all(signature.bind(args, kwargs) if kwargs else args)
+        call = self._call
+
+        def saved(*extra: Any) -> Any:
+            if extra:
+                raise TypeError(
+                    f"the saved function {saved_name!r} takes no arguments (they were bound "
+                    f"by save_function), but {len(extra)} were given"
+                )
+            result = call(index, values)
+            return export(result) if include_return else None
+
+        saved.__name__ = saved_name
+        self._saved[saved_name] = saved
+
+    # ---- instrumentation, timing, profiling ----------------------------------------------------
+
+    def set_instrument(self, instrument: Callable[..., Any] | None) -> None:
+        """Call ``instrument(func, func_symbol, before_run, ret_value, *args)`` around calls.
+
+        It runs before and after every kernel call (``func`` is the compiled kernel,
+        ``func_symbol`` the primitive's name, ``args`` its arrays, inputs then outputs,
+        ``ret_value`` None) and every function call a program makes with ``invoke``
+        or ``invoke_closure`` instructions (``func`` is the vm.program.VMFunction,
+        ``func_symbol`` its name, ``args`` its arguments, ``ret_value`` its result
+        after the call). Returning :attr:`vm.VMInstrumentReturnKind.SKIP_RUN` before a
+        call skips the call and its after-call (a skipped function call's result is
+        None). ``None`` removes the instrument; without one, calls cost nothing extra.
+        """
+        if instrument is None:
+            self._instrument = None
+            self._program = self._fast
+            return
+        if not callable(instrument):
+            raise TypeError(
+                f"an instrument must be callable or None, got {describe_value(instrument)}"
+            )
+        self._instrument = instrument
+        self._program = self._decode("hooked", hook=instrument)
+
+    def time_evaluator(
+        self,
+        func_name: str,
+        dev: Any = None,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0,
+        cooldown_interval_ms: float = 0,
+        repeats_to_cooldown: int = 1,
+        limit_zero_time_iterations: int = 100,
+        f_preproc: Callable[..., Any] | None = None,
+    ) -> Callable[..., Any]:
+        """A callable that times ``func_name`` and returns a :class:`vm.BenchmarkResult`.
+
+        TVM's semantics: one discarded warm-up call, then ``repeat`` rounds of
+        ``number`` calls; with ``min_repeat_ms``, ``number`` grows (and stays grown)
+        until a round lasts that long. ``func_name`` is a function (the evaluator
+        takes its arguments, converted once before timing; with none, the inputs set
+        are used), a name given to :meth:`save_function` (no arguments), or
+        ``"invoke_stateful"`` (the evaluator takes the function's name).
+
+        Raises
+        ------
+        ValueError
+            If ``number`` or ``repeat`` is below 1, or another setting is out of range.
+        """
+        from vm.timing import check_settings, measure
+
+        check_devices(dev, "time_evaluator")
+        settings = check_settings(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            cooldown_interval_ms=cooldown_interval_ms,
+            repeats_to_cooldown=repeats_to_cooldown,
+            limit_zero_time_iterations=limit_zero_time_iterations,
+        )
+        if f_preproc is not None and not callable(f_preproc):
+            raise TypeError(f"f_preproc must be callable or None, got {describe_value(f_preproc)}")
+
+        if func_name == "invoke_stateful":
+            invoke_stateful = self.invoke_stateful
+
+            def evaluate_stateful(name: str) -> Any:
+                self._function_index(name)
+                return measure(
+                    functools.partial(invoke_stateful, name), (name,), f_preproc, **settings
+                )
+
+            return evaluate_stateful
+        saved = self._saved.get(func_name) if isinstance(func_name, str) else None
+        if saved is not None:
+
+            def evaluate_saved() -> Any:
+                return measure(saved, (), f_preproc, **settings)
+
+            return evaluate_saved
+        index = self._function_index(func_name)
+
+        def evaluate(*args: Any, **kwargs: Any) -> Any:
+            values = self._arguments(index, args, kwargs)
+            call = self._call
+
+            def once() -> Any:
+                return export(call(index, values))
+
+            return measure(once, args, f_preproc, **settings)
+
+        return evaluate
+
+    def benchmark(
+        self,
+        device: Any = None,
+        *args: Any,
+        func_name: str = "main",
+        repeat: int = 5,
+        number: int = 5,
+        min_repeat_ms: float | None = None,
+        end_to_end: bool = False,
+        cooldown_interval_ms: float = 0,
+        repeats_to_cooldown: int = 1,
+        limit_zero_time_iterations: int = 100,
+        **kwargs: Any,
+    ) -> Any:
+        """Time ``func_name`` as TVM's ``VirtualMachine.benchmark`` does.
+
+        Arguments, if given, are set as inputs once, untimed; the timed calls are
+        ``invoke(func_name)``. With ``end_to_end=True`` every timed call passes the
+        arguments again, so converting them is timed too.
+
+        Returns
+        -------
+        vm.BenchmarkResult
+            Seconds per call, one entry per repeat.
+        """
+        from vm.device import Device
+        from vm.timing import check_settings, measure
+
+        if device is not None and not isinstance(device, Device):
+            raise TypeError(
+                "benchmark's first argument is the device (vm.cpu() or None), got "
+                f"{describe_value(device)}; pass inputs after it"
+            )
+        settings = check_settings(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=0 if min_repeat_ms is None else min_repeat_ms,
+            cooldown_interval_ms=cooldown_interval_ms,
+            repeats_to_cooldown=repeats_to_cooldown,
+            limit_zero_time_iterations=limit_zero_time_iterations,
+        )
+        index = self._function_index(func_name)
+        if end_to_end:
+            invoke = self.invoke
+
+            def once_end_to_end() -> Any:
+                return invoke(func_name, *args, **kwargs)
+
+            return measure(once_end_to_end, (), None, **settings)
+        if args or kwargs:
+            self.set_input(func_name, *args, **kwargs)
+        values = self._arguments(index, (), {})
+        call = self._call
+
+        def once() -> Any:
+            return export(call(index, values))
+
+        return measure(once, (), None, **settings)
+
+    def count_instructions(self, func_name: str, *args: Any, **kwargs: Any) -> int:
+        """How many instructions one run of ``func_name`` executes (for benchmarks).
+
+        Arguments are taken as by :meth:`invoke`. The run uses a counting decode of
+        the program; the machine's own decode is untouched.
+        """
+        index = self._function_index(func_name)
+        values = self._arguments(index, args, kwargs)
+        counter = [0]
+        program = self._decode("count", recorder=counter)
+        run(program, program.codes[index], [*values, *program.pads[index]])
+        return counter[0]
+
+    def profile(self, func_name: str = "main", *args: Any, **kwargs: Any) -> Any:
+        """Run ``func_name`` once more after a warm-up, timing every kernel and VM operation.
+
+        Returns
+        -------
+        vm.Report
+            Rows per kernel (by primitive name) and per costly VM operation
+            (``VM::AllocStorage``, ``VM::AllocTensor``, ...), aggregated by name and
+            argument shapes, with durations, percentages of the whole run and counts.
+        """
+        from vm.profiling import Recorder, Report
+
+        index = self._function_index(func_name)
+        values = self._arguments(index, args, kwargs)
+        fast = self._fast
+        run(fast, fast.codes[index], [*values, *fast.pads[index]])  # warm-up, untimed
+        recorder = Recorder()
+        program = self._decode("profile", recorder=recorder)
+        start = time.perf_counter_ns()
+        run(program, program.codes[index], [*values, *program.pads[index]])
+        total_ns = time.perf_counter_ns() - start
+        configuration = {
+            "Executor": "VM",
+            "Function": self._exe.functions[index].name,
+            "Number of threads": _kernel_threads(),
+        }
+        return Report.from_recorder(recorder, total_ns, configuration)
+
+
+_NOTHING = object()
+
+
+def _kernel_threads() -> int:
+    """How many threads kernels may use (numba's setting, if numba is loaded)."""
+    numba = sys.modules.get("numba")
+    if numba is None:
+        return 1
+    try:
+        return int(numba.get_num_threads())
+    except Exception:  # numba's threading layer may be unavailable; report one thread
+        return 1

@@ -1,0 +1,26 @@
+"""The VM's kernel library: numba kernels built from structured primitive descriptions.
+
+Runtime layer (``vm.kernels``); imports numpy and numba, never ``compiler``.
+
+A primitive in an executable is a plain-data *description* (format in :mod:`vm.program`).
+:func:`check_description` validates one without compiling; :func:`load_kernel` returns
+its :class:`CompiledKernel`, generating a numba module on first use and caching the
+machine code on disk (:func:`cache_dir`) so later processes load it without compiling.
+Kernels use destination-passing style: call ``kernel.entry(*inputs, *outputs)`` with
+outputs the caller allocated.
+"""
+
+from vm.kernels.cache import cache_dir
+from vm.kernels.description import KernelDescriptionError, check_description
+from vm.kernels.library import CompiledKernel, KernelBuildError, load_kernel
+from vm.kernels.rules import supported_ops
+
+__all__ = [
+    "CompiledKernel",
+    "KernelBuildError",
+    "KernelDescriptionError",
+    "cache_dir",
+    "check_description",
+    "load_kernel",
+    "supported_ops",
+]

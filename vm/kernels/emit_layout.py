@@ -1,0 +1,682 @@
+"""Kernel rules for layout operators: reshape, squeeze, expand_dims, nn.batch_flatten,
+transpose, concatenate, stack, split, strided_slice and take.
+
+Runtime layer (``vm.kernels``); standard library only.
+
+These operators move elements without arithmetic, so they work on raw storage (a
+``float16`` tensor is copied as its bits). The reshape-like ones (``reshape``, ``squeeze``,
+``expand_dims``, ``nn.batch_flatten``) copy the flat data; inside a fused kernel their
+intermediate results are views that share the input's memory. Semantics mirror
+``compiler/op/defs_transform.py`` and ``defs_nn.py``.
+"""
+
+from __future__ import annotations
+
+from vm.kernels import dtypes
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    RuleError,
+    Spec,
+    norm_axes,
+    norm_axis,
+    register,
+    require_kind,
+    require_rank,
+    require_same_dtype,
+)
+from vm.kernels.source import EmitCtx, ShapeCtx, index, product, shape_tuple
+
+# --- reshape-like: flat copies and views -------------------------------------------------------
+
+
+def emit_flat_copy(ctx: EmitCtx) -> None:
+    """Copy the input's elements, in order, into the output (same element count)."""
+    src = ctx.src
+    n = src.fresh("n")
+    src.line(f"{n} = {product(ctx.out_dims[0])}")
+    a, b = src.fresh("f"), src.fresh("f")
+    src.line(f"{a} = {ctx.args[0]}.reshape({n})")
+    src.line(f"{b} = {ctx.outs[0]}.reshape({n})")
+    j = src.fresh("j")
+    with src.block(f"for {j} in range({n}):"):
+        src.line(f"{b}[{j}] = {a}[{j}]")
+
+
+def _view(ctx: EmitCtx) -> str:
+    return f"{ctx.args[0]}.reshape({shape_tuple(ctx.out_dims[0])})"
+
+
+def reshape_rank(newshape: tuple[int, ...], ndim: int) -> int:
+    """The output rank of ``reshape`` with TVM's special values, or :class:`RuleError`."""
+    out = 0
+    src = 0
+    inferred = False
+    i = 0
+    where = f"attribute newshape={tuple(newshape)}"
+    while i < len(newshape):
+        value = newshape[i]
+        if value > 0:
+            out += 1
+            src += 1
+        elif value == 0:
+            if src >= ndim:
+                raise RuleError(
+                    f"{where}: 0 at position {i} copies input dimension {src}, but the input "
+                    f"has rank {ndim}"
+                )
+            out += 1
+            src += 1
+        elif value == -1:
+            if inferred:
+                raise RuleError(f"{where} may contain -1 only once")
+            inferred = True
+            out += 1
+            src += 1
+        elif value == -2:
+            out += max(0, ndim - src)
+            src = ndim
+        elif value == -3:
+            if src + 1 >= ndim:
+                raise RuleError(
+                    f"{where}: -3 at position {i} merges input dimensions {src} and {src + 1}, "
+                    f"but the input has rank {ndim}"
+                )
+            out += 1
+            src += 2
+        elif value == -4:
+            if i + 2 >= len(newshape) or src >= ndim:
+                raise RuleError(
+                    f"{where}: -4 at position {i} must be followed by two dimensions and split "
+                    "an existing input dimension"
+                )
+            d1, d2 = newshape[i + 1], newshape[i + 2]
+            if d1 == -1 and d2 == -1:
+                raise RuleError(f"{where}: -4 may be followed by at most one -1")
+            if (d1 <= 0 and d1 != -1) or (d2 <= 0 and d2 != -1):
+                raise RuleError(
+                    f"{where}: the two dimensions after -4 must be > 0 or -1, found {d1}, {d2}"
+                )
+            out += 2
+            src += 1
+            i += 2
+        else:
+            raise RuleError(
+                f"{where} has invalid value {value} at position {i}; expected a size > 0 or "
+                "one of 0, -1, -2, -3, -4"
+            )
+        i += 1
+    return out
+
+
+def _reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    ndim = reshape_rank(attrs["newshape"], args[0].ndim)
+    if ndim > dtypes.MAX_NDIM:
+        raise RuleError(f"ndim out of range: reshape to rank {ndim}; at most {dtypes.MAX_NDIM}")
+    return (Spec(args[0].dtype, ndim),)
+
+
+def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
+    newshape = ctx.attrs["newshape"]
+    dims = ctx.arg_dims[0]
+    out: list[str] = []
+    infer_at = -1
+    src = 0
+    i = 0
+    while i < len(newshape):
+        value = newshape[i]
+        if value > 0:
+            out.append(str(value))
+            src += 1
+        elif value == 0:
+            out.append(dims[src])
+            src += 1
+        elif value == -1:
+            infer_at = len(out)
+            out.append("")
+            src += 1
+        elif value == -2:
+            out.extend(dims[src:])
+            src = len(dims)
+        elif value == -3:
+            out.append(ctx.let(f"{dims[src]} * {dims[src + 1]}"))
+            src += 2
+        else:  # -4: split dims[src] into the next two values
+            d1, d2 = newshape[i + 1], newshape[i + 2]
+            dim = dims[src]
+            if d1 == -1 or d2 == -1:
+                known = d2 if d1 == -1 else d1
+                ctx.fail_if(f"{dim} % {known} != 0", f"-4 cannot split a dimension by {known}")
+                other = ctx.let(f"{dim} // {known}")
+                out.extend([other, str(d2)] if d1 == -1 else [str(d1), other])
+            else:
+                ctx.expect(dim, str(d1 * d2), f"-4 splits a dimension into {d1} x {d2}")
+                out.extend([str(d1), str(d2)])
+            src += 1
+            i += 2
+        i += 1
+    total = ctx.let(product(dims))
+    known = ctx.let(product([d for k, d in enumerate(out) if k != infer_at]))
+    if infer_at >= 0:
+        ctx.fail_if(f"{known} == 0", "cannot infer the -1 in newshape: other dimensions are 0")
+        ctx.fail_if(f"{total} % {known} != 0", "the element count does not divide newshape")
+        out[infer_at] = ctx.let(f"{total} // {known}")
+    else:
+        ctx.expect(known, total, "reshape element count")
+    return [out]
+
+
+register(
+    OpRule(
+        "reshape",
+        1,
+        (Attr("newshape", "ints", required=True),),
+        _reshape_infer,
+        _reshape_shape,
+        emit=emit_flat_copy,
+        view=_view,
+    )
+)
+
+
+def _squeeze_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    data = args[0]
+    if attrs["axis"] is None:
+        # Which axes have size 1 is known only at run time; accept the declared rank.
+        want = declared[0].ndim if declared else data.ndim
+        return (Spec(data.dtype, min(want, data.ndim)),)
+    axes = norm_axes("axis", attrs["axis"], data.ndim)
+    return (Spec(data.dtype, data.ndim - len(axes)),)
+
+
+def _squeeze_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    axis = ctx.attrs["axis"]
+    if axis is not None:
+        axes = norm_axes("axis", axis, len(dims))
+        for a in axes:
+            ctx.expect(dims[a], "1", f"size of squeezed axis {a}")
+        return [[d for a, d in enumerate(dims) if a not in axes]]
+    # Keep the dimensions that are not 1, in order; their count must be the declared rank.
+    rank = ctx.out_specs[0].ndim
+    src = ctx.src
+    kept = src.fresh("sq")
+    count = src.fresh("c")
+    src.line(f"{kept} = np.ones({max(len(dims), 1)}, np.int64)")
+    src.line(f"{count} = 0")
+    for d in dims:
+        with src.block(f"if {d} != 1:"):
+            src.line(f"{kept}[min({count}, {max(len(dims), 1) - 1})] = {d}")
+            src.line(f"{count} += 1")
+    ctx.expect(count, str(rank), "number of axes of size other than 1")
+    return [[ctx.let(f"{kept}[{k}]") for k in range(rank)]]
+
+
+register(
+    OpRule(
+        "squeeze",
+        1,
+        (Attr("axis", "ints", None, optional=True),),
+        _squeeze_infer,
+        _squeeze_shape,
+        emit=emit_flat_copy,
+        view=_view,
+    )
+)
+
+
+def _expand_dims_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    count = attrs["num_newaxis"]
+    if count < 0:
+        raise RuleError(f"attribute num_newaxis={count} must be >= 0")
+    norm_axis("axis", attrs["axis"], args[0].ndim, extra=1)
+    ndim = args[0].ndim + count
+    if ndim > dtypes.MAX_NDIM:
+        raise RuleError(f"ndim out of range: expand_dims to rank {ndim}; at most {dtypes.MAX_NDIM}")
+    return (Spec(args[0].dtype, ndim),)
+
+
+def _expand_dims_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    axis = norm_axis("axis", ctx.attrs["axis"], len(dims), extra=1)
+    return [[*dims[:axis], *(["1"] * ctx.attrs["num_newaxis"]), *dims[axis:]]]
+
+
+register(
+    OpRule(
+        "expand_dims",
+        1,
+        (Attr("axis", "int", required=True), Attr("num_newaxis", "int", 1)),
+        _expand_dims_infer,
+        _expand_dims_shape,
+        emit=emit_flat_copy,
+        view=_view,
+    )
+)
+
+
+def _batch_flatten_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_rank("data", args[0], 1)
+    return (Spec(args[0].dtype, 2),)
+
+
+def _batch_flatten_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    return [[dims[0], ctx.let(product(dims[1:]))]]
+
+
+register(
+    OpRule(
+        "nn.batch_flatten",
+        1,
+        (),
+        _batch_flatten_infer,
+        _batch_flatten_shape,
+        emit=emit_flat_copy,
+        view=_view,
+    )
+)
+
+
+# --- transpose ---------------------------------------------------------------------------------
+
+
+def transpose_perm(axes: tuple[int, ...] | None, ndim: int) -> list[int]:
+    """The permutation ``transpose`` applies (reversed axes when ``axes`` is empty)."""
+    if not axes:
+        return list(range(ndim))[::-1]
+    if len(axes) != ndim:
+        raise RuleError(
+            f"attribute axes={tuple(axes)} must list each of the {ndim} axes once, "
+            f"found {len(axes)} entries"
+        )
+    return norm_axes("axes", axes, ndim)
+
+
+def _transpose_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    transpose_perm(attrs["axes"], args[0].ndim)
+    return (args[0],)
+
+
+def _transpose_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    return [[dims[a] for a in transpose_perm(ctx.attrs["axes"], len(dims))]]
+
+
+def _transpose_emit(ctx: EmitCtx) -> None:
+    perm = transpose_perm(ctx.attrs["axes"], len(ctx.arg_dims[0]))
+    with ctx.src.loops(ctx.out_dims[0]) as oi:
+        source = [""] * len(perm)
+        for k, a in enumerate(perm):
+            source[a] = oi[k]
+        ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "transpose",
+        1,
+        (Attr("axes", "ints", None, optional=True),),
+        _transpose_infer,
+        _transpose_shape,
+        emit=_transpose_emit,
+    )
+)
+
+
+# --- concatenate, stack, split -----------------------------------------------------------------
+
+
+def _concatenate_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    names = [f"data.{i}" for i in range(len(args))]
+    dtype = require_same_dtype(names, args)
+    require_rank("data.0", args[0], 1)
+    for name, spec in zip(names, args):
+        require_rank(name, spec, args[0].ndim, args[0].ndim)
+    norm_axis("axis", attrs["axis"], args[0].ndim)
+    return (Spec(dtype, args[0].ndim),)
+
+
+def _concatenate_shape(ctx: ShapeCtx) -> list[list[str]]:
+    first = ctx.arg_dims[0]
+    axis = norm_axis("axis", ctx.attrs["axis"], len(first))
+    for i, dims in enumerate(ctx.arg_dims[1:], start=1):
+        for a, d in enumerate(dims):
+            if a != axis:
+                ctx.expect(d, first[a], f"dimension {a} of field {i} (off the concatenation axis)")
+    out = list(first)
+    out[axis] = ctx.let(" + ".join(dims[axis] for dims in ctx.arg_dims))
+    return [out]
+
+
+def _concatenate_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
+    offset = src.fresh("off")
+    src.line(f"{offset} = 0")
+    for arg, dims in zip(ctx.args, ctx.arg_dims):
+        with src.loops(dims) as ii:
+            target = list(ii)
+            target[axis] = f"{offset} + {ii[axis]}"
+            src.line(f"{ctx.outs[0]}[{index(target)}] = {arg}[{index(ii)}]")
+        src.line(f"{offset} += {dims[axis]}")
+
+
+register(
+    OpRule(
+        "concatenate",
+        None,
+        (Attr("axis", "int", 0),),
+        _concatenate_infer,
+        _concatenate_shape,
+        emit=_concatenate_emit,
+    )
+)
+
+
+def _stack_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    names = [f"data.{i}" for i in range(len(args))]
+    dtype = require_same_dtype(names, args)
+    for name, spec in zip(names, args):
+        require_rank(name, spec, args[0].ndim, args[0].ndim)
+    norm_axis("axis", attrs["axis"], args[0].ndim, extra=1)
+    if args[0].ndim + 1 > dtypes.MAX_NDIM:
+        raise RuleError(f"ndim out of range: stack to rank {args[0].ndim + 1}")
+    return (Spec(dtype, args[0].ndim + 1),)
+
+
+def _stack_shape(ctx: ShapeCtx) -> list[list[str]]:
+    first = ctx.arg_dims[0]
+    axis = norm_axis("axis", ctx.attrs["axis"], len(first), extra=1)
+    for i, dims in enumerate(ctx.arg_dims[1:], start=1):
+        for a, d in enumerate(dims):
+            ctx.expect(d, first[a], f"dimension {a} of field {i}")
+    out = list(first)
+    out.insert(axis, str(len(ctx.arg_dims)))
+    return [out]
+
+
+def _stack_emit(ctx: EmitCtx) -> None:
+    axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]), extra=1)
+    for k, (arg, dims) in enumerate(zip(ctx.args, ctx.arg_dims)):
+        with ctx.src.loops(dims) as ii:
+            target = list(ii)
+            target.insert(axis, str(k))
+            ctx.src.line(f"{ctx.outs[0]}[{index(target)}] = {arg}[{index(ii)}]")
+
+
+register(
+    OpRule(
+        "stack",
+        None,
+        (Attr("axis", "int", 0),),
+        _stack_infer,
+        _stack_shape,
+        emit=_stack_emit,
+    )
+)
+
+
+def _split_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    data = args[0]
+    require_rank("data", data, 1)
+    norm_axis("axis", attrs["axis"], data.ndim)
+    spec = attrs["indices_or_sections"]
+    if isinstance(spec, int):
+        if spec < 1:
+            raise RuleError(f"attribute indices_or_sections={spec} must be >= 1")
+        count = spec
+    else:
+        begin = 0
+        for value in spec:
+            if value < begin:
+                raise RuleError(
+                    f"attribute indices_or_sections={tuple(spec)} must be non-decreasing and "
+                    "non-negative"
+                )
+            begin = value
+        count = len(spec) + 1
+    if count > 4096:
+        raise RuleError(f"split into {count} pieces; at most 4096 allowed")
+    return tuple(Spec(data.dtype, data.ndim) for _ in range(count))
+
+
+def _split_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    axis = norm_axis("axis", ctx.attrs["axis"], len(dims))
+    spec = ctx.attrs["indices_or_sections"]
+    dim = dims[axis]
+    starts: list[str] = []
+    sizes: list[str] = []
+    if isinstance(spec, int):
+        ctx.fail_if(f"{dim} % {spec} != 0", f"the split axis is not divisible by {spec}")
+        size = ctx.let(f"{dim} // {spec}")
+        for k in range(spec):
+            starts.append(ctx.let(f"{k} * {size}"))
+            sizes.append(size)
+    else:
+        begin = "0"
+        for value in spec:
+            ctx.fail_if(f"{value} > {dim}", f"split index {value} is beyond the split axis")
+            starts.append(begin)
+            sizes.append(str(value) if begin == "0" else f"{value - int(begin)}")
+            begin = str(value)
+        starts.append(begin)
+        sizes.append(ctx.let(f"{dim} - {begin}"))
+    ctx.extra["starts"] = starts
+    out = []
+    for size in sizes:
+        piece = list(dims)
+        piece[axis] = size
+        out.append(piece)
+    return out
+
+
+def _split_emit(ctx: EmitCtx) -> None:
+    axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
+    for out, dims, start in zip(ctx.outs, ctx.out_dims, ctx.extra["starts"]):
+        with ctx.src.loops(dims) as oi:
+            source = list(oi)
+            source[axis] = f"{start} + {oi[axis]}"
+            ctx.src.line(f"{out}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "split",
+        1,
+        (Attr("indices_or_sections", "int_or_ints", required=True), Attr("axis", "int", 0)),
+        _split_infer,
+        _split_shape,
+        emit=_split_emit,
+    )
+)
+
+
+# --- strided_slice -----------------------------------------------------------------------------
+
+
+def slice_plan(attrs: dict, ndim: int) -> list[tuple[int, int, int | None, int]]:
+    """``(axis, begin, end, stride)`` per sliced axis (``end=None``: to the edge)."""
+    begin = list(attrs["begin"])
+    end = list(attrs["end"])
+    strides = list(attrs["strides"] or ())
+    if attrs["axes"] is None:
+        if len(begin) > ndim:
+            raise RuleError(
+                f"attribute begin={tuple(begin)} has {len(begin)} entries but the input has "
+                f"rank {ndim}"
+            )
+        axes = list(range(len(begin)))
+    else:
+        axes = norm_axes("axes", attrs["axes"], ndim)
+        if len(begin) != len(axes):
+            raise RuleError(
+                f"attribute begin={tuple(begin)} must have one entry per axis in "
+                f"axes={tuple(attrs['axes'])}"
+            )
+    for name, values in (("end", end), ("strides", strides)):
+        if len(values) > len(axes):
+            raise RuleError(
+                f"attribute {name}={tuple(values)} has more entries than begin={tuple(begin)}"
+            )
+    size_mode = attrs["slice_mode"] == "size"
+    plan = []
+    for i, axis in enumerate(axes):
+        stride = strides[i] if i < len(strides) else 1
+        stop: int | None = end[i] if i < len(end) else None
+        if size_mode:
+            stride = 1
+            if stop is not None:
+                start = begin[i]
+                stop = None if stop < 0 else start + stop
+                if stop is not None and start < 0 and stop >= 0:
+                    stop = None
+        if stride == 0:
+            raise RuleError(f"attribute strides has a 0 step for axis {axis}")
+        plan.append((axis, begin[i], stop, stride))
+    return plan
+
+
+def _strided_slice_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    slice_plan(attrs, args[0].ndim)
+    return (args[0],)
+
+
+def _strided_slice_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    out = list(dims)
+    starts: dict[int, tuple[str, int]] = {}
+    for axis, begin, end, stride in slice_plan(ctx.attrs, len(dims)):
+        start, count = ctx.src.fresh("st"), ctx.src.fresh("d")
+        has_end = end is not None
+        ctx.src.line(
+            f"{start}, {count} = h.slice_start({dims[axis]}, {begin}, "
+            f"{end if has_end else 0}, {has_end}, {stride})"
+        )
+        starts[axis] = (start, stride)
+        out[axis] = count
+    ctx.extra["starts"] = starts
+    return [out]
+
+
+def _strided_slice_emit(ctx: EmitCtx) -> None:
+    starts = ctx.extra["starts"]
+    with ctx.src.loops(ctx.out_dims[0]) as oi:
+        source = list(oi)
+        for axis, (start, stride) in starts.items():
+            source[axis] = f"{start} + {oi[axis]} * {stride}"
+        ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "strided_slice",
+        1,
+        (
+            Attr("begin", "ints", required=True),
+            Attr("end", "ints", required=True),
+            Attr("strides", "ints", None, optional=True),
+            Attr("axes", "ints", None, optional=True),
+            Attr("slice_mode", "str", "end", choices=("end", "size")),
+        ),
+        _strided_slice_infer,
+        _strided_slice_shape,
+        emit=_strided_slice_emit,
+    )
+)
+
+
+# --- take --------------------------------------------------------------------------------------
+
+_TAKE_MODES = {"clip": 0, "wrap": 1, "fast": 2}
+
+
+def take_axes(attrs: dict, data_ndim: int, indices_ndim: int) -> tuple[int, int]:
+    """``(axis, batch_dims)`` normalized; ``axis`` is -1 when data is flattened."""
+    batch_dims = attrs["batch_dims"]
+    if batch_dims < 0:
+        batch_dims += indices_ndim
+    if not 0 <= batch_dims <= indices_ndim:
+        raise RuleError(
+            f"attribute batch_dims={attrs['batch_dims']} is out of range for indices of rank "
+            f"{indices_ndim}; expected a value in [{-indices_ndim}, {indices_ndim}]"
+        )
+    if attrs["axis"] is None:
+        if batch_dims:
+            raise RuleError(f"attribute batch_dims={batch_dims} needs an explicit axis")
+        return -1, 0
+    if data_ndim == 0:
+        raise RuleError("ndim out of range: cannot take along an axis of a rank-0 tensor")
+    axis = norm_axis("axis", attrs["axis"], data_ndim)
+    if batch_dims > axis:
+        raise RuleError(f"attribute batch_dims={batch_dims} must not exceed axis={axis}")
+    return axis, batch_dims
+
+
+def _take_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    data, indices = args
+    require_kind("indices", indices, "int")
+    axis, batch_dims = take_axes(attrs, data.ndim, indices.ndim)
+    if axis < 0:
+        return (Spec(data.dtype, indices.ndim),)
+    ndim = data.ndim - 1 + indices.ndim - batch_dims
+    if ndim > dtypes.MAX_NDIM:
+        raise RuleError(f"ndim out of range: take gives rank {ndim}; at most {dtypes.MAX_NDIM}")
+    return (Spec(data.dtype, ndim),)
+
+
+def _take_shape(ctx: ShapeCtx) -> list[list[str]]:
+    data, indices = ctx.arg_dims
+    axis, batch_dims = take_axes(ctx.attrs, len(data), len(indices))
+    if axis < 0:
+        size = ctx.let(product(data))
+        out = list(indices)
+    else:
+        for k in range(batch_dims):
+            ctx.expect(indices[k], data[k], f"batch dimension {k} of indices")
+        size = data[axis]
+        out = [*data[:axis], *indices[batch_dims:], *data[axis + 1 :]]
+    ctx.extra["size"] = size
+    # A non-empty gather from an empty axis has nothing to clip or wrap to.
+    with ctx.src.block(f"if {size} == 0 and {product(indices)} > 0:"):
+        ctx.src.line(f"h.index_error({ctx.what('cannot take from an axis of size 0')})")
+    return [out]
+
+
+def _take_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    data, indices = ctx.args
+    data_dims, index_dims = ctx.arg_dims
+    axis, batch_dims = take_axes(ctx.attrs, len(data_dims), len(index_dims))
+    mode = _TAKE_MODES[ctx.attrs["mode"]]
+    size = ctx.extra["size"]
+    if axis < 0:
+        flat = src.fresh("f")
+        src.line(f"{flat} = {data}.reshape({size})")
+        with src.loops(ctx.out_dims[0]) as oi:
+            at = f"h.take_index({indices}[{index(oi)}], {size}, {mode})"
+            src.line(f"{ctx.outs[0]}[{index(oi)}] = {flat}[{at}]")
+        return
+    gathered = len(index_dims) - batch_dims
+    with src.loops(ctx.out_dims[0]) as oi:
+        index_idx = [*oi[:batch_dims], *oi[axis : axis + gathered]]
+        at = f"h.take_index({indices}[{index(index_idx)}], {size}, {mode})"
+        data_idx = [*oi[:axis], at, *oi[axis + gathered :]]
+        src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(data_idx)}]")
+
+
+register(
+    OpRule(
+        "take",
+        2,
+        (
+            Attr("axis", "int", None, optional=True),
+            Attr("batch_dims", "int", 0),
+            Attr("mode", "str", "clip", choices=("clip", "wrap", "fast")),
+        ),
+        _take_infer,
+        _take_shape,
+        emit=_take_emit,
+    )
+)

@@ -1,0 +1,252 @@
+"""Kernel rules for nn.dense, nn.batch_matmul, nn.softmax and nn.log_softmax.
+
+Runtime layer (``vm.kernels``); standard library only.
+
+Matrix products of ``float32``/``float64`` operands call numpy's BLAS-backed ``np.dot``
+(``np.matmul`` for batches) from an object-mode block once the product is big enough to
+repay the ~2 us of leaving compiled code; smaller ones, and integer products (which
+accumulate in 64 bits and wrap to the output dtype, as the reference's ``out_dtype``
+arithmetic does), run as compiled loops. numba's own ``np.dot`` would need scipy at
+run time, which the runtime does not depend on. Semantics mirror
+``compiler/op/defs_nn.py``.
+"""
+
+from __future__ import annotations
+
+from vm.kernels import dtypes
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    Spec,
+    norm_axis,
+    register,
+    require_kind,
+    require_rank,
+    require_same_dtype,
+)
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tuple
+
+#: Multiply-adds below which a compiled loop beats calling BLAS through object mode.
+BLAS_MIN_FLOPS = 32768
+
+_BLAS_DTYPES = frozenset({"float32", "float64"})
+
+
+def _acc(out_dtype: str) -> str:
+    """The accumulator dtype for a product whose result has ``out_dtype``."""
+    if out_dtype in dtypes.FLOATS:
+        return "float64"
+    return "uint64" if out_dtype in dtypes.UNSIGNED else "int64"
+
+
+# --- nn.dense ----------------------------------------------------------------------------------
+
+
+def _dense_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    dtype = require_same_dtype(["data", "weight"], args)
+    require_kind("data", args[0], "numeric")
+    require_rank("data", args[0], 1)
+    require_rank("weight", args[1], 2, 2)
+    return (Spec(attrs["out_dtype"] or dtype, args[0].ndim),)
+
+
+def _dense_shape(ctx: ShapeCtx) -> list[list[str]]:
+    data, weight = ctx.arg_dims
+    ctx.expect(weight[1], data[-1], "input features of weight (second dimension)")
+    return [[*data[:-1], weight[0]]]
+
+
+def _dense_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    data, weight = ctx.args
+    data_dims, weight_dims = ctx.arg_dims
+    in_dtype = ctx.arg_specs[0].dtype
+    out_dtype = ctx.out_specs[0].dtype
+    m, k, n = src.fresh("m"), src.fresh("k"), src.fresh("n")
+    src.line(f"{m} = {product(data_dims[:-1])}")
+    src.line(f"{k} = {data_dims[-1]}")
+    src.line(f"{n} = {weight_dims[0]}")
+    x2, o2 = src.fresh("x"), src.fresh("o")
+    src.line(f"{x2} = {data}.reshape(({m}, {k}))")
+    src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {n}))")
+    loop = _dense_loop(ctx, x2, weight, o2, m, k, n, in_dtype, out_dtype)
+    if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
+        with src.block(f"if {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
+            with src.block("with numba.objmode():"):
+                src.line(f"np.dot({x2}, {weight}.T, out={o2})")
+        with src.block("else:"):
+            loop()
+    else:
+        loop()
+
+
+def _dense_loop(ctx, x2, w, o2, m, k, n, in_dtype, out_dtype):  # noqa: ANN001, ANN202
+    def emit() -> None:
+        src = ctx.src
+        acc = _acc(out_dtype)
+        i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
+        with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({n}):"):
+            src.line(f"{s} = {const(0, acc)}")
+            with src.block(f"for {p} in range({k}):"):
+                a = cast(cast(f"{x2}[{i}, {p}]", in_dtype, out_dtype), out_dtype, acc)
+                b = cast(cast(f"{w}[{j}, {p}]", in_dtype, out_dtype), out_dtype, acc)
+                src.line(f"{s} += {a} * {b}")
+            src.line(f"{o2}[{i}, {j}] = {cast(s, acc, out_dtype)}")
+
+    return emit
+
+
+register(
+    OpRule(
+        "nn.dense",
+        2,
+        (Attr("units", "int", None, optional=True), Attr("out_dtype", "dtype_or_empty", "")),
+        _dense_infer,
+        _dense_shape,
+        emit=_dense_emit,
+        numeric=True,
+    )
+)
+
+
+# --- nn.batch_matmul ---------------------------------------------------------------------------
+
+
+def _batch_matmul_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    dtype = require_same_dtype(["x", "y"], args)
+    require_kind("x", args[0], "numeric")
+    require_rank("x", args[0], 3, 3)
+    require_rank("y", args[1], 3, 3)
+    return (Spec(attrs["out_dtype"] or dtype, 3),)
+
+
+def _batch_matmul_shape(ctx: ShapeCtx) -> list[list[str]]:
+    x, y = ctx.arg_dims
+    batch = ctx.bcast(x[0], y[0])
+    m, kx = (x[2], x[1]) if ctx.attrs["transpose_a"] else (x[1], x[2])
+    n, ky = (y[1], y[2]) if ctx.attrs["transpose_b"] else (y[2], y[1])
+    ctx.expect(ky, kx, "reduction dimension of y")
+    return [[batch, m, n]]
+
+
+def _batch_matmul_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    x, y = ctx.args
+    x_dims, y_dims = ctx.arg_dims
+    out = ctx.outs[0]
+    batch, m, n = ctx.out_dims[0]
+    ta, tb = ctx.attrs["transpose_a"], ctx.attrs["transpose_b"]
+    in_dtype = ctx.arg_specs[0].dtype
+    out_dtype = ctx.out_specs[0].dtype
+    k = x_dims[1] if ta else x_dims[2]
+
+    def loops() -> None:
+        acc = _acc(out_dtype)
+        b, i, j, p, s = (src.fresh(c) for c in ("b", "i", "j", "p", "acc"))
+        with src.block(f"for {b} in range({batch}):"):
+            bx = f"({b} if {x_dims[0]} != 1 else 0)"
+            by = f"({b} if {y_dims[0]} != 1 else 0)"
+            with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({n}):"):
+                src.line(f"{s} = {const(0, acc)}")
+                with src.block(f"for {p} in range({k}):"):
+                    xa = f"{x}[{bx}, {p}, {i}]" if ta else f"{x}[{bx}, {i}, {p}]"
+                    yb = f"{y}[{by}, {j}, {p}]" if tb else f"{y}[{by}, {p}, {j}]"
+                    a = cast(cast(xa, in_dtype, out_dtype), out_dtype, acc)
+                    c = cast(cast(yb, in_dtype, out_dtype), out_dtype, acc)
+                    src.line(f"{s} += {a} * {c}")
+                src.line(f"{out}[{b}, {i}, {j}] = {cast(s, acc, out_dtype)}")
+
+    if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
+        with src.block(f"if {batch} * {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
+            with src.block("with numba.objmode():"):
+                xs = f"{x}.transpose((0, 2, 1))" if ta else x
+                ys = f"{y}.transpose((0, 2, 1))" if tb else y
+                src.line(f"np.matmul({xs}, {ys}, out={out})")
+        with src.block("else:"):
+            loops()
+    else:
+        loops()
+
+
+register(
+    OpRule(
+        "nn.batch_matmul",
+        2,
+        (
+            Attr("out_dtype", "dtype_or_empty", ""),
+            Attr("transpose_a", "bool", False),
+            Attr("transpose_b", "bool", True),
+        ),
+        _batch_matmul_infer,
+        _batch_matmul_shape,
+        emit=_batch_matmul_emit,
+        numeric=True,
+    )
+)
+
+
+# --- softmax -----------------------------------------------------------------------------------
+
+
+def _softmax_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("data", args[0], "float")
+    require_rank("data", args[0], 1)
+    norm_axis("axis", attrs["axis"], args[0].ndim)
+    return (args[0],)
+
+
+def _softmax_shape(ctx: ShapeCtx) -> list[list[str]]:
+    return [list(ctx.arg_dims[0])]
+
+
+def _emit_softmax(log: bool):  # noqa: ANN202
+    def emit(ctx: EmitCtx) -> None:
+        src = ctx.src
+        dims = ctx.arg_dims[0]
+        dtype = ctx.arg_specs[0].dtype
+        axis = norm_axis("axis", ctx.attrs["axis"], len(dims))
+        outer, n, inner = src.fresh("n"), src.fresh("n"), src.fresh("n")
+        src.line(f"{outer} = {product(dims[:axis])}")
+        src.line(f"{n} = {dims[axis]}")
+        src.line(f"{inner} = {product(dims[axis + 1 :])}")
+        x3, o3 = src.fresh("x"), src.fresh("o")
+        src.line(f"{x3} = {ctx.args[0]}.reshape({shape_tuple([outer, n, inner])})")
+        src.line(f"{o3} = {ctx.outs[0]}.reshape({shape_tuple([outer, n, inner])})")
+        a, c, j = src.fresh("a"), src.fresh("c"), src.fresh("j")
+        top, total, v = src.fresh("top"), src.fresh("total"), src.fresh("v")
+        with src.block(f"for {a} in range({outer}):"), src.block(f"for {c} in range({inner}):"):
+            src.line(f"{top} = {const(float('-inf'), dtype)}")
+            with src.block(f"for {j} in range({n}):"):
+                src.line(f"{v} = {x3}[{a}, {j}, {c}]")
+                with src.block(f"if {v} > {top} or {v} != {v}:"):
+                    src.line(f"{top} = {v}")
+            src.line(f"{total} = 0.0")
+            with src.block(f"for {j} in range({n}):"):
+                src.line(f"{v} = np.exp({x3}[{a}, {j}, {c}] - {top})")
+                if not log:
+                    src.line(f"{o3}[{a}, {j}, {c}] = {v}")
+                src.line(f"{total} += {v}")
+            if log:
+                src.line(f"{total} = np.log({total})")
+            with src.block(f"for {j} in range({n}):"):
+                if log:
+                    value = f"(({x3}[{a}, {j}, {c}] - {top}) - {total})"
+                else:
+                    value = f"({o3}[{a}, {j}, {c}] / {total})"
+                src.line(f"{o3}[{a}, {j}, {c}] = {cast(value, 'float64', dtype)}")
+
+    return emit
+
+
+for _name, _log in (("nn.softmax", False), ("nn.log_softmax", True)):
+    register(
+        OpRule(
+            _name,
+            1,
+            (Attr("axis", "int", -1),),
+            _softmax_infer,
+            _softmax_shape,
+            emit=_emit_softmax(_log),
+            numeric=True,
+        )
+    )

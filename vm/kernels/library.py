@@ -1,0 +1,208 @@
+"""The in-process kernel table: ``load_kernel(description)`` returns a compiled kernel.
+
+Runtime layer (``vm.kernels``); imports numpy and numba.
+
+Loading validates the description, computes its cache key, and returns the kernel from
+the in-process table, else generates its module, writes it to the cache directory and
+imports it (numba then loads the machine code from its disk cache, or compiles and stores
+it). The key is the sha256 of the code generator's version, a hash of the kernel
+library's own source (the helper module the generated code calls, and the emitters,
+since numba does not notice when a callee changes) and the canonical JSON of the
+normalized description.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vm.kernels import cache, codegen
+from vm.kernels.description import Description, parse_description
+
+
+class KernelBuildError(RuntimeError):
+    """A valid description could not be compiled: a bug in the kernel library, not the user's."""
+
+
+#: The modules whose source determines what a generated kernel does.
+_LIBRARY_MODULES = (
+    "codegen.py",
+    "description.py",
+    "dtypes.py",
+    "emit_elementwise.py",
+    "emit_layout.py",
+    "emit_nn.py",
+    "emit_reduce.py",
+    "helpers.py",
+    "rules.py",
+    "source.py",
+)
+
+_LIBRARY_HASH: str | None = None
+
+
+def library_hash() -> str:
+    """sha256 over the kernel library's source files (helpers and emitters)."""
+    global _LIBRARY_HASH
+    if _LIBRARY_HASH is None:
+        digest = hashlib.sha256()
+        here = pathlib.Path(__file__).resolve().parent
+        for name in _LIBRARY_MODULES:
+            digest.update(name.encode())
+            digest.update((here / name).read_bytes())
+        _LIBRARY_HASH = digest.hexdigest()
+    return _LIBRARY_HASH
+
+
+def kernel_key(description: Description) -> str:
+    """The cache key of a validated description."""
+    digest = hashlib.sha256()
+    digest.update(f"relayvm-kernel-v{codegen.CODEGEN_VERSION}\n".encode())
+    digest.update(library_hash().encode())
+    digest.update(b"\n")
+    digest.update(description.canonical_json().encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledKernel:
+    """A compiled kernel and its calling convention.
+
+    ``entry(*inputs, *outputs)`` runs it: inputs first, then the caller-allocated outputs
+    (C-contiguous, of exactly the dtypes and ranks below, with the shapes the results
+    have). It is numba's entry point for the one compiled signature, so it skips numba's
+    type dispatch; it does *not* check dtypes, ranks or contiguity (the kernel itself
+    checks shapes). :meth:`__call__` checks everything first and is the safe way to call
+    a kernel by hand. Errors raised while running are ``ValueError`` (shapes),
+    ``ZeroDivisionError`` (integer division by zero) and ``IndexError`` (``take`` with
+    ``mode="fast"``).
+    """
+
+    key: str
+    entry: Callable[..., None]
+    input_dtypes: tuple[str, ...]
+    input_ndims: tuple[int, ...]
+    output_dtypes: tuple[str, ...]
+    output_ndims: tuple[int, ...]
+    path: pathlib.Path
+    #: True when numba loaded the machine code from its disk cache instead of compiling.
+    from_cache: bool
+    dispatcher: Any = field(repr=False)
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Check ``arrays`` (inputs then outputs) against the signature, then run the kernel."""
+        dtypes = self.input_dtypes + self.output_dtypes
+        ndims = self.input_ndims + self.output_ndims
+        if len(arrays) != len(dtypes):
+            raise TypeError(
+                f"kernel {self.key[:12]} takes {len(self.input_dtypes)} input(s) and "
+                f"{len(self.output_dtypes)} output(s), {len(dtypes)} arrays in all; "
+                f"got {len(arrays)}"
+            )
+        for k, (array, dtype, ndim) in enumerate(zip(arrays, dtypes, ndims)):
+            role = f"input {k}" if k < len(self.input_dtypes) else (
+                f"output {k - len(self.input_dtypes)}"
+            )
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"kernel {role} must be a numpy array, got {type(array).__name__}")
+            if array.dtype != np.dtype(dtype) or array.ndim != ndim:
+                raise TypeError(
+                    f"kernel {role} must be a {dtype} array of rank {ndim}, got "
+                    f"{array.dtype} of rank {array.ndim} (shape {array.shape})"
+                )
+            if not array.flags.c_contiguous:
+                raise ValueError(f"kernel {role} must be C-contiguous")
+            if k >= len(self.input_dtypes) and not array.flags.writeable:
+                raise ValueError(f"kernel {role} must be writeable")
+        self.entry(*arrays)
+
+
+_TABLE: dict[str, CompiledKernel] = {}
+_BUILD_LOCK = threading.Lock()
+
+
+def load_kernel(description: object) -> CompiledKernel:
+    """The compiled kernel for ``description``, built or loaded from the disk cache once per
+    process (thread-safe).
+
+    Raises
+    ------
+    KernelDescriptionError
+        If the description is invalid (nothing is compiled).
+    KernelBuildError
+        If a valid description fails to compile (a library bug).
+    """
+    desc = parse_description(description)
+    key = kernel_key(desc)
+    kernel = _TABLE.get(key)
+    if kernel is not None:
+        return kernel
+    with _BUILD_LOCK:
+        kernel = _TABLE.get(key)
+        if kernel is None:
+            kernel = _build(desc, key)
+            _TABLE[key] = kernel
+    return kernel
+
+
+def _build(desc: Description, key: str) -> CompiledKernel:
+    source = codegen.generate(desc, key)
+    path = cache.write_module(cache.kernels_dir(), f"k_{key}.py", source)
+    ops = ", ".join(sorted({n.op for n in desc.nodes})) or "copy"
+    try:
+        with warnings.catch_warnings():
+            # Object-mode blocks (BLAS calls) make numba warn that nogil cannot apply there.
+            from numba.core.errors import NumbaWarning
+
+            warnings.simplefilter("ignore", NumbaWarning)
+            module = cache.import_module(path, f"_relayvm_kernel_{key}")
+        dispatcher = module.kernel
+        (signature,) = dispatcher.signatures
+        native = dispatcher.overloads[signature].entry_point
+    except Exception as exc:
+        raise KernelBuildError(
+            f"internal error: the kernel for ({ops}) could not be compiled "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+            f"generated source: {path}"
+        ) from exc
+    specs = (*desc.inputs, *desc.outputs)
+    entry = _float16_entry(native, [s.dtype == "float16" for s in specs])
+    return CompiledKernel(
+        key=key,
+        entry=entry,
+        input_dtypes=tuple(s.dtype for s in desc.inputs),
+        input_ndims=tuple(s.ndim for s in desc.inputs),
+        output_dtypes=tuple(s.dtype for s in desc.outputs),
+        output_ndims=tuple(s.ndim for s in desc.outputs),
+        path=path,
+        from_cache=sum(dispatcher.stats.cache_hits.values()) > 0,
+        dispatcher=dispatcher,
+    )
+
+
+def _float16_entry(native: Callable[..., None], is_f16: list[bool]) -> Callable[..., None]:
+    """numba takes float16 arrays as their uint16 bits; view them so on the way in."""
+    if not any(is_f16):
+        return native
+    positions = [k for k, f in enumerate(is_f16) if f]
+    bits = np.dtype(np.uint16)
+
+    def entry(*arrays: np.ndarray) -> None:
+        args = list(arrays)
+        for k in positions:
+            args[k] = args[k].view(bits)
+        native(*args)
+
+    return entry
+
+
+def loaded_kernels() -> list[CompiledKernel]:
+    """Every kernel loaded in this process."""
+    return list(_TABLE.values())

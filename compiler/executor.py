@@ -320,21 +320,21 @@ def _infer(mod: IRModule) -> IRModule:
     return infer_types(mod)
 
 
-def _signature(func: Function) -> tuple[list[Type | None], Type | None]:
-    """Parameter and result types of an inferred function (annotations as a fallback)."""
+def _param_types(func: Function) -> list[Type | None]:
+    """Parameter types of an inferred function (annotations as a fallback)."""
     try:
         ty = func.checked_type
     except ValueError:
         ty = None
     if isinstance(ty, FuncType) and len(ty.arg_types) == len(func.params):
-        return list(ty.arg_types), ty.ret_type
+        return list(ty.arg_types)
     types: list[Type | None] = []
     for p in func.params:
         try:
             types.append(p.checked_type)
         except ValueError:
             types.append(p.type_annotation)
-    return types, func.ret_type
+    return types
 
 
 def _adt_tags(mod: IRModule) -> dict[str, frozenset[int]]:
@@ -514,7 +514,7 @@ class DebugExecutor(Executor):
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
         typed = _infer(mod)
         main = typed["main"]
-        types, _ = _signature(main)
+        types = _param_types(main)
         interpreter = Interpreter(typed)
 
         def run(values: list[object]) -> Any:
@@ -541,7 +541,7 @@ class VMExecutor(Executor):
 
         typed = _infer(mod)
         main = typed["main"]
-        types, _ = _signature(main)
+        types = _param_types(main)
         exe = relay_vm.compile(mod, target=self.target)
         machine = VirtualMachine(exe, self.device)
 

@@ -281,9 +281,7 @@ class Interpreter:
                 )
         try:
             result = opdef.reference(args, attrs)
-        except InterpreterError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # a reference's numpy error, reported as the operator's
             shapes = ", ".join(
                 describe_value(a).removeprefix("a ").removeprefix("tensor of ") for a in args
             )
@@ -410,8 +408,7 @@ class Interpreter:
                 node = frame[1]
                 env = frame[2]
                 env.vars[node.var] = value
-                # Walk a chain of lets whose values are already values without a round trip.
-                e = node.body
+                e = node.body  # tail position: no frame stays behind
             elif kind == _K_ARGS:
                 frame[4].append(value)
                 node = frame[1]

@@ -172,8 +172,16 @@ def _operands(instruction: Instruction) -> dict[str, Any]:
     return dict(zip(OPCODES[instruction.opcode].operand_names, instruction.operands))
 
 
-def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
-    """Collect the writers of every register of ``function`` and what they prove."""
+def analyse(
+    function: VMFunction, constants: Sequence[np.ndarray], entry_only: bool = False
+) -> Facts:
+    """Collect the writers of every register of ``function`` and what they prove.
+
+    ``entry_only`` says no instruction calls the function or makes a closure of it,
+    so its arguments only ever come through the machine's API, which checks them
+    against the parameter types: a tensor parameter no instruction overwrites then
+    has the rank and dtype of its type.
+    """
     writers: dict[int, list[tuple[Opcode, dict[str, Any]]]] = {}
     for instruction in function.instructions:
         info = OPCODES[instruction.opcode]
@@ -209,7 +217,21 @@ def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
             values = {ops["value"] for _, ops in items}
             if len(values) == 1:
                 consti[reg] = values.pop()
+    if entry_only:
+        for reg, spec in enumerate(function.param_types):
+            if reg not in writers and spec[0] == "tensor":
+                tensor_type[reg] = (len(spec[1]), spec[2])
     return Facts(tensor_type, vm_allocated, storage, consti)
+
+
+def called_functions(functions: Sequence[VMFunction]) -> set[int]:
+    """The indices of functions some instruction invokes or makes a closure of."""
+    called = set()
+    for function in functions:
+        for instruction in function.instructions:
+            if instruction.opcode in (Opcode.Invoke, Opcode.AllocClosure):
+                called.add(_operands(instruction)["func_index"])
+    return called
 
 
 # ---- decoding ----------------------------------------------------------------------------------
@@ -270,14 +292,15 @@ class Decoder:
             program.tags[tag] = self.tag_array(tag)
         for index, code in enumerate(codes):
             program.owners[id(code)] = index
+        called = called_functions(functions)
         for index, function in enumerate(functions):
-            codes[index][:] = self._decode_function(index, function)
+            codes[index][:] = self._decode_function(index, function, index not in called)
         return program
 
-    def _decode_function(self, findex: int, function: VMFunction) -> list[tuple]:
+    def _decode_function(self, findex: int, function: VMFunction, entry_only: bool) -> list[tuple]:
         self.findex = findex
         self.function = function
-        self.facts = analyse(function, self.constants)
+        self.facts = analyse(function, self.constants, entry_only)
         decoded = []
         for pc, instruction in enumerate(function.instructions):
             self.pc = pc
@@ -630,11 +653,18 @@ def _alloc_storage(d: Decoder, ops: dict[str, Any]) -> tuple:
     size, dst = ops["size"], ops["dst"]
     empty = _empty
     uint8 = _UINT8
+    known = d.facts.consti.get(size)
 
     # numpy's allocator aligns buffers to 16 bytes, which covers every element type a
     # kernel reads; larger requested alignments are performance hints only.
-    def alloc(regs: list) -> None:
-        regs[dst] = empty(regs[size].item(), uint8)
+    if known is not None and known >= 0:
+
+        def alloc(regs: list) -> None:
+            regs[dst] = empty(known, uint8)
+    else:
+
+        def alloc(regs: list) -> None:
+            regs[dst] = empty(regs[size].item(), uint8)
 
     if d.mode == "profile":
         return d.timed("VM::AllocStorage", alloc, lambda regs: f"uint8[{regs[dst].size}]")

@@ -167,12 +167,13 @@ def _exact_map(section: str, where: str, value: Any, keys: tuple[str, ...]) -> d
         _malformed(section, f"{where} must be a map, found {_type(value)}")
     if set(value) != set(keys):
         missing = sorted(set(keys) - set(value))
-        extra = sorted(set(value) - set(keys))
+        # Keys may be str or bytes (msgpack's strict_map_key allows both): sort by repr.
+        extra = sorted((key for key in value if key not in keys), key=repr)
         detail = "; ".join(
             part
             for part in (
                 f"missing keys {missing}" if missing else "",
-                f"unknown keys {[k[:40] for k in extra][:8]}" if extra else "",
+                f"unknown keys {[key[:40] for key in extra][:8]}" if extra else "",
             )
             if part
         )

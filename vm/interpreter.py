@@ -74,6 +74,7 @@ from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.instrument import VMInstrumentReturnKind
 from vm.objects import ADT, Closure
+from vm.program import VMFunction
 
 #: Frames a run may stack before it fails with VMError. A frame costs about 200
 #: bytes plus its registers, so a runaway recursion stops well before exhausting memory.
@@ -457,6 +458,7 @@ class VirtualMachine:
         for index, function in enumerate(exe.functions):
             self._index.setdefault(function.name, index)
         self._signatures = [Signature(f, self._values) for f in exe.functions]
+        self._convert = [signature.convert_all for signature in self._signatures]
         self._closure_signatures: dict[tuple[int, int], Signature] = {}
         self._fast = self._decode("fast")
         self._program = self._fast
@@ -538,8 +540,15 @@ class VirtualMachine:
         vm.VMError
             If the program fails while running.
         """
-        index = self._function_index(func_name)
-        values = self._arguments(index, args, kwargs)
+        try:
+            index = self._index[func_name]
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(func_name, self._exe.globals) from None
+        if args and not kwargs:
+            values = self._convert[index](args)
+            self._inputs[index] = values
+        else:
+            values = self._arguments(index, args, kwargs)
         program = self._program
         return export(run(program, program.codes[index], [*values, *program.pads[index]]))
 
@@ -557,12 +566,16 @@ class VirtualMachine:
         closure = self._values.convert(closure, "invoke_closure: the closure")
         index = closure.func_index
         function = self._exe.functions[index]
-        captured = closure.captured
-        if len(captured) > len(function.params):
+        if len(closure.captured) > len(function.params):
             raise TypeError(
-                f"the closure of {function.name} captured {len(captured)} values, but "
+                f"the closure of {function.name} captured {len(closure.captured)} values, but "
                 f"{function.name} takes only {len(function.params)} parameters"
             )
+        # Captured values are parameters too: check them against their types, so a
+        # hand-made closure cannot pass what the function's code does not expect.
+        captured = self._captured_signature(index, len(closure.captured)).convert_all(
+            closure.captured
+        )
         key = (index, len(captured))
         signature = self._closure_signatures.get(key)
         if signature is None:
@@ -572,6 +585,24 @@ class VirtualMachine:
             self._closure_signatures[key] = signature
         values = signature.convert_all(args)
         return export(self._call(index, [*captured, *values]))
+
+    def _captured_signature(self, index: int, count: int) -> Signature:
+        """The checker of the first ``count`` parameters of function ``index``."""
+        key = (index, -count)
+        signature = self._closure_signatures.get(key)
+        if signature is None:
+            function = self._exe.functions[index]
+            head = VMFunction(
+                function.name,
+                function.params[:count],
+                function.param_types[:count],
+                function.ret_type,
+                function.register_file_size,
+                (),
+            )
+            signature = Signature(head, self._values, label=f"captured values of {function.name}")
+            self._closure_signatures[key] = signature
+        return signature
 
     # ---- stateful use ------------------------------------------------------------------------
 

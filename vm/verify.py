@@ -463,7 +463,8 @@ def _check_alloc_adt(context: _Context, ins: Instruction) -> str | None:
 
 def _check_invoke_packed(context: _Context, ins: Instruction) -> str | None:
     signature = context.signatures[ins.prim_index]
-    assert signature is not None  # descriptions are checked before any code
+    if signature is None:  # unreachable: descriptions are checked before any code
+        return f"primitive {ins.prim_index} has no valid description"
     inputs, outputs = signature
     if ins.num_outputs != outputs:
         return (

@@ -265,12 +265,10 @@ class _FunctionCompiler:
             fb.emit(Opcode.AllocClosure, index, (), dst)
             self.regs.append(dst)
         elif isinstance(expr, Constructor):
-            if expr.inputs:
-                raise self._error(
-                    f"constructor {expr.name_hint} is used as a value; eta-expand it "
-                    "(compiler.passes.eta_expand) before code generation"
-                )
-            self._alloc_adt(expr)
+            raise self._error(
+                f"constructor {expr.name_hint} is used as a value; eta-expand it "
+                "(compiler.passes.eta_expand) before code generation"
+            )
         elif isinstance(expr, Let):
             bindings, tail = let_chain(expr)
             steps: list[Task] = []

@@ -11,9 +11,9 @@ constructor, generic over the data type's type parameters::
 so the code generator sees an ordinary global used as a value (``AllocClosure`` with no
 captured values). TVM's ``EtaExpand(expand_constructor=True)`` does the same with local
 functions, which lambda lifting would turn into these globals anyway.
-A constructor without fields named as a value is the value itself, as in the reference
-interpreter: ``Nil`` becomes ``Nil()``. Global functions used as values need no
-expansion: they compile to closures directly.
+As in type inference, a constructor named without a call is a function even when it
+has no fields: ``Nil`` is ``fn () -> List[A]``, its value is ``Nil()``. Global functions
+used as values need no expansion: they compile to closures directly.
 """
 
 from __future__ import annotations
@@ -83,10 +83,8 @@ class _Expander(ExprMutator):
         replaced = list(kids)
         changed = False
         for i in range(start, len(kids)):
-            kid = kids[i]
-            if isinstance(kid, Constructor):
-                # A nullary constructor named as a value is its value (``Nil`` is ``Nil()``).
-                replaced[i] = Call(kid, []) if not kid.inputs else self._wrapper_for(kid)
+            if isinstance(kids[i], Constructor):
+                replaced[i] = self._wrapper_for(kids[i])
                 changed = True
         if changed:
             new = rebuild(new, tuple(replaced))

@@ -9,7 +9,6 @@ import pytest
 from compiler import relay
 from compiler.executor import check_graph_program, convert_arguments
 from compiler.interpreter import InterpreterClosure, InterpreterError
-from compiler.ir.types import Any
 from vm.objects import ADT
 
 I32 = relay.scalar_type("int32")
@@ -163,6 +162,20 @@ def test_non_exhaustive_match_traps_and_the_callable_keeps_working():
     assert int(f(ADT(cons.tag, [np.array(4, "int32"), ADT(nil.tag, [], "Nil")], "Cons"))) == 4
 
 
+def test_debug_executor_runs_ten_thousand_deep_recursion():
+    base = relay.IRModule()
+    relay.Prelude(base)
+    mod = relay.fromtext(
+        '#[version = "0.0.5"]\n'
+        "def @build(%n: int32) -> List[int32] {\n"
+        "  if (%n == 0) { Nil() } else { Cons(%n, @build(%n - 1)) }\n"
+        "}\n"
+        "def @main(%n: int32) { @length(@rev(@build(%n))) }",
+        init_module=base,
+    )
+    assert int(relay.create_executor(mod=mod).evaluate()(10_000)) == 10_000
+
+
 # --- invalid: arguments --------------------------------------------------------------------------
 
 
@@ -180,6 +193,14 @@ def test_argument_grouping_errors(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         f(*args, **kwargs)
     np.testing.assert_array_equal(f(np.ones((2, 2), "float32"), 2.0), np.full((2, 2), 2.0))
+
+
+def test_errors_of_a_callable_for_a_global_name_that_global():
+    mod = relay.IRModule()
+    p = relay.Prelude(mod)
+    f = relay.create_executor(mod=mod).evaluate(p.get_global_var("length"))
+    with pytest.raises(TypeError, match=r"length: parameter %xs expects List\[A\] but received"):
+        f(np.zeros(3, "int32"))
 
 
 @pytest.mark.parametrize(
@@ -249,7 +270,7 @@ def test_python_scalars_that_fit_are_converted(dtype, value, expected):
 
 
 def test_dynamic_dimensions_accept_any_size():
-    ty = relay.TensorType([Any(), 3])
+    ty = relay.TensorType([relay.Any(), 3])
     for rows in (0, 1, 5):
         (out,) = convert([ty], [np.zeros((rows, 3), "float32")])
         assert out.shape == (rows, 3)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from vm.builder import ExecutableBuilder
+from vm.executable import Executable
 from vm.isa import Opcode
+from vm.program import ConstructorInfo, Instruction, Primitive, VMFunction
 
 F32x2 = ("tensor", (2,), "float32")
 SCALAR_I64 = ("tensor", (), "int64")
@@ -128,6 +130,45 @@ def tiny_executable():
     f.emit(Opcode.Ret, 0)
     b.add_function(f)
     return b.build()
+
+
+def every_opcode_executable():
+    """One function using every opcode once, with operands that satisfy every rule.
+
+    Built directly from instructions (not the builder) so the test of "every opcode
+    is verified, printed and saved" does not depend on the builder's own checks.
+    """
+    I, O = Instruction, Opcode
+    code = (
+        I(O.LoadConst, (0, 1)),
+        I(O.LoadConsti, (16, 2)),
+        I(O.AllocStorage, (2, 64, "float32", 3)),
+        I(O.AllocTensor, (3, 0, (2,), "float32", 4)),
+        I(O.ShapeOf, (4, 5)),
+        I(O.AllocTensorReg, (3, 8, 5, "float32", 6)),
+        I(O.ReshapeTensor, (6, 5, 7)),
+        I(O.InvokePacked, (0, (0, 1, 4), 1)),
+        I(O.Move, (4, 8)),
+        I(O.AllocADT, (1, (0, 8), 9)),
+        I(O.GetTag, (9, 10)),
+        I(O.GetField, (9, 1, 11)),
+        I(O.AllocClosure, (1, (0,), 12)),
+        I(O.InvokeClosure, (12, (1,), 13)),
+        I(O.Invoke, (1, (0, 1), 14)),
+        I(O.KillRegister, (14,)),
+        I(O.If, (10, 2, 1, 2)),
+        I(O.Goto, (2,)),
+        I(O.Fatal, ()),
+        I(O.Ret, (13,)),
+    )
+    main = VMFunction("main", ("x",), (F32x2,), F32x2, 15, code)
+    pair = VMFunction("pair", ("a", "b"), (F32x2, F32x2), F32x2, 2, (I(O.Ret, (0,)),))
+    return Executable(
+        (main, pair),
+        (np.zeros(2, "float32"),),
+        (Primitive("vm_mod_add", ADD_DESCRIPTION),),
+        (ConstructorInfo(1, "Cons", 2, "List"), ConstructorInfo(2, "Nil", 0, "List")),
+    )
 
 
 # ---- document surgery for the loader's corpora ------------------------------------------------

@@ -8,11 +8,14 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from serialization.formats import EXECUTABLE_FORMAT
 from serialization.framing import read_document
 from tests.vm.executable_samples import (
     control_flow_executable,
+    every_opcode_executable,
     kernel_executable,
     tiny_executable,
 )
@@ -35,7 +38,9 @@ def assert_same_sections(a: Executable, b: Executable) -> None:
 
 
 @pytest.mark.parametrize(
-    "make", [tiny_executable, control_flow_executable, kernel_executable], ids=lambda f: f.__name__
+    "make",
+    [tiny_executable, control_flow_executable, kernel_executable, every_opcode_executable],
+    ids=lambda f: f.__name__,
 )
 def test_save_then_load_gives_equal_sections(make):
     exe = make()
@@ -138,3 +143,63 @@ def test_bytes_are_identical_across_processes_with_different_hash_seeds():
                       exe_a.constructors)  # fmt: skip
     local = hashlib.sha256(a + b + both.save()).hexdigest()
     assert digests == {local}
+
+
+# ---- property: random valid programs round trip ---------------------------------------------
+
+
+_DTYPES = ("bool", "int8", "int32", "int64", "uint16", "float16", "float32", "float64")
+
+
+@st.composite
+def programs(draw):
+    b = ExecutableBuilder()
+    constant_count = draw(st.integers(0, 4))
+    constants = []
+    for _ in range(constant_count):
+        dtype = draw(st.sampled_from(_DTYPES))
+        shape = tuple(draw(st.lists(st.integers(0, 3), max_size=3)))
+        seed = draw(st.integers(0, 2**16))
+        values = np.random.default_rng(seed).standard_normal(shape) * 100
+        constants.append(b.add_constant(values.astype(dtype)))
+    names = [f"f{i}" for i in range(draw(st.integers(1, 4)))]
+    for name in names:
+        b.declare(name)
+    for name in names:
+        arity = draw(st.integers(0, 3))
+        f = b.function(name, [f"p{i}" for i in range(arity)], [("any",)] * arity, ("any",))
+        defined = list(range(arity))
+        for _ in range(draw(st.integers(0, 8))):
+            choice = draw(st.integers(0, 4 if defined else 1))
+            dst = f.reg()
+            if choice == 0:
+                f.emit(Opcode.LoadConsti, draw(st.integers(-(2**63), 2**63 - 1)), dst)
+            elif choice == 1 and constants:
+                f.emit(Opcode.LoadConst, draw(st.sampled_from(constants)), dst)
+            elif choice == 1:
+                f.emit(Opcode.LoadConsti, 0, dst)
+            elif choice == 2:
+                f.emit(Opcode.Move, draw(st.sampled_from(defined)), dst)
+            elif choice == 3:
+                fields = draw(st.lists(st.sampled_from(defined), max_size=3))
+                f.emit(Opcode.AllocADT, 0, tuple(fields), dst)
+            else:
+                f.emit(
+                    Opcode.GetField, draw(st.sampled_from(defined)), draw(st.integers(0, 5)), dst
+                )
+            defined.append(dst)
+        if defined:
+            f.emit(Opcode.Ret, draw(st.sampled_from(defined)))
+        else:
+            f.emit(Opcode.Fatal)
+        b.add_function(f)
+    return b.build()
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs())
+def test_random_valid_programs_round_trip_byte_for_byte(exe):
+    data = exe.save()
+    loaded = Executable.load_exec(data)
+    assert_same_sections(exe, loaded)
+    assert loaded.save() == data

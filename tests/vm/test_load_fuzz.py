@@ -134,6 +134,9 @@ def _random_value(rng: random.Random):
             [],
             [rng.randrange(4)],
             {},
+            {b"key": 1},
+            {"op": "add", "args": [0, 1], "attrs": {}, "outputs": [["float32", 1]]},
+            ["float32", rng.randrange(-1, 3)],
             b"",
         ]
     )

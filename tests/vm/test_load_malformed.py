@@ -124,6 +124,11 @@ CASES = {
         "global",
         "unknown keys ['entry']",
     ),
+    "bytes map key": (
+        lambda: edit(lambda s: s["global"].__setitem__(b"raw", 1)),
+        "global",
+        "unknown keys [b'raw']",
+    ),
     "function name not a string": (
         lambda: edit(lambda s: s["global"]["functions"].__setitem__(0, 7)),
         "global",

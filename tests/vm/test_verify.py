@@ -9,6 +9,7 @@ from tests.vm.executable_samples import (
     ADD_DESCRIPTION,
     F32x2,
     control_flow_executable,
+    every_opcode_executable,
     kernel_executable,
 )
 from vm.errors import InvalidExecutableError
@@ -70,36 +71,8 @@ def test_an_empty_executable_verifies():
 
 
 def test_every_opcode_can_appear_in_a_valid_program():
-    # One instruction of every opcode, with operands chosen to satisfy the cross-checks.
-    code = [
-        I(O.LoadConst, (0, 1)),
-        I(O.LoadConsti, (16, 2)),
-        I(O.AllocStorage, (2, 64, "float32", 3)),
-        I(O.AllocTensor, (3, 0, (2,), "float32", 4)),
-        I(O.ShapeOf, (4, 5)),
-        I(O.AllocTensorReg, (3, 8, 5, "float32", 6)),
-        I(O.ReshapeTensor, (6, 5, 7)),
-        I(O.InvokePacked, (0, (0, 1, 4), 1)),
-        I(O.Move, (4, 8)),
-        I(O.AllocADT, (1, (0, 8), 9)),
-        I(O.GetTag, (9, 10)),
-        I(O.GetField, (9, 1, 11)),
-        I(O.AllocClosure, (0, (0,), 12)),
-        I(O.InvokeClosure, (12, (1,), 13)),
-        I(O.Invoke, (1, (0, 1), 14)),
-        I(O.KillRegister, (14,)),
-        I(O.If, (10, 2, 1, 2)),
-        I(O.Goto, (2,)),
-        I(O.Fatal, ()),
-        I(O.Ret, (13,)),
-    ]
-    assert {ins.opcode for ins in code} == set(OPCODES)
-    exe = exe_of(
-        fn("main", code, size=15, params=("x",)),
-        callee(2),
-        constants=(np.zeros(2, "float32"),),
-        primitives=(Primitive("vm_mod_add", ADD_DESCRIPTION),),
-    )
+    exe = every_opcode_executable()
+    assert {ins.opcode for ins in exe.functions[0].instructions} == set(OPCODES)
     verify(exe)
 
 

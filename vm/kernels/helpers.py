@@ -2,9 +2,12 @@
 
 Runtime layer (``vm.kernels``); imports numpy and numba.
 
-Generated kernel modules import this module as ``h``. numba compiles these functions
-into each kernel that calls them, and does not notice when this file changes, so the
-kernel cache key includes a hash of this file's source (see ``vm.kernels.library``).
+Generated kernel modules import this module as ``h``. The functions are
+``register_jitable``: numba compiles them once per process for each (non-literal)
+argument type signature, so a message or a constant argument does not cause a new
+specialization, and links them into each kernel that calls them. numba does not notice
+when this file changes, so the kernel cache key includes a hash of this file's source
+(see ``vm.kernels.library``).
 
 Semantics follow the compiler's numpy references: integer ``divide``/``mod`` truncate
 toward zero, ``floor_divide``/``floor_mod`` floor, integer division by zero raises
@@ -17,12 +20,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba.extending import register_jitable
 
 # --- float16 as uint16 bits --------------------------------------------------------------------
 
 
-@njit(nogil=True)
+@register_jitable
 def f16_to_f32(bits):
     """The float32 value of the float16 with bit pattern ``bits`` (exact)."""
     b = np.int64(bits)
@@ -39,7 +42,7 @@ def f16_to_f32(bits):
     return np.float32(value)
 
 
-@njit(nogil=True)
+@register_jitable
 def f32_to_f16(x):
     """The float16 bit pattern nearest to ``x`` (ties to even; overflow to infinity)."""
     v = np.float64(x)
@@ -65,7 +68,7 @@ def f32_to_f16(x):
     return np.uint16(sign | (e << 10) | (m - 1024))
 
 
-@njit(nogil=True)
+@register_jitable
 def f16_round(x):
     """``x`` rounded to the nearest float16 value, as a float32."""
     return f16_to_f32(f32_to_f16(x))
@@ -74,7 +77,7 @@ def f16_round(x):
 # --- integer division --------------------------------------------------------------------------
 
 
-@njit(nogil=True)
+@register_jitable
 def divide_s(a, b):
     """Signed ``a / b`` rounded toward zero."""
     if b == 0:
@@ -87,7 +90,7 @@ def divide_s(a, b):
     return q
 
 
-@njit(nogil=True)
+@register_jitable
 def divide_u(a, b):
     """Unsigned ``a / b``."""
     if b == 0:
@@ -95,7 +98,7 @@ def divide_u(a, b):
     return a // b
 
 
-@njit(nogil=True)
+@register_jitable
 def floor_divide_s(a, b):
     """Signed ``floor(a / b)``."""
     if b == 0:
@@ -105,7 +108,7 @@ def floor_divide_s(a, b):
     return a // b
 
 
-@njit(nogil=True)
+@register_jitable
 def floor_divide_u(a, b):
     """Unsigned ``floor(a / b)``."""
     if b == 0:
@@ -113,7 +116,7 @@ def floor_divide_u(a, b):
     return a // b
 
 
-@njit(nogil=True)
+@register_jitable
 def mod_s(a, b):
     """Signed remainder with the sign of ``a`` (truncated division)."""
     if b == 0:
@@ -126,7 +129,7 @@ def mod_s(a, b):
     return r
 
 
-@njit(nogil=True)
+@register_jitable
 def mod_u(a, b):
     """Unsigned remainder."""
     if b == 0:
@@ -134,7 +137,7 @@ def mod_u(a, b):
     return a % b
 
 
-@njit(nogil=True)
+@register_jitable
 def floor_mod_s(a, b):
     """Signed remainder with the sign of ``b`` (floored division)."""
     if b == 0:
@@ -144,7 +147,7 @@ def floor_mod_s(a, b):
     return a % b
 
 
-@njit(nogil=True)
+@register_jitable
 def floor_mod_u(a, b):
     """Unsigned remainder."""
     if b == 0:
@@ -152,7 +155,7 @@ def floor_mod_u(a, b):
     return a % b
 
 
-@njit(nogil=True)
+@register_jitable
 def power_s(a, b):
     """Signed ``a ** b`` wrapping on overflow; a negative ``b`` keeps the integer meaning
     ``trunc(1 / a ** -b)``: 1 for ``a == 1``, +-1 for ``a == -1``, 0 otherwise."""
@@ -175,7 +178,7 @@ def power_s(a, b):
     return result
 
 
-@njit(nogil=True)
+@register_jitable
 def power_u(a, b):
     """Unsigned ``a ** b`` wrapping on overflow."""
     base = np.uint64(a)
@@ -193,7 +196,7 @@ def power_u(a, b):
 # --- float helpers -----------------------------------------------------------------------------
 
 
-@njit(nogil=True)
+@register_jitable
 def fmax(a, b):
     """numpy's ``maximum``: a NaN operand wins."""
     if a != a:
@@ -203,7 +206,7 @@ def fmax(a, b):
     return a if a >= b else b
 
 
-@njit(nogil=True)
+@register_jitable
 def fmin(a, b):
     """numpy's ``minimum``: a NaN operand wins."""
     if a != a:
@@ -216,7 +219,7 @@ def fmin(a, b):
 # --- run-time shape and index checks -----------------------------------------------------------
 
 
-@njit(nogil=True)
+@register_jitable
 def bcast(a, b, what):
     """The numpy broadcast of dimensions ``a`` and ``b``, or ``ValueError`` naming ``what``."""
     if a == b or b == 1:
@@ -226,20 +229,20 @@ def bcast(a, b, what):
     raise ValueError(what + ": dimensions " + str(a) + " and " + str(b) + " do not broadcast")
 
 
-@njit(nogil=True)
+@register_jitable
 def expect(found, expected, what):
     """``ValueError`` naming ``what`` unless ``found == expected``."""
     if found != expected:
         raise ValueError(what + ": expected " + str(expected) + ", found " + str(found))
 
 
-@njit(nogil=True)
+@register_jitable
 def fail(what):
     """Raise ``ValueError(what)``."""
     raise ValueError(what)
 
 
-@njit(nogil=True)
+@register_jitable
 def take_index(i, n, mode):
     """Index ``i`` into an axis of size ``n``: mode 0 clips, 1 wraps, 2 must be in range."""
     j = np.int64(i)
@@ -263,7 +266,7 @@ def take_index(i, n, mode):
     return j
 
 
-@njit(nogil=True)
+@register_jitable
 def slice_start(dim, begin, end, has_end, stride):
     """Python's ``slice(begin, end, stride).indices(dim)``: the first index and the count."""
     if stride < 0:
@@ -296,7 +299,7 @@ def slice_start(dim, begin, end, has_end, stride):
     return start, np.int64(count)
 
 
-@njit(nogil=True)
+@register_jitable
 def index_error(what):
     """Raise ``IndexError(what)``."""
     raise IndexError(what)

@@ -52,9 +52,12 @@ def test_one_wrapper_per_constructor_however_often_it_is_used() -> None:
     assert [g.name_hint for g in out.get_global_vars()] == ["foldr", "main", "eta_Cons"]
 
 
-def test_nullary_constructor_named_as_a_value_becomes_its_value() -> None:
-    mod = parse(LIST + "def @main() -> List[int32] { Nil }")
-    assert_same(eta_expand(mod), LIST + "def @main() -> List[int32] { Nil() }")
+def test_nullary_constructor_named_as_a_value_is_a_function_too() -> None:
+    mod = parse(LIST + "def @main() -> List[int32] { let %make = Nil; %make() }")
+    expected = LIST + """
+    def @main() -> List[int32] { let %make = @eta_Nil; %make() }
+    def @eta_Nil[T]() -> List[T] { Nil() }"""
+    assert_same(eta_expand(mod), expected)
 
 
 def test_constructors_in_calls_and_patterns_are_left_alone() -> None:
@@ -80,7 +83,7 @@ def test_no_constructor_value_remains_outside_call_position() -> None:
         + """
     def @main(%xs: List[int32]) -> List[int32] {
       let %c = Cons;
-      @foldr(%c, Nil, %xs)
+      @foldr(%c, Nil(), %xs)
     }"""
     )
     out = eta_expand(mod)
@@ -94,7 +97,7 @@ def test_no_constructor_value_remains_outside_call_position() -> None:
 
 def test_the_input_module_is_not_modified() -> None:
     mod = parse(
-        LIST + FOLD + "def @main(%xs: List[int32]) -> List[int32] { @foldr(Cons, Nil, %xs) }"
+        LIST + FOLD + "def @main(%xs: List[int32]) -> List[int32] { @foldr(Cons, Nil(), %xs) }"
     )
     before = mod.astext()
     eta_expand(mod)

@@ -30,8 +30,6 @@ from collections.abc import Callable
 from typing import Any as AnyT
 
 import numpy as np
-from vm.builder import ExecutableBuilder, FunctionBuilder, Label
-from vm.isa import Opcode
 
 from compiler.backend.kernel_desc import PrimitiveNames, describe_primitive
 from compiler.backend.match_compiler import emit_pattern, is_irrefutable
@@ -56,6 +54,8 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import Any, FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import let_chain, post_order
 from compiler.passes.typed_rewrite import is_closure, is_primitive, known_type
+from vm.builder import ExecutableBuilder, FunctionBuilder, Label
+from vm.isa import Opcode
 
 #: Byte alignment of every kernel output inside a function's storage.
 ALIGNMENT = 64
@@ -90,7 +90,9 @@ def compile_module(mod: IRModule) -> AnyT:
     """
     builder = ExecutableBuilder()
     for ctor in mod.constructors:
-        builder.add_constructor(ctor.tag, ctor.name_hint, len(ctor.inputs), ctor.belong_to.name_hint)
+        builder.add_constructor(
+            ctor.tag, ctor.name_hint, len(ctor.inputs), ctor.belong_to.name_hint
+        )
     context = _ModuleContext(mod, builder)
     for gvar, func in mod.functions.items():
         if is_primitive(func):
@@ -117,7 +119,9 @@ class _ModuleContext:
         try:
             func = self.mod[gvar]
         except KeyError:
-            raise CodegenError(f"call of @{gvar.name_hint}, which the module does not define") from None
+            raise CodegenError(
+                f"call of @{gvar.name_hint}, which the module does not define"
+            ) from None
         return self.builder.function_index(gvar.name_hint), func
 
     def kernel_index(self, func: Function) -> int:
@@ -259,7 +263,8 @@ class _FunctionCompiler:
             index, func = self.context.global_info(expr)
             if is_closure(func):
                 raise self._error(
-                    f"closure global @{expr.name_hint} is used as a value without its captured values"
+                    f"closure global @{expr.name_hint} is used as a value without its "
+                    "captured values"
                 )
             dst = fb.reg()
             fb.emit(Opcode.AllocClosure, index, (), dst)
@@ -283,7 +288,9 @@ class _FunctionCompiler:
             steps.append((self._expr, tail))
             self._push(*steps)
         elif isinstance(expr, Tuple):
-            self._push(*((self._expr, f) for f in expr.fields), (self._alloc_tuple, len(expr.fields)))
+            self._push(
+                *((self._expr, f) for f in expr.fields), (self._alloc_tuple, len(expr.fields))
+            )
         elif isinstance(expr, TupleGetItem):
             self._push((self._expr, expr.tuple_value), (self._get_field, expr.index))
         elif isinstance(expr, Call):

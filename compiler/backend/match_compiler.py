@@ -13,9 +13,6 @@ places the failure label before the next clause and ends the chain with ``Fatal`
 
 from __future__ import annotations
 
-from vm.builder import FunctionBuilder, Label
-from vm.isa import Opcode
-
 from compiler.ir.expr import (
     Pattern,
     PatternConstructor,
@@ -24,6 +21,8 @@ from compiler.ir.expr import (
     PatternWildcard,
     Var,
 )
+from vm.builder import FunctionBuilder, Label
+from vm.isa import Opcode
 
 
 def is_irrefutable(pattern: Pattern) -> bool:

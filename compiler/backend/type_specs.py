@@ -1,4 +1,4 @@
-"""Relay types as the plain-data type specs of ``vm.program`` (what the VM checks arguments against).
+"""Relay types as the plain-data type specs of ``vm.program`` that the VM checks arguments with.
 
 Compiler layer (``compiler.backend``).
 
@@ -11,8 +11,6 @@ which is how kernels see tuple inputs and outputs.
 
 from __future__ import annotations
 
-from vm.program import TypeSpec
-
 from compiler.ir.types import (
     Any,
     FuncType,
@@ -24,6 +22,7 @@ from compiler.ir.types import (
     TypeCall,
     TypeVar,
 )
+from vm.program import TypeSpec
 
 
 def type_spec(ty: Type) -> TypeSpec:
@@ -56,7 +55,9 @@ def type_spec(ty: Type) -> TypeSpec:
         elif isinstance(node, TypeVar):
             results[id(node)] = ("any",)
         elif isinstance(node, IncompleteType):
-            raise TypeError("a type was left unsolved by type inference; cannot describe it to the VM")
+            raise TypeError(
+                "a type was left unsolved by type inference; cannot describe it to the VM"
+            )
         else:
             raise TypeError(f"cannot describe type {type(node).__name__} to the VM")
     return results[id(ty)]

@@ -26,10 +26,14 @@ def known_type(expr: Expr) -> Type | None:
 
 
 def carry_type(old: Node, new: Node) -> Node:
-    """Give ``new`` (a node built to replace ``old``) the checked type of ``old``; returns ``new``."""
-    if new is not old and isinstance(new, Expr) and isinstance(old, Expr):
-        if new._checked_type is None:
-            new._checked_type = old._checked_type
+    """Give ``new`` (built to replace ``old``) the checked type of ``old``; return ``new``."""
+    if (
+        new is not old
+        and isinstance(new, Expr)
+        and isinstance(old, Expr)
+        and new._checked_type is None
+    ):
+        new._checked_type = old._checked_type
     return new
 
 
@@ -41,7 +45,7 @@ def with_type(expr: Expr, ty: Type | None) -> Expr:
 
 
 def is_primitive(expr: object) -> bool:
-    """Whether ``expr`` is a primitive function (``Primitive=1``), the unit that becomes a kernel."""
+    """Whether ``expr`` is a primitive function (``Primitive=1``): one kernel."""
     return isinstance(expr, Function) and bool(expr.attrs.get("Primitive", 0))
 
 

@@ -88,7 +88,7 @@ def optimize(
     return lowered, dict(params or {})
 
 
-def compile(  # noqa: A001  (TVM's name, kept for porting)
+def compile(
     mod: IRModule | Function,
     target: str | None = "cpu",
     params: Mapping[str, Any] | None = None,

@@ -513,6 +513,8 @@ class _Printer:
             return ["(", _join(fields), ",)" if len(fields) == 1 else ")"]
         if isinstance(node, TupleGetItem):
             value = yield self.g_ref(node.tuple_value)
+            if isinstance(value, str) and value[:1] in "-0123456789":
+                value = f"({value})"  # 1.0 would read as a float literal, (1).0 does not
             return [value, f".{node.index}"]
         if isinstance(node, If):
             cond = yield self.g_ref(node.cond)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import vm
-from vm.objects import ADT
 
+import vm
 from compiler import relay
 from compiler.ir.module import IRModule
+from vm.objects import ADT
 
 HEADER = '#[version = "0.0.5"]\n'
 
@@ -66,9 +66,13 @@ def assert_same_value(actual: Any, expected: Any, what: str = "values") -> None:
                 f"{where}: expected {e.constructor}/{e.tag} with {len(e)} fields, "
                 f"got {a.constructor}/{a.tag} with {len(a)}"
             )
-            stack.extend((x, y, f"{path}.{e.constructor}[{i}]") for i, (x, y) in enumerate(zip(a, e)))
+            stack.extend(
+                (x, y, f"{path}.{e.constructor}[{i}]") for i, (x, y) in enumerate(zip(a, e))
+            )
         elif isinstance(e, (tuple, list)):
-            assert isinstance(a, (tuple, list)) and len(a) == len(e), f"{where}: expected {e!r}, got {a!r}"
+            assert isinstance(a, (tuple, list)) and len(a) == len(e), (
+                f"{where}: expected {e!r}, got {a!r}"
+            )
             stack.extend((x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, e)))
         else:
             want = np.asarray(e)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import vm
-
 from compiler import relay
-
 from tests.e2e.harness import adt, check, int_list, parse
 
 I = np.int32
@@ -39,11 +38,14 @@ def test_update_replaces_one_element() -> None:
 
 
 def test_map_foldl_foldr_and_sum() -> None:
-    mod = prelude_main(f"""
+    mod = prelude_main(
+        f"""
       let %xs = @map(fn (%x: int32) -> int32 {{ %x * %x }}, {LIST});
       let %left = @foldl(fn (%acc: int32, %x: int32) -> int32 {{ %acc * 10 + %x }}, 0, {LIST});
       let %right = @foldr(fn (%x: int32, %acc: int32) -> int32 {{ %acc * 10 + %x }}, 0, {LIST});
-      (%xs, %left, %right, @sum(%xs))""", ret="(List[int32], int32, int32, int32)")
+      (%xs, %left, %right, @sum(%xs))""",
+        ret="(List[int32], int32, int32, int32)",
+    )
     check(mod, expected=(int_list(mod, [1, 4, 9, 16]), I(1234), I(4321), I(30)))
 
 
@@ -56,7 +58,8 @@ def test_filter_keeps_the_elements_the_predicate_accepts() -> None:
 
 def test_rev_concat_and_zip() -> None:
     mod = prelude_main(
-        f"(@rev({LIST}), @concat(Cons(7, Nil()), Cons(8, Nil())), @zip(Cons(1, Nil()), Cons(True, Nil())))",
+        f"(@rev({LIST}), @concat(Cons(7, Nil()), Cons(8, Nil())),"
+        " @zip(Cons(1, Nil()), Cons(True, Nil())))",
         ret="(List[int32], List[int32], List[(int32, bool)])",
     )
     pair = adt(mod, "Cons", (I(1), np.bool_(True)), adt(mod, "Nil"))

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+
 import vm
-
 from compiler import relay
-
 from tests.e2e.harness import check, int_list, parse
 
 I = np.int32

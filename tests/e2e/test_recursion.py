@@ -1,4 +1,4 @@
-"""Recursion end to end: loops as recursive globals, let-bound recursive functions, mutual recursion."""
+"""Recursion end to end: recursive globals as loops, let-bound recursion, mutual recursion."""
 
 from __future__ import annotations
 

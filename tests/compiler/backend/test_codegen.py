@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from vm.isa import Opcode
 
 from compiler import relay
 from compiler.backend.codegen import CodegenError, compile_module
 from compiler.relay.vm import optimize
-
 from tests.compiler.passes.util import HEADER, parse
+from vm.isa import Opcode
 
 
 def compile_text(text: str):  # type: ignore[no-untyped-def]
@@ -285,7 +284,8 @@ def test_fused_primitive_with_several_calls_and_a_tuple_result_is_one_kernel() -
     assert [n["op"] for n in kernel.description["nodes"]] == ["negative", "exp", "less"]
     assert kernel.description["results"] == [2, 3]
     assert [name for name, *_ in code(exe)] == [
-        "LoadConsti", "AllocStorage", "AllocTensor", "AllocTensor", "InvokePacked", "AllocADT", "Ret"
+        "LoadConsti", "AllocStorage", "AllocTensor", "AllocTensor", "InvokePacked", "AllocADT",
+        "Ret",
     ]  # fmt: skip
 
 
@@ -322,7 +322,9 @@ def test_unlowered_module_is_refused_with_the_pass_to_run() -> None:
         compile_module(mod)
     mod = infer_types(
         parse(
-            "def @main(%x: float32) -> float32 { let %f = fn (%y: float32) -> float32 { %y }; %f(%x) }"
+            "def @main(%x: float32) -> float32 {"
+            "  let %f = fn (%y: float32) -> float32 { %y }; %f(%x)"
+            "}"
         )
     )
     with pytest.raises(CodegenError, match="lambda lifting"):

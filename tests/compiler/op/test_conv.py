@@ -15,7 +15,7 @@ from tests.compiler.op._helpers import T, check_array, ref, rel
 
 def naive_conv2d(x, w, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
     """The convolution sum written out, reading padding as zeros by bounds checks."""
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
     top, left, bottom, right = padding
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
@@ -201,7 +201,7 @@ def test_builder_normalizes_ints_and_padding_like_tvm():
     }  # fmt: skip
     assert relay.nn.conv2d(x, w).attrs["padding"] == (0, 0, 0, 0)
     assert relay.nn.conv2d(x, w, padding=[2]).attrs["padding"] == (2, 2, 2, 2)
-    with pytest.raises(TypeError, match="attribute groups of nn.conv2d must be an int"):
+    with pytest.raises(TypeError, match=r"attribute groups of nn\.conv2d must be an int"):
         relay.nn.conv2d(x, w, groups="2")
 
 

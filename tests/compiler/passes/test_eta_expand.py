@@ -6,7 +6,6 @@ from compiler.ir.expr import Call, Clause, Constructor, GlobalVar, Pattern
 from compiler.ir.visitor import children, post_order
 from compiler.passes import eta_expand
 from compiler.typing import infer_types
-
 from tests.compiler.passes.util import assert_same, parse
 
 LIST = "type List[A] { Cons(A, List[A]), Nil }\n"
@@ -54,9 +53,12 @@ def test_one_wrapper_per_constructor_however_often_it_is_used() -> None:
 
 def test_nullary_constructor_named_as_a_value_is_a_function_too() -> None:
     mod = parse(LIST + "def @main() -> List[int32] { let %make = Nil; %make() }")
-    expected = LIST + """
+    expected = (
+        LIST
+        + """
     def @main() -> List[int32] { let %make = @eta_Nil; %make() }
     def @eta_Nil[T]() -> List[T] { Nil() }"""
+    )
     assert_same(eta_expand(mod), expected)
 
 

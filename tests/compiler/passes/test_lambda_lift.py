@@ -7,7 +7,6 @@ from compiler.ir.expr import Function
 from compiler.passes import lambda_lift, to_anf
 from compiler.passes.typed_rewrite import is_closure
 from compiler.typing import infer_types
-
 from tests.compiler.passes.util import assert_same, parse
 
 

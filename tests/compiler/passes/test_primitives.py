@@ -7,7 +7,6 @@ from compiler.ir.visitor import post_order
 from compiler.passes import wrap_primitives
 from compiler.passes.typed_rewrite import is_primitive
 from compiler.typing import infer_types
-
 from tests.compiler.passes.util import assert_same, parse
 
 

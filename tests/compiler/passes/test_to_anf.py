@@ -8,7 +8,6 @@ from compiler.ir.module import IRModule
 from compiler.ir.visitor import let_chain
 from compiler.passes import to_anf
 from compiler.passes.to_anf import is_atom, to_anf_expr
-
 from tests.compiler.passes.util import assert_same, parse
 
 IDENTITY = "def @f(%x: float32) -> float32 { %x }\n"

@@ -17,5 +17,6 @@ def assert_same(actual: IRModule, expected: IRModule | str) -> None:
     """Fail, showing both programs, unless ``actual`` is structurally equal to ``expected``."""
     want = parse(expected) if isinstance(expected, str) else expected
     assert relay.structural_equal(actual, want), (
-        f"pass output differs from the expected program.\n--- actual:\n{actual}\n--- expected:\n{want}"
+        "pass output differs from the expected program.\n"
+        f"--- actual:\n{actual}\n--- expected:\n{want}"
     )

@@ -308,9 +308,8 @@ class Builder:
         )
         complete = self.draw(st.booleans())
         if complete:
-            last = PatternConstructor(self.adt.nil) if self.draw(st.booleans()) else (
-                PatternWildcard()
-            )
+            nil = PatternConstructor(self.adt.nil)
+            last = nil if self.draw(st.booleans()) else PatternWildcard()
             clauses.append(Clause(last, self.expr(ty, env, depth)))
         return Match(data, clauses, complete)
 
@@ -334,13 +333,15 @@ def modules(draw: st.DrawFn, max_depth: int = 4) -> IRModule:
     mod[identity] = Function([ident_var], ident_var, a, [a])
     env = Env([], [], identity)
     for index in range(draw(st.integers(0, 2))):
-        params = [Var(builder.name(), builder.value_type(1)) for _ in range(draw(st.integers(0, 2)))]
+        count = draw(st.integers(0, 2))
+        params = [Var(builder.name(), builder.value_type(1)) for _ in range(count)]
         ret = builder.value_type(1)
         inner = env.extended(*((p, p.type_annotation) for p in params))
         body = builder.expr(ret, inner, draw(st.integers(0, max_depth)))
         gvar = GlobalVar(f"helper{index}")
         mod[gvar] = Function(params, body, ret)
-        env = Env(env.values, [*env.globals, (gvar, FuncType([p.type_annotation for p in params], ret))], identity)  # fmt: skip
+        signature = FuncType([p.type_annotation for p in params], ret)
+        env = Env(env.values, [*env.globals, (gvar, signature)], identity)
     params = [Var(builder.name(), builder.value_type(1)) for _ in range(draw(st.integers(0, 3)))]
     ret = builder.value_type(1)
     inner = env.extended(*((p, p.type_annotation) for p in params))

@@ -368,7 +368,7 @@ def test_float32_literal_is_correctly_rounded_from_decimal():
         (
             "fn (int32, float32) -> bool",
             FuncType([TensorType((), "int32"), TensorType((), "float32")], TensorType((), "bool")),
-        ),  # fmt: skip
+        ),
         ("fn () -> ()", FuncType([], TupleType([]))),
     ],
 )

@@ -53,9 +53,7 @@ def test_shared_node_used_in_both_branches_is_bound_before_the_if():
     c = relay.var("c", "bool")
     x = relay.var("x", "float32")
     shared = relay.exp(x)
-    mod = IRModule.from_expr(
-        relay.Function([c, x], relay.If(c, shared, relay.negative(shared)))
-    )
+    mod = IRModule.from_expr(relay.Function([c, x], relay.If(c, shared, relay.negative(shared))))
     assert mod.astext() == main_text(
         "  %0 = exp(%x);\n  if (%c) {\n    %0\n  } else {\n    negative(%0)\n  }",
         "%c: bool, %x: float32",
@@ -217,9 +215,7 @@ def test_expression_text_declares_free_variables_and_parses_back():
     y = relay.var("y")
     expr = relay.exp(x) + y
     text = str(expr)
-    assert text == (
-        "free_var %x: Tensor[(2), float32];\nfree_var %y;\n%0 = exp(%x);\nadd(%0, %y)"
-    )
+    assert text == ("free_var %x: Tensor[(2), float32];\nfree_var %y;\n%0 = exp(%x);\nadd(%0, %y)")
     assert structural_equal(parse_expr(text), expr, map_free_vars=True)
     assert expr_to_text(expr, show_free_vars=False) == "%0 = exp(%x);\nadd(%0, %y)"
 

@@ -20,7 +20,9 @@ FORMS = {
     ),
     "type_params_and_return_type": "def @id[A, B](%x: A, %y: B) -> A { %x }",
     "adt_definition": LIST + "type Pair[A, B] { MkPair(A, B) }\ntype Unit { U }",
-    "fn_closure": "def @main(%x: float32) { let %f = fn (%y: float32) -> float32 { %y * %x }; %f(%x) }",
+    "fn_closure": (
+        "def @main(%x: float32) { let %f = fn (%y: float32) -> float32 { %y * %x }; %f(%x) }"
+    ),
     "closure_returned": "def @main() -> fn (int32) -> int32 { fn (%y: int32) { %y } }",
     "closure_attributes": "def @main() { fn (%x: float32, Primitive=1) { exp(%x) } }",
     "let_with_annotation": "def @main(%x: float32) { let %y: float32 = %x; let %z = %y; %z }",
@@ -28,16 +30,21 @@ FORMS = {
     "sequence": "def @main(%x: int32) { %x; %x }",
     "graph_bindings_dag": "def @main(%x: float32) { %0 = exp(%x); %1 = %0 + %0; (%1, %0) }",
     "if_else": "def @main(%c: bool) { if (%c) { 1f } else if (%c == False) { 2f } else { 3f } }",
-    "shared_across_branches": "def @main(%c: bool, %x: float32) { %0 = exp(%x); if (%c) { %0 } else { -%0 } }",
+    "shared_across_branches": (
+        "def @main(%c: bool, %x: float32) { %0 = exp(%x); if (%c) { %0 } else { -%0 } }"
+    ),
     "match_nested": LIST + (
         "def @f(%l: List[int32]) -> int32 { match (%l) { Cons(%h, Cons(_, %t)) => %h,"
         " Cons(%h: int32, _) => { %h }, Nil => 0 } }"
     ),
     "match_partial_tuple_pattern": "def @f(%p: (int32, float32)) { match? (%p) { (%a, _) => %a } }",
     "match_wildcard_and_tuple_in_constructor": LIST + (
-        "def @f(%l: List[(int32, int32)]) { match (%l) { Cons((%a, %b), _) => %a + %b, _ => 0 } }"
+        "def @f(%l: List[(int32, int32)]) {"
+        " match (%l) { Cons((%a, %b), _) => %a + %b, _ => 0 } }"
     ),
-    "tuples_and_projection": "def @main(%t: ((int32, int32), int32)) { ((), (%t.1,), %t.0.1, (%t.0, %t.1)) }",
+    "tuples_and_projection": (
+        "def @main(%t: ((int32, int32), int32)) { ((), (%t.1,), %t.0.1, (%t.0, %t.1)) }"
+    ),
     "projection_of_call": "def @f() -> (int32, int32) { (1, 2) }\ndef @main() { @f().1 }",
     "calls": LIST + (
         "def @g(%x: int32) { %x }\n"

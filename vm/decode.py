@@ -412,7 +412,7 @@ def _invoke_packed(d: Decoder, ops: dict[str, Any]) -> tuple:
             return (K_PACKED3, entry, *regs)
         if len(regs) == 2:
             return (K_PACKED2, entry, *regs)
-    handler = _kernel_handler(entry, regs, rank_checks, write_checks, name)
+    handler = _kernel_handler(entry, regs, rank_checks, write_checks, first_output, name)
     if d.mode == "hooked":
         return (K_CALL, _hooked_kernel(handler, kernel, name, regs, d.hook))
     if d.mode == "profile":
@@ -425,6 +425,7 @@ def _kernel_handler(
     regs: tuple[int, ...],
     rank_checks: tuple[tuple[int, int], ...],
     write_checks: tuple[int, ...],
+    first_output: int,
     name: str,
 ) -> Callable[..., Any]:
     """``handler(registers, args=None)``: check the arguments, then run the kernel."""
@@ -442,7 +443,7 @@ def _kernel_handler(
         for i in write_checks:
             if not args[i].flags.writeable:
                 raise KernelArgumentError(
-                    f"output {i} (${regs[i]}) of kernel {name} is read-only memory "
+                    f"output {i - first_output} (${regs[i]}) of kernel {name} is read-only memory "
                     "(a constant or a read-only input); kernels write only to tensors "
                     "allocated with alloc_tensor"
                 )
@@ -527,9 +528,9 @@ def _value_text(value: Any) -> str:
         flag = "" if value.flags.writeable else "read-only "
         return f"a {flag}tensor {_type_text(value.dtype, value.shape)}"
     if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
+        return f"a tuple of {len(value)} fields"
     if isinstance(value, ADT):
-        return f"an ADT ({value.constructor or value.tag})"
+        return f"an ADT value ({value.constructor or f'tag {value.tag}'}, {len(value)} fields)"
     if isinstance(value, Closure):
         return "a closure"
     return "nothing" if value is None else type(value).__name__
@@ -834,12 +835,41 @@ def explain(program: Program, findex: int, pc: int, regs: list, error: BaseExcep
                 f"{ops['offset']} does not fit in a storage of {buffer.nbytes} bytes"
             )
     elif opcode is Opcode.AllocStorage:
-        detail = f"cannot allocate a storage of {_value_text(regs[ops['size']])} bytes ({detail})"
-    elif opcode in (Opcode.GetField, Opcode.GetTag, Opcode.InvokeClosure, Opcode.If):
-        reg_names = [n for n, k in OPCODES[opcode].operands if k is OperandKind.REG]
-        held = ", ".join(f"${ops[n]} holds {_value_text(regs[ops[n]])}" for n in reg_names)
-        detail = f"{detail} ({held})"
+        size = regs[ops["size"]]
+        if isinstance(size, np.ndarray) and size.size == 1:
+            detail = f"cannot allocate a storage of {size.item()} bytes ({detail})"
+        else:
+            detail = f"the size register ${ops['size']} holds {_value_text(size)}, not a scalar"
+    elif opcode in _NEEDS:
+        reg = ops[_NEEDS[opcode][0]]
+        value = regs[reg]
+        needed = _NEEDS[opcode][1]
+        if opcode is Opcode.If:
+            bad = [
+                f"${r} holds {_value_text(regs[r])}"
+                for r in (ops["test"], ops["target"])
+                if not (isinstance(regs[r], np.ndarray) and regs[r].size == 1)
+            ]
+            detail = f"if compares two scalars, but {' and '.join(bad) or detail}"
+        elif not isinstance(value, needed):
+            kinds = " or ".join(_KIND_WORDS[k] for k in needed)
+            detail = f"${reg} holds {_value_text(value)}, not {kinds}"
+        elif opcode is Opcode.GetField:
+            fields = value if isinstance(value, tuple) else value.fields
+            detail = f"${reg} holds {_value_text(value)}, which has no field {ops['index']}"
+            if len(fields) > ops["index"]:
+                detail = f"{type(error).__name__}: {error}"
     return detail
+
+
+# Operand each opcode reads a structured value from, and the kinds it accepts there.
+_NEEDS: dict[Opcode, tuple[str, tuple[type, ...]]] = {
+    Opcode.GetField: ("object", (tuple, ADT)),
+    Opcode.GetTag: ("object", (tuple, ADT)),
+    Opcode.InvokeClosure: ("closure", (Closure,)),
+    Opcode.If: ("test", (np.ndarray,)),
+}
+_KIND_WORDS = {tuple: "a tuple", ADT: "an ADT", Closure: "a closure", np.ndarray: "a tensor"}
 
 
 def _explain_kernel(program: Program, ops: dict[str, Any], regs: list, error: BaseException) -> str:

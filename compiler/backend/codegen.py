@@ -31,7 +31,7 @@ from typing import Any as AnyT
 
 import numpy as np
 
-from compiler.backend.kernel_desc import PrimitiveNames, describe_primitive
+from compiler.backend.kernel_desc import KernelDescriptionError, PrimitiveNames, describe_primitive
 from compiler.backend.match_compiler import emit_pattern, is_irrefutable
 from compiler.backend.type_specs import tensor_leaves, type_spec
 from compiler.ir.expr import (
@@ -56,6 +56,8 @@ from compiler.ir.visitor import let_chain, post_order
 from compiler.passes.typed_rewrite import is_closure, is_primitive, known_type
 from vm.builder import ExecutableBuilder, FunctionBuilder, Label
 from vm.isa import Opcode
+from vm.kernels import KernelDescriptionError as RuntimeKernelError
+from vm.kernels import check_description
 
 #: Byte alignment of every kernel output inside a function's storage.
 ALIGNMENT = 64
@@ -114,6 +116,7 @@ class _ModuleContext:
         self.builder = builder
         self.names = PrimitiveNames()
         self._kernels: dict[int, tuple[int, Function]] = {}
+        self._checked: set[str] = set()
 
     def global_info(self, gvar: GlobalVar) -> tuple[int, Function]:
         try:
@@ -124,12 +127,26 @@ class _ModuleContext:
             ) from None
         return self.builder.function_index(gvar.name_hint), func
 
-    def kernel_index(self, func: Function) -> int:
-        """The primitive index of a primitive function (described and named once)."""
+    def kernel_index(self, func: Function, where: str) -> int:
+        """The primitive index of a primitive function (described, checked and named once).
+
+        Kernels the runtime cannot build are refused here, naming the function they are
+        called from, rather than later when the executable is verified.
+        """
         cached = self._kernels.get(id(func))
         if cached is None:
-            base, description = describe_primitive(func)
-            name = self.names.name(base, description)
+            ops = _op_names(func)
+            try:
+                base, description = describe_primitive(func)
+                name = self.names.name(base, description)
+                if name not in self._checked:
+                    check_description(description)
+                    self._checked.add(name)
+            except (KernelDescriptionError, RuntimeKernelError) as err:
+                raise CodegenError(
+                    f"in @{where}: the primitive function calling {ops} cannot become a "
+                    f"kernel: {err}"
+                ) from None
             cached = (self.builder.add_primitive(name, description), func)
             self._kernels[id(func)] = cached  # the function is kept alive with its id
         return cached[0]
@@ -403,7 +420,7 @@ class _FunctionCompiler:
             dst = fb.reg()
             fb.emit(Opcode.AllocTensor, self.storage, offset, leaf.concrete_shape, leaf.dtype, dst)
             outputs.append(dst)
-        index = self.context.kernel_index(func)
+        index = self.context.kernel_index(func, self.name)
         fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
         assert call._checked_type is not None
         self.regs.append(self._assemble(call._checked_type, outputs))

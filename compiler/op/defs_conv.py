@@ -95,7 +95,11 @@ def _channels(op: str, attrs: Attrs, weight: TensorType, out_channels: Dim) -> D
     return channels  # type: ignore[return-value]
 
 
-def _common(op: str, arg_types: Sequence[Type], attrs: Attrs, kernel_layout: str, meaning: str):
+def _common(
+    op: str, arg_types: Sequence[Type], attrs: Attrs, kernel_layout: str, meaning: str
+) -> tuple[TensorType, TensorType, str, tuple[int, int], tuple[int, int], tuple[int, ...], int]:
+    """The checks both convolutions share: argument ranks and dtypes, layouts, strides,
+    dilation, padding and groups."""
     data = nchw_data(op, arg_types[0])
     weight = _weight(op, arg_types[1], kernel_layout, meaning)
     dtype = require_same_dtype(op, [("data", data), ("weight", weight)])

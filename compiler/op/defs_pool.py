@@ -263,7 +263,7 @@ def _output_size(op: str, attrs: Attrs, data: TensorType) -> tuple[Dim, Dim]:
     value = attrs["output_size"]
     if value is None or value == ():
         return data.shape[2], data.shape[3]
-    sizes = tuple(value)  # type: ignore[arg-type]
+    sizes = tuple(value) if isinstance(value, tuple) else (value,)
     if len(sizes) == 1:
         sizes = sizes * 2
     if len(sizes) != 2:

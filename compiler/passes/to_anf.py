@@ -86,6 +86,7 @@ _BIND_FRESH = 3  # (kind, expr): pop a value, bind it to a fresh variable; push 
 _BUILD = 4  # (kind, expr, count): pop count normalized children, rebuild expr; push it
 _OPEN = 5  # (kind,): open a scope
 _CLOSE = 6  # (kind, expr): pop an atom, wrap the scope's bindings around it; push the block
+_REMEMBER = 7  # (kind, expr): the atom on top of the results stands for expr in this scope
 
 
 def _block(expr: Expr) -> tuple[tuple[Any, ...], ...]:
@@ -131,6 +132,7 @@ class _Normalizer:
             self._build,
             self._open,
             self._close,
+            self._remember,
         ]
 
     # One push per task: tasks are pushed in reverse so they run in the order written.
@@ -147,7 +149,10 @@ class _Normalizer:
             self.results.append(found[0])
             return
         if isinstance(expr, Let):
-            self._push((_VALUE, expr.value), (_BIND_LET, expr), (_NORM, expr.body))
+            # Remembered so that a let shared by two parents binds its variable once.
+            self._push(
+                (_VALUE, expr.value), (_BIND_LET, expr), (_NORM, expr.body), (_REMEMBER, expr)
+            )
         else:
             self._push((_VALUE, expr), (_BIND_FRESH, expr))
 
@@ -240,6 +245,9 @@ class _Normalizer:
                 let.span = origin.span
             body = with_type(let, ty)
         self.results.append(body)
+
+    def _remember(self, task: tuple[Any, ...]) -> None:
+        self.memo[id(task[1])] = (self.results[-1], self.scopes[-1].key)  # type: ignore[assignment]
 
 
 def _clause(clause: Clause, rhs: Expr) -> Clause:

@@ -62,7 +62,8 @@ class Source:
         """The text of 1-based ``line`` without its newline."""
         start = self._line_starts[line - 1]
         end = self.text.find("\n", start)
-        return self.text[start:] if end < 0 else self.text[start:end]
+        line_text = self.text[start:] if end < 0 else self.text[start:end]
+        return line_text.rstrip("\r")
 
     def error(self, pos: int, message: str) -> RelaySyntaxError:
         """A :class:`RelaySyntaxError` at character offset ``pos``."""

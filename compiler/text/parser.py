@@ -88,6 +88,9 @@ BINARY_OPS: dict[str, tuple[int, str]] = {
     "!=": (1, "not_equal"),
 }
 
+_OPENERS = frozenset("([{")
+_CLOSERS = frozenset(")]}")
+
 # Names that can never be a type variable, constructor or type name.
 _RESERVED = KEYWORDS | {"Tensor", "_"} | set(DTYPES)
 
@@ -180,11 +183,9 @@ class _Parser:
         self.pos = 0
         self.init_module = init_module
         self.meta = {kind: list(nodes) for kind, nodes in (init_meta_table or {}).items()}
-        self.has_meta_section = False
         last = self.tokens[-3] if len(self.tokens) > 2 else None
         if last is not None and last.kind == "metadata":
             self.meta.update(decode_metadata(str(last.value), source, last.end))
-            self.has_meta_section = True
         # Local names (%x, %0) and type variables are lexically scoped: a stack of
         # bindings per name, plus frames recording which names each scope pushed.
         self.locals: dict[str, list[Expr]] = {}
@@ -342,9 +343,9 @@ class _Parser:
                 index += 1
                 if t.kind != "punct":
                     continue
-                if t.value in "([{":
+                if t.value in _OPENERS:
                     depth += 1
-                elif t.value in ")]}":
+                elif t.value in _CLOSERS:
                     depth -= 1
                     if depth <= 0 and t.value == "}":
                         break
@@ -653,7 +654,10 @@ class _Parser:
             digits, suffix = tok.value  # type: ignore[misc]
             if not suffix:
                 # Attribute values are Python numbers: keep full float64 precision.
-                number = float(digits) if any(c in digits for c in ".eE") else int(digits)
+                is_float = any(c in digits for c in ".eE")
+                if not is_float and len(digits) > 40:
+                    raise self.error(tok, f"integer value of attribute {name} is too large")
+                number = float(digits) if is_float else int(digits)
                 return -number if negative else number
             try:
                 array = parse_scalar(digits, suffix, negative)

@@ -102,9 +102,7 @@ def module_to_text(mod: object, show_meta_data: bool = True) -> str:
 
     if not isinstance(mod, IRModule):
         raise TypeError(f"module_to_text expects an IRModule, got {type(mod).__name__}")
-    printer = _Printer(
-        type_names={gtv.name_hint for gtv in mod.type_definitions},
-    )
+    printer = _Printer(type_names={gtv.name_hint for gtv in mod.type_definitions})
     items: list[Doc] = [printer.type_def(data) for data in mod.type_definitions.values()]
     items += [printer.definition(gvar, func) for gvar, func in mod.functions.items()]
     # One blank line between definitions, as TVM prints them.
@@ -125,7 +123,6 @@ def expr_to_text(node: Node, show_meta_data: bool = True, show_free_vars: bool =
     if isinstance(node, Pattern):
         return _flatten(run(printer.g_pattern(node)))
     if isinstance(node, Clause):
-        printer.names = _Names(set())
         return _flatten(run(printer.g_clause_alone(node)))
     if not isinstance(node, Expr):
         raise TypeError(f"expr_to_text expects a Relay expression, got {type(node).__name__}")
@@ -138,7 +135,6 @@ def type_to_text(ty: Type) -> str:
     printer = _Printer(type_names=set())
     if isinstance(ty, TypeData):
         return _flatten(printer.type_def(ty))
-    printer.names = _Names(set())
     return run(printer.g_type(ty))
 
 

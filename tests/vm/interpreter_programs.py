@@ -138,7 +138,9 @@ def scalar_programs() -> vm.Executable:
     b = ExecutableBuilder()
     _nat_types(b)
 
-    f = b.function("consts", [], [], ("tuple", (I64, ("tensor", (), "int32"), ("tensor", (), "int32"))))
+    f = b.function(
+        "consts", [], [], ("tuple", (I64, ("tensor", (), "int32"), ("tensor", (), "int32")))
+    )
     c, t, tag_t, z, tag_z, out = (f.reg() for _ in range(6))
     f.emit(O.LoadConsti, 7, c)
     f.emit(O.AllocADT, 0, [c, c], t)
@@ -218,7 +220,8 @@ def scalar_programs() -> vm.Executable:
 def closure_programs() -> vm.Executable:
     """``pair(c, x) = (c, x)`` lifted with one captured value; ``make(c)`` returns the
     closure of ``pair`` over ``c``; ``call(c, x)`` builds it and calls it with ``x``;
-    ``apply(f, x)`` calls any closure ``f`` on ``x``."""
+    ``apply(f, x)`` calls any closure ``f`` on ``x``; ``apply_any(f, x)`` does the same
+    with ``f`` untyped, so it may not be a closure at all."""
     b = ExecutableBuilder()
     pair = b.declare("pair")
     f = b.function("pair", ["c", "x"], [I64, I64], ("tuple", (I64, I64)))
@@ -240,11 +243,12 @@ def closure_programs() -> vm.Executable:
     f.emit(O.Ret, r)
     b.add_function(f)
 
-    f = b.function("apply", ["f", "x"], [("func",), ("any",)], ("any",))
-    r = f.reg()
-    f.emit(O.InvokeClosure, 0, [1], r)
-    f.emit(O.Ret, r)
-    b.add_function(f)
+    for name, spec in (("apply", ("func",)), ("apply_any", ("any",))):
+        f = b.function(name, ["f", "x"], [spec, ("any",)], ("any",))
+        r = f.reg()
+        f.emit(O.InvokeClosure, 0, [1], r)
+        f.emit(O.Ret, r)
+        b.add_function(f)
     return b.build()
 
 
@@ -266,7 +270,11 @@ def memory_programs() -> vm.Executable:
     const = b.add_constant(np.arange(4, dtype=np.float32).reshape(2, 2))
     shape_const = b.add_constant(np.array([3, 2], dtype=np.int64))
 
-    for name, shape, nbytes in (("fresh", (2, 3), 24), ("too_big", (10, 10), 24), ("negative", (2,), -1)):
+    for name, shape, nbytes in (
+        ("fresh", (2, 3), 24),
+        ("too_big", (10, 10), 24),
+        ("negative", (2,), -1),
+    ):
         f = b.function(name, [], [], ("tensor", shape, "float32"))
         size, st, out = f.reg(), f.reg(), f.reg()
         f.emit(O.LoadConsti, nbytes, size)

@@ -331,6 +331,15 @@ def test_unlowered_module_is_refused_with_the_pass_to_run() -> None:
         compile_module(mod)
 
 
+def test_primitive_that_cannot_become_a_kernel_is_refused_naming_where_it_is_called() -> None:
+    with pytest.raises(CodegenError, match=r"in @main: the primitive function calling add"):
+        compile_text("""
+        def @main(%x: float32) -> float32 {
+          %0 = fn (%p: float32, Primitive=1) -> float32 { add(%p, 1f) };
+          %0(%x)
+        }""")
+
+
 # --- determinism and scale -----------------------------------------------------------------------
 
 

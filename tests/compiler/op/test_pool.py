@@ -300,3 +300,13 @@ def test_adaptive_bins_overlap_when_the_input_does_not_divide():
     # Width 5 into 3 bins: [0, 2), [1, 4), [3, 5).
     check_array(ref("nn.adaptive_avg_pool2d", x, output_size=(1, 3)), [[[[1.5, 3, 4.5]]]],
                 "float32")  # fmt: skip
+
+
+def test_hand_built_attributes_may_hold_a_plain_int_output_size():
+    from compiler.ir.attrs import Attrs
+    from compiler.op.registry import get_def
+
+    opdef = get_def("nn.adaptive_avg_pool2d")
+    attrs = Attrs({"output_size": 3, "layout": "NCHW", "out_layout": ""})
+    assert opdef.type_rel([T((1, 2, 7, 7))], attrs) == T((1, 2, 3, 3))
+    assert opdef.reference([np.ones((1, 2, 7, 7), "float32")], attrs).shape == (1, 2, 3, 3)

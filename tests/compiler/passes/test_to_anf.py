@@ -277,3 +277,14 @@ def test_module_level_function_order_and_globals_are_preserved() -> None:
     out = to_anf(mod)
     assert isinstance(out, IRModule)
     assert [g.name_hint for g in out.get_global_vars()] == ["f", "main"]
+
+
+def test_let_shared_by_two_parents_binds_its_variable_once() -> None:
+    f = GlobalVar("f")
+    x = relay.var("x", shape=(), dtype="float32")
+    v = relay.var("v")
+    shared = Let(v, Call(f, [x]), v)
+    out = to_anf_expr(Function([x], Tuple([shared, shared])))
+    bindings, tail = let_chain(out.body)
+    assert len(bindings) == 2 and bindings[0].var is v
+    assert bindings[1].value.fields == (v, v) and tail is bindings[1].var

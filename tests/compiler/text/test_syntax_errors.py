@@ -216,6 +216,12 @@ def test_caret_lines_up_under_tab_indented_source():
     assert str(error).split("\n")[2] == "    \t\t^"
 
 
+def test_windows_line_endings_parse_and_errors_show_the_line():
+    assert fromtext("def @main() {\r\n  1\r\n}\r\n")["main"].body.data == 1
+    error = parse_error("def @main() {\r\n  1q\r\n}")
+    assert (error.lineno, error.offset, error.text) == (2, 4, "  1q")
+
+
 def test_parse_expr_rejects_trailing_tokens():
     with pytest.raises(RelaySyntaxError) as info:
         parse_expr("1 2")

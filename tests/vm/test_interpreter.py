@@ -1,0 +1,290 @@
+"""The interpreter loop: what programs return, how they trap, and that traps leave the VM usable.
+
+Programs come from tests/vm/interpreter_programs.py (built with vm.builder, no kernels here;
+kernel programs are in test_interpreter_kernels.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from tests.vm.interpreter_programs import (
+    SUCC,
+    ZERO,
+    closure_programs,
+    memory_programs,
+    nat,
+    nat_programs,
+    nat_value,
+)
+from tests.vm.interpreter_programs import scalar_programs as _scalar_programs
+from vm.decode import DECODERS, K_MATCH_TAG, Decoder
+from vm.isa import OPCODES
+
+
+@pytest.fixture(scope="module")
+def scalars():
+    return vm.VirtualMachine(_scalar_programs())
+
+
+@pytest.fixture(scope="module")
+def nats():
+    return vm.VirtualMachine(nat_programs())
+
+
+@pytest.fixture(scope="module")
+def memory():
+    return vm.VirtualMachine(memory_programs())
+
+
+@pytest.fixture(scope="module")
+def closures():
+    return vm.VirtualMachine(closure_programs())
+
+
+def test_every_opcode_of_the_isa_table_has_a_decoder():
+    assert set(DECODERS) == set(OPCODES)
+
+
+# ---- returns ----------------------------------------------------------------------------------
+
+
+def test_load_consti_is_an_int64_scalar_and_get_tag_an_int32_scalar(scalars):
+    consti, tuple_tag, zero_tag = scalars.invoke("consts")
+    assert consti.dtype == np.int64 and consti.shape == () and consti == 7
+    assert tuple_tag.dtype == np.int32 and tuple_tag.shape == () and tuple_tag == 0
+    assert zero_tag.dtype == np.int32 and zero_tag == ZERO
+
+
+def test_results_of_shared_scalars_are_writable_copies(scalars):
+    first = scalars.invoke("consts")[0]
+    assert first.flags.writeable
+    first[...] = 100
+    assert scalars.invoke("consts")[0] == 7
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [(3, 3, 1), (3, 4, 0), (-1, -1, 1)])
+def test_if_compares_two_registers(scalars, a, b, expected):
+    assert scalars.invoke("pick", a, b) == expected
+
+
+@pytest.mark.parametrize(("a", "expected"), [(5, 1), (4, 0)])
+def test_if_against_a_load_consti_register(scalars, a, expected):
+    assert scalars.invoke("is_five", a) == expected
+
+
+def test_tuples_come_back_as_python_tuples(scalars):
+    result = scalars.invoke("swap", 1, 2)
+    assert type(result) is tuple and [int(v) for v in result] == [2, 1]
+
+
+def test_get_field_projects_a_tuple_argument(scalars):
+    assert scalars.invoke("second", (np.int64(1), np.int64(2))) == 2
+
+
+def test_goto_jumps_over_instructions(scalars):
+    assert scalars.invoke("skip") == 2
+
+
+@pytest.mark.parametrize(("n", "expected"), [(0, 1), (3, 0)])
+def test_a_jump_into_the_middle_of_a_fused_tag_test_runs_the_rest(scalars, n, expected):
+    assert scalars.invoke("middle", nat(n)) == expected
+
+
+def test_kill_register_does_not_touch_other_registers(scalars):
+    assert scalars.invoke("killed", 9) == 9
+
+
+def test_the_tag_test_of_a_match_is_fused_in_the_fast_decode():
+    exe = nat_programs()
+    program = Decoder(exe, []).decode()
+    copy = program.codes[exe.globals.index("copy")]
+    assert copy[0][0] == K_MATCH_TAG
+    # The count decode runs every instruction on its own.
+    counting = Decoder(exe, [], "count", recorder=[0]).decode()
+    assert all(ins[0] != K_MATCH_TAG for code in counting.codes for ins in code)
+
+
+def test_adt_results_are_vm_adts_with_constructor_names(nats):
+    result = nats.invoke("main", nat(2))
+    assert isinstance(result, vm.ADT)
+    assert (result.tag, result.constructor, len(result)) == (SUCC, "succ", 1)
+    assert result[0][0].constructor == "zero"
+    assert nat_value(result) == 2
+
+
+def test_a_100000_deep_non_tail_recursion_runs(nats):
+    # copy() allocates its result after the recursive call returns: 100,000 live frames.
+    assert nat_value(nats.invoke("copy", nat(100_000))) == 100_000
+
+
+def test_recursion_returns_through_every_frame(nats):
+    assert nats.invoke("walk", nat(50)).constructor == "zero"
+
+
+def test_closures_get_captured_values_first_then_arguments(closures):
+    assert [int(v) for v in closures.invoke("call", 1, 2)] == [1, 2]
+
+
+def test_closure_results_can_be_called_with_invoke_closure(closures):
+    closure = closures.invoke("make", 5)
+    assert isinstance(closure, vm.Closure) and closure.name == "pair"
+    assert [int(v) for v in closures.invoke_closure(closure, 6)] == [5, 6]
+
+
+def test_closures_are_values_a_program_can_call(closures):
+    closure = closures.invoke("make", 5)
+    assert [int(v) for v in closures.invoke("apply", closure, np.int64(3))] == [5, 3]
+
+
+def test_alloc_storage_and_alloc_tensor_give_a_fresh_writable_tensor_per_call(memory):
+    first = memory.invoke("fresh")
+    second = memory.invoke("fresh")
+    assert first.shape == (2, 3) and first.dtype == np.float32 and first.flags.writeable
+    assert first.flags.c_contiguous
+    assert not np.shares_memory(first, second)
+
+
+def test_alloc_tensor_reg_takes_its_shape_from_a_register(memory):
+    assert memory.invoke("by_reg").shape == (3, 2)
+
+
+def test_shape_of_is_an_int64_vector(memory):
+    shape = memory.invoke("shape", np.zeros((4, 5), np.float32))
+    assert shape.dtype == np.int64 and shape.tolist() == [4, 5]
+
+
+def test_reshape_tensor_is_a_view_without_copy(memory):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = memory.invoke("reshape", x)
+    assert y.shape == (3, 2) and np.shares_memory(x, y)
+
+
+def test_constants_come_back_as_writable_copies_and_stay_unchanged(memory):
+    first = memory.invoke("const")
+    assert first.flags.writeable
+    first[...] = -1
+    assert memory.invoke("const").tolist() == [[0, 1], [2, 3]]
+    assert not memory.executable.constant_values[0].flags.writeable
+
+
+# ---- traps ------------------------------------------------------------------------------------
+
+
+def test_fatal_raises_vmerror_naming_function_and_pc(nats):
+    with pytest.raises(vm.VMError, match=r"no match clause applied in function only_zero at pc 4"):
+        nats.invoke("only_zero", nat(1))
+
+
+def test_fatal_error_records_function_and_pc(nats):
+    with pytest.raises(vm.VMError) as info:
+        nats.invoke("only_zero", nat(1))
+    assert (info.value.function, info.value.pc) == ("only_zero", 4)
+
+
+def test_a_runaway_recursion_stops_at_the_call_depth_limit():
+    machine = vm.VirtualMachine(nat_programs(), max_call_depth=1000)
+    with pytest.raises(vm.VMError, match=r"call depth limit of 1000 frames exceeded in function forever"):
+        machine.invoke("forever", nat(0))
+
+
+def test_the_call_depth_limit_counts_frames():
+    machine = vm.VirtualMachine(nat_programs(), max_call_depth=101)
+    # walk(n) needs n + 1 frames below main's entry frame.
+    assert machine.invoke("walk", nat(100)).constructor == "zero"
+    with pytest.raises(vm.VMError, match="call depth limit"):
+        machine.invoke("walk", nat(102))
+
+
+def test_the_default_call_depth_limit_stops_an_infinite_recursion(nats):
+    with pytest.raises(vm.VMError, match="call depth limit of 1000000 frames"):
+        nats.invoke("forever", nat(0))
+
+
+def test_the_vm_keeps_working_after_traps(nats):
+    for _ in range(3):
+        with pytest.raises(vm.VMError):
+            nats.invoke("only_zero", nat(1))
+        with pytest.raises(vm.VMError):
+            nats.invoke("forever", nat(0))
+        assert nat_value(nats.invoke("main", nat(3))) == 3
+
+
+def test_a_tensor_that_does_not_fit_its_storage_is_a_vmerror(memory):
+    with pytest.raises(vm.VMError, match=r"too_big at pc 2 .*400 bytes.* does not fit in a storage of 24 bytes"):
+        memory.invoke("too_big")
+
+
+def test_a_negative_storage_size_is_a_vmerror(memory):
+    with pytest.raises(vm.VMError, match="cannot allocate a storage of -1 bytes"):
+        memory.invoke("negative")
+
+
+def test_a_constant_is_never_used_as_storage(memory):
+    with pytest.raises(vm.VMError, match=r"does not hold a storage buffer .* read-only tensor"):
+        memory.invoke("view_const")
+
+
+def test_get_field_of_a_tensor_is_a_vmerror_not_an_attribute_error(memory):
+    with pytest.raises(vm.VMError, match=r"function any at pc 0 \(get_field \$1 \$0 0\): \$0 holds a tensor"):
+        memory.invoke("any", np.zeros(3))
+
+
+def test_get_field_out_of_range_is_a_vmerror(memory):
+    with pytest.raises(vm.VMError, match="has no field 0"):
+        memory.invoke("any", ())
+
+
+def test_if_on_a_non_scalar_is_a_vmerror(memory):
+    with pytest.raises(vm.VMError, match="if compares two scalars, but \\$0 holds a tensor float64\\[3\\]"):
+        memory.invoke("cond", np.zeros(3))
+
+
+def test_calling_a_value_that_is_not_a_closure_is_a_vmerror(closures):
+    with pytest.raises(vm.VMError, match=r"\$0 holds a tensor float64\[3\], not a closure"):
+        closures.invoke("apply_any", np.zeros(3), 1)
+
+
+def test_a_closure_called_with_the_wrong_number_of_arguments_is_a_vmerror(closures):
+    # pair takes (c, x); a closure over nothing called with one argument misses one.
+    bare = vm.Closure(closures.executable.globals.index("pair"), [])
+    with pytest.raises(vm.VMError, match=r"captured 0 values and is called with 1 arguments, but pair takes 2"):
+        closures.invoke("apply", bare, 1)
+    assert [int(v) for v in closures.invoke("call", 1, 2)] == [1, 2]
+
+
+# ---- invalid uses ------------------------------------------------------------------------------
+
+
+def test_an_unknown_function_name_lists_the_known_ones(scalars):
+    with pytest.raises(KeyError, match="unknown function 'nope'.*swap"):
+        scalars.invoke("nope")
+    with pytest.raises(ValueError):
+        scalars["nope"]
+
+
+def test_virtual_machine_needs_an_executable():
+    with pytest.raises(TypeError, match="needs a vm.Executable"):
+        vm.VirtualMachine(b"not an executable")
+
+
+@pytest.mark.parametrize("depth", [0, -1, 1.5, True])
+def test_max_call_depth_must_be_a_positive_int(depth):
+    with pytest.raises(ValueError, match="max_call_depth"):
+        vm.VirtualMachine(nat_programs(), max_call_depth=depth)
+
+
+def test_the_device_must_be_a_cpu_device():
+    vm.VirtualMachine(nat_programs(), vm.cpu())
+    vm.VirtualMachine(nat_programs(), [vm.cpu(0)])
+    with pytest.raises(TypeError, match="vm.cpu"):
+        vm.VirtualMachine(nat_programs(), "gpu")
+
+
+def test_cpu_devices_compare_by_index():
+    assert vm.cpu() == vm.cpu(0) == vm.Device(1, 0)
+    assert str(vm.cpu(1)) == "cpu(1)" and vm.cpu(1) != vm.cpu()
+    with pytest.raises(ValueError, match="CPU only"):
+        vm.Device(2, 0)

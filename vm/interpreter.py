@@ -76,9 +76,11 @@ from vm.instrument import VMInstrumentReturnKind
 from vm.objects import ADT, Closure
 from vm.program import VMFunction
 
-#: Frames a run may stack before it fails with VMError. A frame costs about 200
-#: bytes plus its registers, so a runaway recursion stops well before exhausting memory.
-DEFAULT_MAX_CALL_DEPTH = 1_000_000
+#: Frames a run may stack before it fails with VMError: 2.5 times the 100,000-deep
+#: recursions the VM must support. A frame costs about 250 bytes plus its registers'
+#: values, so a runaway recursion stops after roughly 60 MB and a third of a second
+#: instead of exhausting memory; deeper programs raise it with ``max_call_depth``.
+DEFAULT_MAX_CALL_DEPTH = 250_000
 
 _ndarray = np.ndarray
 _SKIP_RUN = VMInstrumentReturnKind.SKIP_RUN

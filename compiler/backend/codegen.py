@@ -250,12 +250,13 @@ class _FunctionCompiler:
 
     def _output_leaves(self, call: Call) -> list[TensorType]:
         ty = call._checked_type
-        ops = _op_names(call.op)
         if ty is None:
+            ops = _op_names(call.op)
             raise self._error(f"the call of operator {ops} has no type; run type inference first")
         leaves = tensor_leaves(ty)
         for leaf in leaves:
             if any(isinstance(d, Any) for d in leaf.shape):
+                ops = _op_names(call.op)
                 raise self._error(
                     f"operator {ops} produces {ty}, whose shape is only known at run time; "
                     "outputs of dynamic shape are not supported by the VM compiler yet"

@@ -66,9 +66,13 @@ def lambda_lift(mod: IRModule) -> IRModule:
 
 
 class _Job:
-    """One function body to rewrite; ``finish`` turns the new body into the global's function."""
+    """One function body to rewrite; ``finish`` turns the new body into the global's function.
 
-    __slots__ = ("body", "finish", "gvar", "root", "subst")
+    ``polymorphic`` says whether type variables are in scope in the body (some enclosing
+    function has type parameters); only then can a lifted function need type parameters.
+    """
+
+    __slots__ = ("body", "finish", "gvar", "polymorphic", "root", "subst")
 
     def __init__(
         self,
@@ -77,12 +81,14 @@ class _Job:
         body: Expr,
         subst: Subst,
         finish: Callable[[Expr], Function],
+        polymorphic: bool,
     ) -> None:
         self.gvar = gvar
         self.root = root
         self.body = body
         self.subst = subst
         self.finish = finish
+        self.polymorphic = polymorphic
 
 
 class _Lifter:
@@ -96,7 +102,10 @@ class _Lifter:
         for gvar, func in self.mod.functions.items():
             if is_primitive(func):
                 continue
-            self.jobs.append(_Job(gvar, gvar.name_hint, func.body, {}, _rebuilder(func)))
+            job = _Job(
+                gvar, gvar.name_hint, func.body, {}, _rebuilder(func), bool(func.type_params)
+            )
+            self.jobs.append(job)
         while self.jobs:
             job = self.jobs.popleft()
             self.out[job.gvar] = job.finish(self._rewrite_body(job))
@@ -142,19 +151,21 @@ class _Lifter:
         ret = func.ret_type
         if ret is None and func._checked_type is not None:
             ret = func._checked_type.ret_type  # type: ignore[attr-defined]
+        polymorphic = job.polymorphic or bool(func.type_params)
         if not captured:
             if let_var is not None:
                 # Uses after the let and recursive uses inside all name the global directly.
                 subst[let_var] = gvar
                 inner[let_var] = gvar
                 dropped.add(let_var)
-            type_params = _type_params(func, params, ret, [])
+            type_params = _type_params(func, params, ret, []) if job.polymorphic else []
 
             def finish_plain(body: Expr) -> Function:
-                new = Function(params, body, ret, type_params, func.attrs)
+                own = [*type_params, *func.type_params]
+                new = Function(params, body, ret, own, func.attrs)
                 return _typed_function(new, func)
 
-            self.jobs.append(_Job(gvar, job.root, func.body, inner, finish_plain))
+            self.jobs.append(_Job(gvar, job.root, func.body, inner, finish_plain, polymorphic))
             return with_type(gvar, func._checked_type)
 
         outer_params = []
@@ -169,7 +180,7 @@ class _Lifter:
             with_type(self_ref, known_type(let_var))
             inner[let_var] = self_ref
         capture_types = [known_type(q) for q in outer_params]
-        type_params = _type_params(func, params, ret, capture_types)
+        type_params = _type_params(func, params, ret, capture_types) if job.polymorphic else []
 
         def finish_closure(body: Expr) -> Function:
             if self_ref is not None:
@@ -182,7 +193,7 @@ class _Lifter:
                 outer._checked_type = FuncType(capture_types, inner_type, type_params)  # type: ignore[arg-type]
             return outer
 
-        self.jobs.append(_Job(gvar, job.root, func.body, inner, finish_closure))
+        self.jobs.append(_Job(gvar, job.root, func.body, inner, finish_closure, polymorphic))
         args = [subst.get(v, v) for v in captured]
         return with_type(Call(gvar, args), func._checked_type)
 

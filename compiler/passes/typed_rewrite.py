@@ -72,14 +72,15 @@ def type_vars_in(types: Iterable[Type | None]) -> list[TypeVar]:
     the parameters they bind.
     """
     out: list[TypeVar] = []
-    seen: set[int] = set()
+    seen: set[int] = set()  # every type node already walked (types are often shared)
     stack: list[Type] = [t for t in reversed(list(types)) if t is not None]
     while stack:
         ty = stack.pop()
+        if id(ty) in seen:
+            continue
+        seen.add(id(ty))
         if isinstance(ty, TypeVar):
-            if id(ty) not in seen:
-                seen.add(id(ty))
-                out.append(ty)
+            out.append(ty)
             continue
         stack.extend(reversed(_type_children(ty)))
     return out

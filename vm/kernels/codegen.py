@@ -1,7 +1,7 @@
 """Kernel code generation: a validated description becomes the source of one numba module.
 
 Runtime layer (``vm.kernels``); standard library only (the generated code imports numpy,
-numba and :mod:`vm.kernels.helpers`).
+numba, :mod:`vm.kernels.helpers` and :mod:`vm.kernels.blas`).
 
 The module holds one ``@numba.njit`` function ``kernel(in0, ..., out0, ...)`` with an
 explicit signature (C-contiguous arrays of the declared dtypes and ranks) in
@@ -402,6 +402,7 @@ class _Generator:
             "import numpy as np",
             "from numba import types",
             "",
+            "from vm.kernels import blas  # noqa: F401",
             "from vm.kernels import helpers as h  # noqa: F401",
             "",
             "SIGNATURE = types.void(",

@@ -2,13 +2,11 @@
 
 Runtime layer (``vm.kernels``); standard library only.
 
-Matrix products of ``float32``/``float64`` operands call numpy's BLAS-backed ``np.dot``
-(``np.matmul`` for batches) from an object-mode block once the product is big enough to
-repay the ~2 us of leaving compiled code; smaller ones, and integer products (which
-accumulate in 64 bits and wrap to the output dtype, as the reference's ``out_dtype``
-arithmetic does), run as compiled loops. numba's own ``np.dot`` would need scipy at
-run time, which the runtime does not depend on. Semantics mirror
-``compiler/op/defs_nn.py``.
+Matrix products of ``float32``/``float64`` operands call numpy's BLAS through
+:mod:`vm.kernels.blas` once the product is big enough to repay the ~2 us of leaving
+compiled code; smaller ones, and integer products (which accumulate in 64 bits and wrap
+to the output dtype, as the reference's ``out_dtype`` arithmetic does), run as compiled
+loops. Semantics mirror ``compiler/op/defs_nn.py``.
 """
 
 from __future__ import annotations
@@ -72,8 +70,7 @@ def _dense_emit(ctx: EmitCtx) -> None:
     loop = _dense_loop(ctx, x2, weight, o2, m, k, n, in_dtype, out_dtype)
     if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
         with src.block(f"if {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
-            with src.block("with numba.objmode():"):
-                src.line(f"np.dot({x2}, {weight}.T, out={o2})")
+            src.line(f"blas.dense_into({x2}, {weight}, {o2})")
         with src.block("else:"):
             loop()
     else:
@@ -158,10 +155,7 @@ def _batch_matmul_emit(ctx: EmitCtx) -> None:
 
     if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
         with src.block(f"if {batch} * {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
-            with src.block("with numba.objmode():"):
-                xs = f"{x}.transpose((0, 2, 1))" if ta else x
-                ys = f"{y}.transpose((0, 2, 1))" if tb else y
-                src.line(f"np.matmul({xs}, {ys}, out={out})")
+            src.line(f"blas.matmul_into({x}, {y}, {out}, {ta}, {tb})")
         with src.block("else:"):
             loops()
     else:

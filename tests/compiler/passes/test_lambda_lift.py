@@ -239,3 +239,13 @@ def test_lifting_is_deterministic() -> None:
       %b
     }"""
     assert lift(text).astext() == lift(text).astext()
+
+
+def test_local_polymorphic_function_keeps_its_own_type_parameters() -> None:
+    out = lift("""
+    def @main(%x: int32) -> int32 {
+      let %ident = fn [T](%v: T) -> T { %v };
+      %ident(%x)
+    }""")
+    assert [tv.name_hint for tv in out["main_lifted_0"].type_params] == ["T"]
+    infer_types(out)

@@ -1,0 +1,158 @@
+"""Layout kernels (reshape, squeeze, expand_dims, batch_flatten, transpose, concatenate, stack,
+split, strided_slice, take) return what the compiler's numpy references return.
+
+Returns group: each operator with its attribute variants in one kernel, on several shapes;
+float16 data moves as raw bits. Traps group: take with mode="fast" and an out-of-range
+index, and inputs whose run-time sizes contradict the attributes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.vm.kernels.harness import Program, check, run
+
+RNG = np.random.default_rng(7)
+
+
+def arange(shape: tuple, dtype: str = "float32") -> np.ndarray:
+    return np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (1, 6, 2), (4, 1, 6)])
+def test_reshape_handles_every_special_value(shape: tuple) -> None:
+    program = Program([arange(shape)])
+    newshapes = [(-1,), (0, -1), (-2,), (-3, 0), (0, -4, 1, -1, 0), (4, -1, 2)[-2:], (-1, 2, 1)]
+    results = [program.add("reshape", [0], newshape=n)[0] for n in newshapes]
+    check(program, results, [f"reshape {n}" for n in newshapes])
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 3, 1), (1, 1, 5, 1)])
+def test_squeeze_expand_dims_and_batch_flatten_copy_the_data(shape: tuple) -> None:
+    program = Program([arange(shape, "int16")])
+    results = [
+        program.add("squeeze", [0], axis=(1,))[0],
+        program.add("squeeze", [0], axis=(-1, 1))[0],
+        program.add("expand_dims", [0], axis=0)[0],
+        program.add("expand_dims", [0], axis=-1, num_newaxis=2)[0],
+        program.add("expand_dims", [0], axis=2, num_newaxis=0)[0],
+        program.add("nn.batch_flatten", [0])[0],
+    ]
+    check(program, results)
+
+
+def test_squeeze_without_axis_removes_the_size_one_axes() -> None:
+    program = Program([arange((3, 1, 4, 1))])
+    check(program, program.add("squeeze", [0]))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (1, 5, 3), (3, 2, 0)])
+def test_transpose_permutes_axes(shape: tuple) -> None:
+    program = Program([arange(shape, "float16")])
+    perms = [None, (1, 0, 2), (2, 0, 1), (-1, -3, -2)]
+    results = [program.add("transpose", [0], axes=p)[0] for p in perms]
+    check(program, results, [f"transpose {p}" for p in perms])
+
+
+@pytest.mark.parametrize("sizes", [(1, 2, 3), (4, 0, 1)])
+def test_concatenate_and_stack_join_fields(sizes: tuple) -> None:
+    fields = [RNG.standard_normal((2, n, 3)).astype("float32") for n in sizes]
+    same = [RNG.standard_normal((2, 3)).astype("float32") for _ in range(3)]
+    program = Program(fields + same)
+    results = [
+        program.add("concatenate", [0, 1, 2], axis=1)[0],
+        program.add("concatenate", [0, 0], axis=-1)[0],
+        program.add("concatenate", [2], axis=0)[0],
+        program.add("stack", [3, 4, 5], axis=0)[0],
+        program.add("stack", [3, 4, 5], axis=-1)[0],
+        program.add("stack", [4], axis=1)[0],
+    ]
+    check(program, results)
+
+
+@pytest.mark.parametrize("length", [6, 12, 9])
+def test_split_gives_every_piece(length: int) -> None:
+    program = Program([arange((2, length), "int32")])
+    pieces = [
+        *program.add("split", [0], indices_or_sections=3, axis=1),
+        *program.add("split", [0], indices_or_sections=(0, 2, 2, 5), axis=-1),
+        *program.add("split", [0], indices_or_sections=1, axis=0),
+    ]
+    check(program, pieces)
+
+
+SLICES = [
+    {"begin": (1,), "end": (3,)},
+    {"begin": (0, 1), "end": (4, 100), "strides": (2,)},
+    {"begin": (-1, -2), "end": (-100, 0), "strides": (-1, -1)},
+    {"begin": (5, 0), "end": (1, 2), "strides": (-2, 1)},
+    {"begin": (1,), "end": (2,), "axes": (2,)},
+    {"begin": (0, -3), "end": (-1, 2), "slice_mode": "size"},
+    {"begin": (2,), "end": (1,)},
+]
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 6), (7, 3, 2), (1, 1, 1)])
+def test_strided_slice_follows_python_slicing(shape: tuple) -> None:
+    program = Program([arange(shape)])
+    results = [program.add("strided_slice", [0], **config)[0] for config in SLICES]
+    check(program, results, [f"strided_slice {c}" for c in SLICES])
+
+
+TAKES = [
+    {"axis": None, "mode": "clip"},
+    {"axis": 0, "mode": "wrap"},
+    {"axis": 1, "mode": "clip"},
+    {"axis": -1, "mode": "fast"},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bool"])
+def test_take_gathers_with_clip_wrap_and_fast_modes(dtype: str) -> None:
+    x = arange((4, 5, 3), "float32").astype(dtype)
+    program = Program([x, np.array([[0, 2], [1, 2]], "int64"), np.array([9, -7, 2, -1], "int32")])
+    results = [program.add("take", [0, 2], **TAKES[0])[0]]
+    results += [program.add("take", [0, 2], **config)[0] for config in TAKES[1:3]]
+    results.append(program.add("take", [0, 1], **TAKES[3])[0])
+    check(program, results, [f"take {c}" for c in TAKES])
+
+
+def test_take_with_batch_dims_gathers_per_batch() -> None:
+    x = arange((2, 5, 3))
+    indices = np.array([[4, 0, 1], [2, 2, 3]], "int32")
+    program = Program([x, indices])
+    check(program, program.add("take", [0, 1], axis=1, batch_dims=1))
+
+
+def test_take_fast_mode_raises_on_an_out_of_range_index() -> None:
+    x = arange((4, 5, 3))
+    program = Program([x, np.array([[0, 2], [1, 2]], "int64")])
+    results = program.add("take", [0, 1], axis=-1, mode="fast")
+    want = program.expected(results)
+    desc = program.description(results)
+    for bad in (3, -1):
+        indices = np.array([[0, 2], [bad, 2]], "int64")
+        with pytest.raises(IndexError, match=f"index {bad} is out of range"):
+            run(desc, [x, indices], want)
+
+
+def test_take_from_an_empty_axis_raises() -> None:
+    program = Program([arange((4, 5)), np.array([1, 2], "int32")])
+    results = program.add("take", [0, 1], axis=1, mode="clip")
+    desc = program.description(results)
+    with pytest.raises(IndexError, match="axis of size 0"):
+        run(desc, [np.zeros((4, 0), "float32"), np.array([1, 2], "int32")], [np.zeros((4, 2), "float32")])
+
+
+def test_sizes_that_contradict_the_attributes_raise() -> None:
+    program = Program([arange((2, 6))])
+    results = program.add("split", [0], indices_or_sections=3, axis=1)
+    desc = program.description(results)
+    outs = [np.zeros((2, 2), "float32")] * 3
+    with pytest.raises(ValueError, match="not divisible by 3"):
+        run(desc, [arange((2, 7))], outs)
+    program = Program([arange((2, 6))])
+    results = program.add("reshape", [0], newshape=(4, 3))
+    with pytest.raises(ValueError, match="element count"):
+        run(program.description(results), [arange((2, 5))], [np.zeros((4, 3), "float32")])

@@ -1,0 +1,104 @@
+"""nn.dense, nn.batch_matmul, nn.softmax and nn.log_softmax kernels match the references.
+
+Returns group: products small enough for the compiled loop and big enough for BLAS (the
+same kernel picks by size), integer products with a wider out_dtype, float16, batch
+broadcasting and every transpose combination; softmax over each axis. Traps group:
+operands whose inner dimensions disagree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.vm.kernels.harness import Program, check, run
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.mark.parametrize(
+    ("data_shape", "units"),
+    [((3, 4), 5), ((64, 128), 96), ((2, 3, 8), 4), ((1, 0), 3), ((0, 4), 2)],
+)
+def test_dense_float32_uses_loops_or_blas_by_size(data_shape: tuple, units: int) -> None:
+    x = RNG.standard_normal(data_shape).astype("float32")
+    w = RNG.standard_normal((units, data_shape[-1])).astype("float32")
+    program = Program([x, w])
+    check(program, program.add("nn.dense", [0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "out_dtype"),
+    [("float64", ""), ("float16", ""), ("int8", "int32"), ("int32", ""), ("uint8", "float32")],
+)
+def test_dense_other_dtypes_accumulate_in_out_dtype(dtype: str, out_dtype: str) -> None:
+    if np.dtype(dtype).kind == "f":
+        x = RNG.standard_normal((4, 16)).astype(dtype)
+        w = RNG.standard_normal((3, 16)).astype(dtype)
+    else:
+        x = RNG.integers(0 if dtype == "uint8" else -100, 100, (4, 16)).astype(dtype)
+        w = RNG.integers(0 if dtype == "uint8" else -100, 100, (3, 16)).astype(dtype)
+    program = Program([x, w])
+    check(program, program.add("nn.dense", [0, 1], out_dtype=out_dtype))
+
+
+def test_dense_of_large_float64_operands_matches() -> None:
+    x = RNG.standard_normal((40, 50)).astype("float64")
+    w = RNG.standard_normal((60, 50)).astype("float64")
+    program = Program([x, w])
+    check(program, program.add("nn.dense", [0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("batch_x", "batch_y", "m", "k", "n"),
+    [(2, 2, 3, 4, 5), (1, 3, 2, 6, 2), (4, 1, 1, 1, 1), (2, 2, 40, 30, 50)],
+)
+def test_batch_matmul_every_transpose_combination(
+    batch_x: int, batch_y: int, m: int, k: int, n: int
+) -> None:
+    shapes = {
+        (False, False): ((batch_x, m, k), (batch_y, k, n)),
+        (False, True): ((batch_x, m, k), (batch_y, n, k)),
+        (True, False): ((batch_x, k, m), (batch_y, k, n)),
+        (True, True): ((batch_x, k, m), (batch_y, n, k)),
+    }
+    arrays = []
+    for xs, ys in shapes.values():
+        arrays += [RNG.standard_normal(xs).astype("float32"), RNG.standard_normal(ys).astype("float32")]
+    program = Program(arrays)
+    results = [
+        program.add("nn.batch_matmul", [2 * i, 2 * i + 1], transpose_a=ta, transpose_b=tb)[0]
+        for i, (ta, tb) in enumerate(shapes)
+    ]
+    check(program, results, [f"transpose_a={ta} transpose_b={tb}" for ta, tb in shapes])
+
+
+def test_batch_matmul_integers_wrap_in_out_dtype() -> None:
+    x = RNG.integers(-128, 128, (2, 3, 7)).astype("int8")
+    y = RNG.integers(-128, 128, (2, 5, 7)).astype("int8")
+    program = Program([x, y])
+    results = [
+        program.add("nn.batch_matmul", [0, 1])[0],
+        program.add("nn.batch_matmul", [0, 1], out_dtype="int32")[0],
+    ]
+    check(program, results)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_softmax_and_log_softmax_along_each_axis(dtype: str) -> None:
+    x = RNG.uniform(-5, 5, (3, 4, 5)).astype(dtype)
+    x[0, 0, 0] = -np.inf
+    program = Program([x])
+    axes = [-1, 0, 1]
+    results = [program.add("nn.softmax", [0], axis=a)[0] for a in axes]
+    results += [program.add("nn.log_softmax", [0], axis=a)[0] for a in axes]
+    check(program, results, [f"{op} axis={a}" for op in ("softmax", "log_softmax") for a in axes])
+
+
+def test_products_with_disagreeing_inner_dimensions_raise() -> None:
+    x = RNG.standard_normal((3, 4)).astype("float32")
+    w = RNG.standard_normal((5, 4)).astype("float32")
+    program = Program([x, w])
+    desc = program.description(program.add("nn.dense", [0, 1]))
+    with pytest.raises(ValueError, match=r"nn\.dense.*expected 5, found 4"):
+        run(desc, [RNG.standard_normal((3, 5)).astype("float32"), w], [np.zeros((3, 5), "float32")])

@@ -1,0 +1,167 @@
+"""The VirtualMachine API around the loop: run, vm[name], stateful calls, saved functions,
+invoke_closure (API.md "Running")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from tests.vm.interpreter_programs import closure_programs, scalar_programs
+
+
+@pytest.fixture
+def machine():
+    return vm.VirtualMachine(scalar_programs())
+
+
+def ints(values):
+    return [int(v) for v in values]
+
+
+# ---- returns ----------------------------------------------------------------------------------
+
+
+def test_getitem_returns_a_callable_for_a_function(machine):
+    assert ints(machine["swap"](1, 2)) == [2, 1]
+
+
+def test_run_invokes_main():
+    b = vm.builder.ExecutableBuilder()
+    f = b.function("main", ["a"], [("tensor", (), "int64")], ("tensor", (), "int64"))
+    f.emit(vm.isa.Opcode.Ret, 0)
+    b.add_function(f)
+    assert vm.VirtualMachine(b.build()).run(41) == 41
+
+
+def test_keyword_arguments_fill_parameters_by_name(machine):
+    assert ints(machine.invoke("swap", b=1, a=2)) == [1, 2]
+    assert ints(machine.invoke("swap", 5, b=6)) == [6, 5]
+    assert ints(machine.invoke("swap", 7, a=8)) == [7, 8]  # positional fills the free slot
+
+
+def test_set_input_then_invoke_with_no_arguments(machine):
+    machine.set_input("swap", 1, b=2)
+    assert ints(machine.invoke("swap")) == [2, 1]
+    assert ints(machine.invoke("swap")) == [2, 1]
+
+
+def test_invoke_with_arguments_keeps_them_as_inputs(machine):
+    machine.invoke("swap", 3, 4)
+    assert ints(machine.invoke("swap")) == [4, 3]
+
+
+def test_invoke_stateful_and_get_outputs_of_a_tuple(machine):
+    machine.set_input("swap", 1, 2)
+    assert machine.invoke_stateful("swap") is None
+    outputs = machine.get_outputs()
+    assert isinstance(outputs, list) and ints(outputs) == [2, 1]
+
+
+def test_get_outputs_of_a_single_tensor_is_a_one_element_list(machine):
+    machine.set_input("pick", 3, 3)
+    machine.invoke_stateful("pick")
+    outputs = machine.get_outputs()
+    assert len(outputs) == 1 and outputs[0] == 1 and outputs[0].flags.writeable
+
+
+def test_invoke_stateful_of_a_function_without_parameters_needs_no_inputs(machine):
+    machine.invoke_stateful("skip")
+    assert machine.get_outputs()[0] == 2
+
+
+def test_get_outputs_shows_the_latest_stateful_call(machine):
+    machine.invoke_stateful("swap", 1, 2)
+    machine.invoke_stateful("swap", 5, 6)
+    assert ints(machine.get_outputs()) == [6, 5]
+
+
+def test_a_saved_function_runs_with_its_bound_arguments(machine):
+    machine.save_function("swap", "swap_saved", 1, b=9)
+    assert ints(machine["swap_saved"]()) == [9, 1]
+    assert ints(machine["swap_saved"]()) == [9, 1]
+
+
+def test_a_saved_function_without_return_gives_none(machine):
+    machine.save_function("swap", "quiet", 1, 2, include_return=False)
+    assert machine["quiet"]() is None
+
+
+def test_saved_arguments_are_converted_once_at_save_time(machine):
+    machine.save_function("pick", "same", 3, 3)
+    machine.save_function("pick", "same", 3, 4)  # saving again replaces it
+    assert machine["same"]() == 0
+
+
+def test_get_input_index(machine):
+    assert machine.get_input_index("b", "swap") == 1
+    assert machine.get_input_index("z", "swap") == -1
+
+
+def test_invoke_closure_converts_its_arguments():
+    machine = vm.VirtualMachine(closure_programs())
+    closure = machine.invoke("make", 5)
+    assert ints(machine.invoke_closure(closure, 6.0)) == [5, 6]
+
+
+# ---- invalid uses ------------------------------------------------------------------------------
+
+
+def test_invoke_stateful_without_set_input_is_a_value_error(machine):
+    with pytest.raises(ValueError, match=r"no inputs set for swap: call set_input\('swap', \.\.\.\)"):
+        machine.invoke_stateful("swap")
+
+
+def test_get_outputs_before_invoke_stateful_is_a_value_error(machine):
+    with pytest.raises(ValueError, match="no outputs saved"):
+        machine.get_outputs()
+
+
+def test_invoke_without_arguments_or_inputs_says_so(machine):
+    with pytest.raises(TypeError, match=r"swap\(\) takes 2 arguments \(a, b\) but 0 were given, and no inputs"):
+        machine.invoke("swap")
+
+
+def test_an_unknown_keyword_is_a_type_error_naming_the_parameters(machine):
+    with pytest.raises(TypeError, match=r"swap\(\) got an unexpected keyword argument 'c'; its parameters are a, b"):
+        machine.set_input("swap", 1, c=2)
+
+
+def test_too_many_positional_arguments_with_keywords(machine):
+    with pytest.raises(TypeError, match="1 given by keyword, so 1 positional"):
+        machine.invoke("swap", 1, 2, b=3)
+
+
+def test_a_saved_function_takes_no_arguments(machine):
+    machine.save_function("swap", "s", 1, 2)
+    with pytest.raises(TypeError, match="takes no arguments"):
+        machine["s"](1)
+
+
+def test_a_saved_name_may_not_shadow_a_function(machine):
+    with pytest.raises(ValueError, match="has a function of that name"):
+        machine.save_function("swap", "pick", 1, 2)
+
+
+def test_save_function_checks_its_arguments_now(machine):
+    with pytest.raises(TypeError, match=r"swap\(\) takes 2 arguments"):
+        machine.save_function("swap", "bad", 1)
+
+
+def test_invoke_closure_needs_a_closure(machine):
+    with pytest.raises(TypeError, match="invoke_closure needs a vm.Closure, got the Python int 3"):
+        machine.invoke_closure(3)
+
+
+def test_invoke_closure_checks_the_captured_values_too():
+    machine = vm.VirtualMachine(closure_programs())
+    pair = machine.executable.globals.index("pair")
+    with pytest.raises(TypeError, match=r"captured values of pair: argument 0 \('c'\) expected a tensor int64\[\]"):
+        machine.invoke_closure(vm.Closure(pair, [np.zeros(3, np.float32)]), 1)
+    with pytest.raises(TypeError, match=r"closure of pair\(\) takes 1 argument \(x\) but 2 were given"):
+        machine.invoke_closure(vm.Closure(pair, [np.int64(1)]), 1, 2)
+
+
+def test_invoke_closure_rejects_an_index_outside_the_executable(machine):
+    with pytest.raises(TypeError, match="function index 99"):
+        machine.invoke_closure(vm.Closure(99, []))

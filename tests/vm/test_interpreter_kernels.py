@@ -1,0 +1,118 @@
+"""Kernel calls: results, caller-owned outputs, and kernel failures as VMErrors.
+
+Every program here uses one kernel (``add`` on float32 matrices), compiled once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from tests.vm.interpreter_programs import kernel_programs
+from vm.decode import K_ALLOC_PACKED2, K_CALL
+
+
+@pytest.fixture(scope="module")
+def machine():
+    return vm.VirtualMachine(kernel_programs())
+
+
+@pytest.fixture
+def x():
+    return np.arange(100, dtype=np.float32).reshape(10, 10)
+
+
+# ---- returns ----------------------------------------------------------------------------------
+
+
+def test_a_kernel_call_computes_its_output(machine, x):
+    np.testing.assert_array_equal(machine.invoke("main", x), x + x)
+
+
+def test_a_function_invoking_another_runs_both_kernels(machine, x):
+    np.testing.assert_array_equal(machine.invoke("twice", x), 4 * x)
+
+
+def test_results_are_never_overwritten_by_later_calls(machine, x):
+    first = machine.invoke("main", x)
+    second = machine.invoke("main", x + 1)
+    np.testing.assert_array_equal(first, x + x)
+    np.testing.assert_array_equal(second, 2 * (x + 1))
+    assert not np.shares_memory(first, second)
+
+
+def test_the_inputs_are_never_written(machine, x):
+    before = x.copy()
+    machine.invoke("twice", x)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_a_tuple_result_holds_a_new_tensor_and_the_caller_s_own_array(machine, x):
+    total, same = machine.invoke("pair", x)
+    np.testing.assert_array_equal(total, x + x)
+    assert same is x  # returning an argument returns the caller's array, not a copy
+
+
+def test_read_only_inputs_are_accepted_and_copied_if_returned(machine, x):
+    x.flags.writeable = False
+    total, same = machine.invoke("pair", x)
+    np.testing.assert_array_equal(total, x + x)
+    assert same.flags.writeable and not np.shares_memory(same, x)
+
+
+def test_an_entry_only_function_fuses_allocation_and_kernel(machine):
+    # main's parameter is only ever set through the checked API, so its rank is proven.
+    main = machine._fast.codes[machine.executable.globals.index("main")]
+    assert any(ins[0] == K_ALLOC_PACKED2 for ins in main)
+    # double is invoked by twice, so its parameter is checked at the kernel call.
+    double = machine._fast.codes[machine.executable.globals.index("double")]
+    assert any(ins[0] == K_CALL for ins in double)
+
+
+def test_a_count_of_executed_instructions(machine, x):
+    # load_consti, alloc_storage, alloc_tensor, invoke_packed, ret
+    assert machine.count_instructions("main", x) == 5
+    assert machine.count_instructions("twice", x) == 1 + 5 + 5
+
+
+# ---- traps ------------------------------------------------------------------------------------
+
+
+def test_a_kernel_exception_becomes_a_vmerror_naming_kernel_function_and_pc(machine, x):
+    with pytest.raises(vm.VMError) as info:
+        machine.invoke("mismatch", x, np.ones((5, 5), np.float32))
+    message = str(info.value)
+    assert "in function mismatch at pc 3 (invoke_packed" in message
+    assert "kernel vm_mod_fused_add raised ValueError" in message
+    assert (info.value.function, info.value.pc) == ("mismatch", 3)
+
+
+def test_a_wrong_rank_never_reaches_a_kernel(machine):
+    with pytest.raises(vm.VMError, match=r"argument 0 \(\$0\) of kernel vm_mod_fused_add is float32\[3\], but the kernel takes a tensor of rank 2"):
+        machine.invoke("loose", np.ones(3, np.float32))
+
+
+def test_a_wrong_dtype_is_explained_without_numba_wording(machine, x):
+    with pytest.raises(vm.VMError) as info:
+        machine.invoke("loose", x.astype(np.float64))
+    assert "is a tensor float64[10, 10], but the kernel takes a float32 tensor of rank 2" in str(info.value)
+    assert "unbox" not in str(info.value)
+
+
+def test_a_tuple_passed_to_a_kernel_is_a_vmerror(machine, x):
+    with pytest.raises(vm.VMError, match="is a tuple of 2 fields, but the kernel takes a float32 tensor"):
+        machine.invoke("loose", (x, x))
+
+
+def test_a_kernel_never_writes_into_a_constant(machine, x):
+    with pytest.raises(vm.VMError, match=r"output 0 \(\$1\) of kernel vm_mod_fused_add is read-only memory"):
+        machine.invoke("into_const", x)
+    assert not machine.executable.constant_values[0].any()
+
+
+def test_the_machine_keeps_working_after_kernel_errors(machine, x):
+    for _ in range(2):
+        with pytest.raises(vm.VMError):
+            machine.invoke("mismatch", x, np.ones((5, 5), np.float32))
+        np.testing.assert_array_equal(machine.invoke("twice", x), 4 * x)

@@ -50,7 +50,6 @@ def _numpy_chain(x: np.ndarray, length: int) -> np.ndarray:
 
 
 def _onnx_model(ops: list[str], shape: tuple[int, ...], binary_self: bool = False) -> bytes:
-    import onnx
     from onnx import TensorProto, helper
 
     nodes = []
@@ -82,10 +81,31 @@ def bench_add(quick: bool) -> list[Row]:
     exe = relay.vm.compile(_relay_add_module())
     machine = vm.VirtualMachine(exe, vm.cpu())
     np.testing.assert_allclose(machine.invoke("main", x), want)
-    rows.append(Row("x + x, 10x10, one call", "relayvm", best_time(lambda: machine.invoke("main", x), number), "invoke('main', x)"))
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "relayvm",
+            best_time(lambda: machine.invoke("main", x), number),
+            "invoke('main', x)",
+        )
+    )
     machine.save_function("main", "main_saved", x)
-    rows.append(Row("x + x, 10x10, one call", "relayvm saved function", best_time(machine["main_saved"], number), "save_function: args pre-bound"))
-    rows.append(Row("x + x, 10x10, one call", "numpy", best_time(lambda: np.add(x, x), number), "np.add(x, x)"))
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "relayvm saved function",
+            best_time(machine["main_saved"], number),
+            "save_function: args pre-bound",
+        )
+    )
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "numpy",
+            best_time(lambda: np.add(x, x), number),
+            "np.add(x, x)",
+        )
+    )
 
     kernel = vm.kernels.load_kernel(exe.primitives[0].description)
     out = np.empty_like(x)
@@ -93,15 +113,47 @@ def bench_add(quick: bool) -> list[Row]:
     args = [x] * len(kernel.input_dtypes) + [out]
     kernel.entry(*args)
     np.testing.assert_allclose(out, want)
-    rows.append(Row("x + x, 10x10, one call", "numba kernel alone", best_time(lambda: kernel.entry(*args), number), "entry point, output given"))
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "numba kernel alone",
+            best_time(lambda: kernel.entry(*args), number),
+            "entry point, output given",
+        )
+    )
 
-    sess = onnxruntime_session(_onnx_model(["Add"], (10, 10), binary_self=True)) if onnx_available() else None
+    sess = (
+        onnxruntime_session(_onnx_model(["Add"], (10, 10), binary_self=True))
+        if onnx_available()
+        else None
+    )
     if sess is None:
-        rows.append(Row("x + x, 10x10, one call", "onnxruntime", None, "not installed (pip install .[bench])"))
+        rows.append(
+            Row(
+                "x + x, 10x10, one call",
+                "onnxruntime",
+                None,
+                "not installed (pip install .[bench])",
+            )
+        )
     else:
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want)
-        rows.append(Row("x + x, 10x10, one call", "onnxruntime", best_time(lambda: sess.run(None, {"x": x}), number // 10), "sess.run"))
-    rows.append(Row("x + x, 10x10, one call", "TVM Relax VM", None, "not installable here (reference: 2.6 us from Python)"))
+        rows.append(
+            Row(
+                "x + x, 10x10, one call",
+                "onnxruntime",
+                best_time(lambda: sess.run(None, {"x": x}), number // 10),
+                "sess.run",
+            )
+        )
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "TVM Relax VM",
+            None,
+            "not installable here (reference: 2.6 us from Python)",
+        )
+    )
     return rows
 
 
@@ -119,14 +171,35 @@ def bench_chain(quick: bool) -> list[Row]:
     machine = vm.VirtualMachine(exe, vm.cpu())
     np.testing.assert_allclose(machine.invoke("main", x), want, rtol=1e-5)
     machine.save_function("main", "chain", x)
-    rows.append(Row(label, "relayvm", best_time(machine["chain"], number) / n, "unfused: AllocTensor + InvokePacked per op"))
-    rows.append(Row(label, "numpy", best_time(lambda: _numpy_chain(x, n), number) / n, "np.sin / np.cos calls"))
+    rows.append(
+        Row(
+            label,
+            "relayvm",
+            best_time(machine["chain"], number) / n,
+            "unfused: AllocTensor + InvokePacked per op",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            "numpy",
+            best_time(lambda: _numpy_chain(x, n), number) / n,
+            "np.sin / np.cos calls",
+        )
+    )
 
     if onnx_available():
         ops = ["Sin" if i % 2 == 0 else "Cos" for i in range(n)]
         sess = onnxruntime_session(_onnx_model(ops, (1, 1)))
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
-        rows.append(Row(label, "onnxruntime", best_time(lambda: sess.run(None, {"x": x}), number) / n, "one sess.run of a 100-node graph"))
+        rows.append(
+            Row(
+                label,
+                "onnxruntime",
+                best_time(lambda: sess.run(None, {"x": x}), number) / n,
+                "one sess.run of a 100-node graph",
+            )
+        )
     else:
         rows.append(Row(label, "onnxruntime", None, "not installed"))
 
@@ -144,7 +217,14 @@ def bench_chain(quick: bool) -> list[Row]:
         return h
 
     np.testing.assert_allclose(register_loop(), want, rtol=1e-5)
-    rows.append(Row(label, "bare loop: np.empty + entry", best_time(register_loop, number) / n, "lower bound for a Python VM"))
+    rows.append(
+        Row(
+            label,
+            "bare loop: np.empty + entry",
+            best_time(register_loop, number) / n,
+            "lower bound for a Python VM",
+        )
+    )
 
     def noop() -> None:
         return None
@@ -155,7 +235,14 @@ def bench_chain(quick: bool) -> list[Row]:
         for f in noops:
             f()
 
-    rows.append(Row(label, "bare loop over no-op calls", best_time(noop_loop, number) / n, "Python call floor"))
+    rows.append(
+        Row(
+            label,
+            "bare loop over no-op calls",
+            best_time(noop_loop, number) / n,
+            "Python call floor",
+        )
+    )
     rows.append(Row(label, "TVM VM (unfused)", None, "not installable here (reference: 0.50 us)"))
     return rows
 
@@ -197,7 +284,12 @@ def bench_control_flow(quick: bool) -> list[Row]:
     per_instruction = seconds / executed
     label = "scalar recursion, per VM instruction"
     return [
-        Row(label, "relayvm", per_instruction, f"{executed:,} instructions for a {depth:,}-deep nat walk"),
+        Row(
+            label,
+            "relayvm",
+            per_instruction,
+            f"{executed:,} instructions for a {depth:,}-deep nat walk",
+        ),
         Row(label, "TVM VM", None, "not installable here"),
     ]
 

@@ -13,6 +13,7 @@ Benchmarks layer (may import everything).
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import subprocess
@@ -36,12 +37,10 @@ def build_mlp(batch: int = 1, sizes: tuple[int, ...] = (784, 128, 10), seed: int
     params: dict[str, np.ndarray] = {}
     free = [x]
     h = x
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         w = relay.var(f"w{i}", shape=(n_out, n_in), dtype="float32")
         b = relay.var(f"b{i}", shape=(n_out,), dtype="float32")
-        params[w.name_hint] = (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype(
-            "float32"
-        )
+        params[w.name_hint] = (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype("float32")
         params[b.name_hint] = (0.1 * rng.standard_normal(n_out)).astype("float32")
         free += [w, b]
         h = relay.nn.bias_add(relay.nn.dense(h, w), b)

@@ -86,8 +86,7 @@ class FunctionBuilder:
         if len(operands) != len(info.operands):
             expected = ", ".join(info.operand_names) or "no operands"
             raise TypeError(
-                f"{info.name} takes {len(info.operands)} operands ({expected}), "
-                f"got {len(operands)}"
+                f"{info.name} takes {len(info.operands)} operands ({expected}), got {len(operands)}"
             )
         values: list[Any] = []
         for position, ((name, kind), value) in enumerate(zip(info.operands, operands)):
@@ -108,7 +107,9 @@ class FunctionBuilder:
         """Resolve labels and return the finished function."""
         for pc, position, label in self._fixups:
             if label.pc is None:
-                raise ValueError(f"function {self.name}: a jump at pc {pc} targets an unplaced label")
+                raise ValueError(
+                    f"function {self.name}: a jump at pc {pc} targets an unplaced label"
+                )
             self._code[pc][position] = label.pc - pc
         instructions = tuple(
             Instruction(op, tuple(values)) for op, values in zip(self._opcodes, self._code)

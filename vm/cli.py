@@ -134,9 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         print(machine.profile(args.function, *inputs).table())
     if args.print_time:
         machine.set_input(args.function, *inputs)
-        timer = machine.time_evaluator(
-            "invoke_stateful", number=args.number, repeat=args.repeat
-        )
+        timer = machine.time_evaluator("invoke_stateful", number=args.number, repeat=args.repeat)
         print(timer(args.function))
     return 0
 

@@ -19,7 +19,9 @@ register (the verifier guarantees a register is written before it is read):
 - a register written only by ``alloc_tensor`` of one static rank and dtype (or by
   ``load_const`` of such a constant) needs no rank check when passed to a kernel
   (numba entry points check dtypes but not ranks, so a wrong-rank array would be
-  read out of bounds);
+  read out of bounds); so does a tensor parameter of a function no instruction calls
+  or makes a closure of, since its arguments only come through the machine's API,
+  which checks them against the parameter types;
 - a kernel output register written only by ``alloc_tensor``/``alloc_tensor_reg``
   is writable memory the VM allocated (anything else is checked, so a kernel can
   never write into a read-only constant or a caller's read-only array);
@@ -28,9 +30,11 @@ register (the verifier guarantees a register is written before it is read):
 - an ``if`` whose target register is written only by ``load_consti`` of one value
   compares against that Python int.
 
-In the fast mode an ``alloc_tensor`` immediately followed by the kernel call that
-fills it decodes to one *fused* tuple that does both and advances ``pc`` by two; the
-kernel call keeps its own tuple at the next pc, so a jump there still works.
+In the fast mode, common sequences become one *fused* tuple (a superinstruction):
+``alloc_tensor`` with the kernel call that fills it, a run of such pairs (an inner
+loop), and ``get_tag; load_consti; if``, the test of a constructor pattern. A fused
+tuple replaces only the first instruction of its sequence and advances ``pc`` past
+the rest, whose own tuples stay in place for jumps into the middle.
 
 Four modes: ``"fast"`` (plain running), ``"hooked"`` (an instrument is called
 around kernel and function calls), ``"profile"`` (kernels and the costly VM
@@ -57,30 +61,31 @@ from vm.program import Instruction, VMFunction
 
 # ---- decoded kinds ------------------------------------------------------------------------------
 # The loop finds a kind with a small decision tree over these numbers (kernel kinds
-# 0-4, data and matching 5-8, calls and jumps 9-12, the rest after), so the numbers
+# 0-5, data and matching 6-9, calls and jumps 10-13, the rest after), so the numbers
 # are part of the loop's design: vm.interpreter checks them when it is imported.
 
-K_ALLOC_PACKED1 = 0  # (k, storage, shape, dtype, offset, dst, entry, a): alloc; entry(a, dst)
-K_ALLOC_PACKED2 = 1  # (k, storage, shape, dtype, offset, dst, entry, a, b): alloc; entry(a, b, dst)
-K_PACKED2 = 2  # (k, entry, r0, r1)
-K_PACKED3 = 3  # (k, entry, r0, r1, r2)
-K_ALLOC = 4  # (k, storage, shape, dtype, offset, dst)
-K_SET = 5  # (k, value, dst): load_const, load_consti, kill_register
-K_MATCH_TAG = 6  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
-K_IF_CONST = 7  # (k, test, value, true_offset, false_offset, target)
-K_GET_FIELD = 8  # (k, object, index, dst)
-K_INVOKE = 9  # (k, callee code, args, pad, dst)
-K_RET = 10  # (k, result)
-K_MOVE = 11  # (k, src, dst)
-K_GOTO = 12  # (k, offset)
-K_CALL = 13  # (k, handler): handler(registers)
-K_GET_TAG = 14  # (k, object, dst)
-K_IF = 15  # (k, test, target, true_offset, false_offset)
-K_INVOKE_CLOSURE = 16  # (k, closure, args, dst)
-K_FATAL = 17  # (k,)
-K_INVOKE_HOOKED = 18  # (k, callee code, args, pad, dst, function, hook)
-K_INVOKE_CLOSURE_HOOKED = 19  # (k, closure, args, dst, hook)
-K_RET_HOOKED = 20  # (k, result, hook)
+K_KERNEL_RUN = 0  # (k, steps): consecutive K_ALLOC_PACKED* pairs, run by an inner loop
+K_ALLOC_PACKED1 = 1  # (k, storage, shape, dtype, offset, dst, entry, a): alloc; entry(a, dst)
+K_ALLOC_PACKED2 = 2  # (k, storage, shape, dtype, offset, dst, entry, a, b): alloc; entry(a, b, dst)
+K_PACKED2 = 3  # (k, entry, r0, r1)
+K_PACKED3 = 4  # (k, entry, r0, r1, r2)
+K_ALLOC = 5  # (k, storage, shape, dtype, offset, dst)
+K_SET = 6  # (k, value, dst): load_const, load_consti, kill_register
+K_MATCH_TAG = 7  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
+K_IF_CONST = 8  # (k, test, value, true_offset, false_offset, target)
+K_GET_FIELD = 9  # (k, object, index, dst)
+K_INVOKE = 10  # (k, callee code, args, pad, dst)
+K_RET = 11  # (k, result)
+K_MOVE = 12  # (k, src, dst)
+K_GOTO = 13  # (k, offset)
+K_CALL = 14  # (k, handler): handler(registers)
+K_GET_TAG = 15  # (k, object, dst)
+K_IF = 16  # (k, test, target, true_offset, false_offset)
+K_INVOKE_CLOSURE = 17  # (k, closure, args, dst)
+K_FATAL = 18  # (k,)
+K_INVOKE_HOOKED = 19  # (k, callee code, args, pad, dst, function, hook)
+K_INVOKE_CLOSURE_HOOKED = 20  # (k, closure, args, dst, hook)
+K_RET_HOOKED = 21  # (k, result, hook)
 
 KIND_NAMES = {
     value: name for name, value in globals().items() if name.startswith("K_") and type(value) is int
@@ -123,6 +128,16 @@ class Program:
         The call-depth limit.
     functions : sequence of VMFunction
         The original functions, for error messages.
+    kernels, primitive_names : sequence
+        The compiled kernel and the name of every primitive.
+    exe : vm.Executable
+        The executable (for naming things in messages).
+    tags : dict
+        Constructor tag -> the read-only int32 0-d array ``get_tag`` produces.
+    owners : dict
+        ``id`` of a decoded code list -> its function index (for messages).
+    counting : bool
+        True in the count mode, where decoded pc ``2i + 1`` runs instruction ``i``.
     """
 
     codes: list[list[tuple]]
@@ -133,9 +148,9 @@ class Program:
     kernels: Sequence[Any]
     primitive_names: Sequence[str]
     exe: Any
-    tags: dict[int, np.ndarray] = field(default_factory=dict)  # tag -> read-only int32 0-d array
-    owners: dict[int, int] = field(default_factory=dict)  # id(code list) -> function index
-    counting: bool = False  # decoded pc 2i+1 runs instruction i, 2i counts it
+    tags: dict[int, np.ndarray] = field(default_factory=dict)
+    owners: dict[int, int] = field(default_factory=dict)
+    counting: bool = False
 
     def function_of(self, code: list) -> int:
         """The index of the function whose decoded code is ``code``."""
@@ -266,7 +281,7 @@ class Decoder:
     mode: str = "fast"
     hook: Callable[..., Any] | None = None
     recorder: Any = None
-    max_depth: int = 1_000_000
+    max_depth: int = 250_000
     consti_cache: dict[int, np.ndarray] = field(default_factory=dict)
     tag_cache: dict[int, np.ndarray] = field(default_factory=dict)
 
@@ -764,6 +779,28 @@ def _fuse(decoded: list[tuple]) -> None:
                     2 + test[3],
                     2 + test[4],
                 )
+    _chain_kernel_runs(decoded)
+
+
+def _chain_kernel_runs(decoded: list[tuple]) -> None:
+    """Put a ``K_KERNEL_RUN`` before each run of two or more back-to-back fused kernel pairs.
+
+    The run's steps are the pairs from there on (at pcs ``pc, pc + 2, ...``); the
+    fused tuples stay in place for jumps into the run and for error reporting.
+    """
+    pc = 0
+    while pc < len(decoded):
+        steps = []
+        at = pc
+        while at < len(decoded) and decoded[at][0] in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
+            ins = decoded[at]
+            steps.append((*ins[1:8], ins[8] if ins[0] == K_ALLOC_PACKED2 else None))
+            at += 2
+        if len(steps) >= 2:
+            decoded[pc] = (K_KERNEL_RUN, tuple(steps), decoded[pc])
+            pc = at
+        else:
+            pc += 1
 
 
 # ---- counting -----------------------------------------------------------------------------
@@ -801,6 +838,8 @@ def failing_pc(code: list[tuple], pc: int, regs: list) -> int:
     ``alloc_tensor`` failed, otherwise the kernel call after it did.
     """
     ins = code[pc]
+    if ins[0] == K_KERNEL_RUN:
+        ins = ins[2]  # the fused pair this run replaced
     if ins[0] not in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
         return pc
     try:
@@ -854,6 +893,11 @@ def explain(program: Program, findex: int, pc: int, regs: list, error: BaseExcep
         elif not isinstance(value, needed):
             kinds = " or ".join(_KIND_WORDS[k] for k in needed)
             detail = f"${reg} holds {_value_text(value)}, not {kinds}"
+        elif opcode is Opcode.GetTag and isinstance(error, KeyError):
+            detail = (
+                f"${reg} holds an ADT value with tag {value.tag}, which is not a constructor "
+                "of this executable"
+            )
         elif opcode is Opcode.GetField:
             fields = value if isinstance(value, tuple) else value.fields
             detail = f"${reg} holds {_value_text(value)}, which has no field {ops['index']}"

@@ -19,7 +19,10 @@ Decisions where TVM is loose
 ----------------------------
 - Kernels are loaded when the machine is created (all of them), so the first
   ``invoke`` costs no compilation and a kernel that cannot be built fails early.
-  Loading comes from numba's on-disk cache after the first compilation.
+  Measured: compiling a new kernel takes 1-7 s; from numba's disk cache the first
+  kernel of a process takes about 0.2 s (numba's own start-up) and each further one
+  about 7 ms; a second machine on the same executable reuses the loaded kernels and
+  is ready in about 0.5 ms. The first ``invoke`` then takes about 50 us.
 - Arguments are checked against the parameter types (Relay does not check).
 - ``invoke`` with arguments also records them as the function's inputs, as TVM
   does, so a later ``invoke(name)`` with no arguments reuses them.
@@ -56,6 +59,7 @@ from vm.decode import (
     K_INVOKE_CLOSURE,
     K_INVOKE_CLOSURE_HOOKED,
     K_INVOKE_HOOKED,
+    K_KERNEL_RUN,
     K_MATCH_TAG,
     K_MOVE,
     K_PACKED2,
@@ -115,33 +119,42 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
         while True:
             ins = code[pc]
             op = ins[0]
-            if op < 5:
-                if op == 0:  # K_ALLOC_PACKED1
+            if op < 6:
+                if op == 0:  # K_KERNEL_RUN: back-to-back alloc + kernel pairs
+                    for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
+                        out = ndarray(shape, dtype, regs[storage], offset)
+                        regs[dst] = out
+                        if b is None:
+                            entry(regs[a], out)
+                        else:
+                            entry(regs[a], regs[b], out)
+                        pc += 2  # kept exact, so an error names the failing pair
+                elif op == 1:  # K_ALLOC_PACKED1
                     _, storage, shape, dtype, offset, dst, entry, a = ins
                     out = ndarray(shape, dtype, regs[storage], offset)
                     regs[dst] = out
                     entry(regs[a], out)
                     pc += 2
-                elif op == 1:  # K_ALLOC_PACKED2
+                elif op == 2:  # K_ALLOC_PACKED2
                     _, storage, shape, dtype, offset, dst, entry, a, b = ins
                     out = ndarray(shape, dtype, regs[storage], offset)
                     regs[dst] = out
                     entry(regs[a], regs[b], out)
                     pc += 2
-                elif op == 2:  # K_PACKED2
+                elif op == 3:  # K_PACKED2
                     ins[1](regs[ins[2]], regs[ins[3]])
                     pc += 1
-                elif op == 3:  # K_PACKED3
+                elif op == 4:  # K_PACKED3
                     ins[1](regs[ins[2]], regs[ins[3]], regs[ins[4]])
                     pc += 1
                 else:  # K_ALLOC
                     regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
                     pc += 1
-            elif op < 9:
-                if op == 5:  # K_SET
+            elif op < 10:
+                if op == 6:  # K_SET
                     regs[ins[2]] = ins[1]
                     pc += 1
-                elif op == 6:  # K_MATCH_TAG: get_tag, load_consti, if
+                elif op == 7:  # K_MATCH_TAG: get_tag, load_consti, if
                     value = regs[ins[1]]
                     tag = 0 if type(value) is tuple_type else value.tag
                     regs[ins[2]] = tags[tag]
@@ -150,7 +163,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         pc += ins[6]
                     else:
                         pc += ins[7]
-                elif op == 7:  # K_IF_CONST
+                elif op == 8:  # K_IF_CONST
                     if regs[ins[1]].item() == ins[2]:
                         pc += ins[3]
                     else:
@@ -162,8 +175,8 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     else:
                         regs[ins[3]] = value.fields[ins[2]]
                     pc += 1
-            elif op < 13:
-                if op == 9:  # K_INVOKE
+            elif op < 14:
+                if op == 10:  # K_INVOKE
                     _, callee, args, pad, dst = ins
                     if len(stack) >= limit:
                         raise _depth_error(program, code, pc, limit)
@@ -177,30 +190,30 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         regs = [*[regs[r] for r in args], *pad]
                     code = callee
                     pc = 0
-                elif op == 10:  # K_RET
+                elif op == 11:  # K_RET
                     value = regs[ins[1]]
                     if not stack:
                         return value
                     code, pc, regs, dst = stack.pop()
                     regs[dst] = value
-                elif op == 11:  # K_MOVE
+                elif op == 12:  # K_MOVE
                     regs[ins[2]] = regs[ins[1]]
                     pc += 1
                 else:  # K_GOTO
                     pc += ins[1]
-            elif op == 13:  # K_CALL
+            elif op == 14:  # K_CALL
                 ins[1](regs)
                 pc += 1
-            elif op == 14:  # K_GET_TAG
+            elif op == 15:  # K_GET_TAG
                 value = regs[ins[1]]
                 regs[ins[2]] = tags[0 if type(value) is tuple_type else value.tag]
                 pc += 1
-            elif op == 15:  # K_IF
+            elif op == 16:  # K_IF
                 if regs[ins[1]].item() == regs[ins[2]].item():
                     pc += ins[3]
                 else:
                     pc += ins[4]
-            elif op == 16:  # K_INVOKE_CLOSURE
+            elif op == 17:  # K_INVOKE_CLOSURE
                 _, closure_reg, args, dst = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -213,10 +226,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*captured, *[regs[r] for r in args], *pads[index]]
                 code = codes[index]
                 pc = 0
-            elif op == 17:  # K_FATAL
+            elif op == 18:  # K_FATAL
                 raise _fatal_error(program, code, pc)
             # The instrumented kinds: only a machine with an instrument decodes to them.
-            elif op == 18:  # K_INVOKE_HOOKED
+            elif op == 19:  # K_INVOKE_HOOKED
                 _, callee, args, pad, dst, function, hook = ins
                 values = [regs[r] for r in args]
                 if call_hook(hook, function, function.name, True, None, *values) == skip_run:
@@ -229,7 +242,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pad]
                 code = callee
                 pc = 0
-            elif op == 19:  # K_INVOKE_CLOSURE_HOOKED
+            elif op == 20:  # K_INVOKE_CLOSURE_HOOKED
                 _, closure_reg, args, dst, hook = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -247,7 +260,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pads[index]]
                 code = codes[index]
                 pc = 0
-            elif op == 20:  # K_RET_HOOKED
+            elif op == 21:  # K_RET_HOOKED
                 value = regs[ins[1]]
                 if not stack:
                     return value
@@ -267,8 +280,8 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
 
 
 # The loop above spells the kinds as numbers; they must be the decoder's.
-assert tuple(range(21)) == (
-    K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_PACKED2, K_PACKED3, K_ALLOC,
+assert tuple(range(22)) == (
+    K_KERNEL_RUN, K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_PACKED2, K_PACKED3, K_ALLOC,
     K_SET, K_MATCH_TAG, K_IF_CONST, K_GET_FIELD,
     K_INVOKE, K_RET, K_MOVE, K_GOTO,
     K_CALL, K_GET_TAG, K_IF, K_INVOKE_CLOSURE, K_FATAL,
@@ -328,9 +341,37 @@ def export(value: Any) -> Any:
     """``value`` made caller-owned: read-only tensors inside it are replaced by copies."""
     if type(value) is _ndarray:
         return value if value.flags.writeable else value.copy()
-    if not isinstance(value, (tuple, ADT, Closure)):
+    if not isinstance(value, (tuple, ADT, Closure)) or _all_writable(value):
         return value
     return _export_containers(value)
+
+
+#: Containers the quick pass of :func:`export` visits before leaving the value to the
+#: memoizing pass (which also bounds the work on heavily shared values).
+_QUICK_VISITS = 1 << 22
+
+
+def _all_writable(value: Any) -> bool:
+    """Whether no tensor inside ``value`` is read-only (then it is returned as it is)."""
+    adt, closure, tuple_, ndarray = ADT, Closure, tuple, _ndarray
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    budget = _QUICK_VISITS
+    while stack:
+        budget -= 1
+        if not budget:
+            return False
+        item = pop()
+        kind = type(item)
+        children = item.fields if kind is adt else item.captured if kind is closure else item
+        for child in children:
+            kind = type(child)
+            if kind is ndarray:
+                if not child.flags.writeable:
+                    return False
+            elif kind is tuple_ or kind is adt or kind is closure:
+                push(child)
+    return True
 
 
 def _export_containers(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Plain-data pieces of an executable: instructions, functions, type specs, constructors, primitives.
+"""Plain-data pieces of an executable: instructions, functions, type specs, constructors.
 
 Runtime layer (``vm``); imports ``vm.isa`` only.
 

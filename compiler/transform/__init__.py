@@ -1,9 +1,65 @@
-"""The ``relay.transform`` namespace: module-to-module passes.
+"""The ``relay.transform`` namespace: module-to-module passes and the pass manager.
 
-Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` that is
-called on an IRModule and returns a new IRModule.
+Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` (and an
+``info`` with its opt level) that is called on an IRModule and returns a new IRModule;
+:class:`Sequential` and :class:`PassContext` combine and configure them as in TVM::
+
+    seq = relay.transform.Sequential([relay.transform.SimplifyInference(),
+                                      relay.transform.FoldConstant()])
+    with relay.transform.PassContext(opt_level=3):
+        mod = seq(mod)
 """
 
+from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
+from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
+from compiler.transform.fold_constant import FoldConstant
 from compiler.transform.infer_type import InferType
+from compiler.transform.pass_manager import (
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassContext,
+    PassInfo,
+    PassInstrument,
+    PassTimingInstrument,
+    Sequential,
+    function_pass,
+    get_pass,
+    module_pass,
+    pass_instrument,
+    register_pass,
+)
+from compiler.transform.simplify_inference import SimplifyInference
 
-__all__ = ["InferType"]
+for _pass in (
+    DeadCodeElimination,
+    EliminateCommonSubexpr,
+    FoldConstant,
+    InferType,
+    RemoveUnusedFunctions,
+    SimplifyInference,
+):
+    register_pass(_pass.__name__, _pass)
+del _pass
+
+__all__ = [
+    "DeadCodeElimination",
+    "EliminateCommonSubexpr",
+    "FoldConstant",
+    "FunctionPass",
+    "InferType",
+    "ModulePass",
+    "Pass",
+    "PassContext",
+    "PassInfo",
+    "PassInstrument",
+    "PassTimingInstrument",
+    "RemoveUnusedFunctions",
+    "Sequential",
+    "SimplifyInference",
+    "function_pass",
+    "get_pass",
+    "module_pass",
+    "pass_instrument",
+    "register_pass",
+]

@@ -7,22 +7,23 @@ Compiler layer (``compiler.transform``); a thin pass object over
 from __future__ import annotations
 
 from compiler.ir.module import IRModule
+from compiler.transform.pass_manager import Pass, PassContext
 from compiler.typing import infer_types
 
 
-class InferType:
-    """Type-check every function of a module (TVM's ``relay.transform.InferType()``).
+class InferType(Pass):
+    """Type-check every function of a module (TVM's ``relay.transform.InferType()``,
+    ``opt_level=0``).
 
     Calling the pass on an IRModule returns a new IRModule whose expression nodes carry
     ``checked_type``; the input module is left unchanged. Raises
     :class:`compiler.typing.RelayTypeError` for an ill-typed program.
     """
 
-    name = "InferType"
+    def __init__(self) -> None:
+        super().__init__("InferType", opt_level=0)
 
-    def __call__(self, mod: IRModule) -> IRModule:
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"InferType expects an IRModule, got {type(mod).__name__}")
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         return infer_types(mod)
 
     def __repr__(self) -> str:

@@ -355,6 +355,8 @@ def kernel_programs() -> vm.Executable:
     - ``pair(x)`` -> (x + x, x) as a tuple
     - ``mismatch(x: float32[?, ?], y: float32[?, ?])`` -> x + y into an output of x's
       static 10x10 shape (the kernel rejects other shapes)
+    - ``chain(x: float32[?, ?], y: float32[?, ?])`` -> ((x + x) + y) + x, three
+      allocation and kernel pairs back to back in one storage
     - ``loose(x: any)`` -> x + x (the kernel gets whatever rank and dtype x has)
     - ``into_const(x)`` -> writes x + x into a constant (refused)
     """
@@ -386,6 +388,19 @@ def kernel_programs() -> vm.Executable:
 
     f = b.function("mismatch", ["x", "y"], [ANY_F32_2D, ANY_F32_2D], F32)
     f.emit(O.Ret, emit_add(f, prim, 0, 1, (10, 10)))
+    b.add_function(f)
+
+    f = b.function("chain", ["x", "y"], [ANY_F32_2D, ANY_F32_2D], F32)
+    size, st = f.reg(), f.reg()
+    f.emit(O.LoadConsti, 3 * 400, size)
+    f.emit(O.AllocStorage, size, 64, "float32", st)
+    h = 0
+    for i, other in enumerate((0, 1, 0)):
+        out = f.reg()
+        f.emit(O.AllocTensor, st, 400 * i, (10, 10), "float32", out)
+        f.emit(O.InvokePacked, prim, [h, other, out], 1)
+        h = out
+    f.emit(O.Ret, h)
     b.add_function(f)
 
     f = b.function("loose", ["x"], [("any",)], F32)

@@ -88,7 +88,8 @@ def test_dynamic_dimensions_take_any_size(machine):
 def test_a_wrong_dtype_is_a_type_error_naming_expected_and_received(machine):
     with pytest.raises(
         TypeError,
-        match=r"matrix\(\): argument 0 \('x'\) expected a tensor float32\[2, 3\], got a numpy array float64\[2, 3\]",
+        match=r"matrix\(\): argument 0 \('x'\) expected a tensor float32\[2, 3\], "
+        r"got a numpy array float64\[2, 3\]",
     ):
         machine.invoke("matrix", np.zeros((2, 3)))
 
@@ -109,7 +110,9 @@ def test_a_dynamic_dimension_is_not_checked_but_a_static_one_is(machine):
 
 
 def test_a_wrong_rank_is_a_value_error(machine):
-    with pytest.raises(ValueError, match=r"expected 2 dimensions \(float32\[2, 3\]\), got 3 \(float32\[1, 2, 3\]\)"):
+    with pytest.raises(
+        ValueError, match=r"expected 2 dimensions \(float32\[2, 3\]\), got 3 \(float32\[1, 2, 3\]\)"
+    ):
         machine.invoke("matrix", np.zeros((1, 2, 3), np.float32))
 
 
@@ -119,7 +122,9 @@ def test_a_list_for_a_tensor_parameter_suggests_an_array(machine):
 
 
 def test_a_scalar_for_a_matrix_parameter_is_a_type_error(machine):
-    with pytest.raises(TypeError, match=r"expected a tensor float32\[2, 3\], got the Python float 1.0"):
+    with pytest.raises(
+        TypeError, match=r"expected a tensor float32\[2, 3\], got the Python float 1.0"
+    ):
         machine.invoke("matrix", 1.0)
 
 
@@ -188,7 +193,9 @@ def test_nested_tuples_convert_every_field(machine):
 
 
 def test_a_tuple_of_the_wrong_length_is_a_type_error(machine):
-    with pytest.raises(TypeError, match=r"pair\(\): argument 0 \('x'\) expected a tuple of 2 fields"):
+    with pytest.raises(
+        TypeError, match=r"pair\(\): argument 0 \('x'\) expected a tuple of 2 fields"
+    ):
         machine.invoke("pair", (np.zeros(2, np.float32),))
 
 
@@ -223,7 +230,11 @@ def test_arrays_inside_an_adt_are_made_contiguous(machine):
 def test_a_value_of_another_type_is_a_type_error(machine):
     with pytest.raises(TypeError, match=r"expected a List value \(a vm.ADT\), got a tuple"):
         machine.invoke("items", ())
-    with pytest.raises(TypeError, match=r"expected a List value \(constructors Nil, Cons\), got a vm.ADT \(tag 9\) with tag 9"):
+    with pytest.raises(
+        TypeError,
+        match=r"expected a List value \(constructors Nil, Cons\), "
+        r"got a vm.ADT \(tag 9\) with tag 9",
+    ):
         machine.invoke("items", vm.ADT(9, []))
 
 
@@ -247,13 +258,21 @@ def test_unsupported_values_inside_an_adt_are_named_by_path(machine):
 def test_a_function_parameter_takes_a_closure(machine):
     closure = vm.Closure(0, [])
     assert machine.invoke("fn", closure) is closure
-    with pytest.raises(TypeError, match=r"expected a function \(a vm.Closure\), got the Python int 1"):
+    with pytest.raises(
+        TypeError, match=r"expected a function \(a vm.Closure\), got the Python int 1"
+    ):
         machine.invoke("fn", 1)
 
 
 @pytest.mark.parametrize(
     ("value", "dtype"),
-    [(1.5, np.float32), (3, np.int32), (2**40, np.int64), (True, np.bool_), (np.float64(1), np.float64)],
+    [
+        (1.5, np.float32),
+        (3, np.int32),
+        (2**40, np.int64),
+        (True, np.bool_),
+        (np.float64(1), np.float64),
+    ],
 )
 def test_untyped_python_scalars_are_typed_like_relay_constants(machine, value, dtype):
     result = machine.invoke("anything", value)

@@ -118,7 +118,9 @@ def test_an_instrument_that_raises_becomes_a_vmerror_and_the_vm_recovers(exe, x)
         raise KeyError("oops")
 
     machine.set_instrument(broken)
-    with pytest.raises(vm.VMError, match=r"function main at pc 3 .*the instrument raised KeyError") as info:
+    with pytest.raises(
+        vm.VMError, match=r"function main at pc 3 .*the instrument raised KeyError"
+    ) as info:
         machine.invoke("main", x)
     assert isinstance(info.value.__cause__, KeyError)
     machine.set_instrument(None)

@@ -11,6 +11,7 @@ import pytest
 
 import vm
 from tests.vm.interpreter_programs import (
+    CONS,
     SUCC,
     ZERO,
     closure_programs,
@@ -18,15 +19,16 @@ from tests.vm.interpreter_programs import (
     nat,
     nat_programs,
     nat_value,
+    scalar_programs,
 )
-from tests.vm.interpreter_programs import scalar_programs as _scalar_programs
 from vm.decode import DECODERS, K_MATCH_TAG, Decoder
+from vm.interpreter import export
 from vm.isa import OPCODES
 
 
 @pytest.fixture(scope="module")
 def scalars():
-    return vm.VirtualMachine(_scalar_programs())
+    return vm.VirtualMachine(scalar_programs())
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +172,21 @@ def test_constants_come_back_as_writable_copies_and_stay_unchanged(memory):
     assert not memory.executable.constant_values[0].flags.writeable
 
 
+def test_export_copies_read_only_tensors_inside_containers_and_keeps_sharing():
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    shared = (frozen, np.ones(1))
+    value = vm.ADT(CONS, [shared, vm.Closure(0, [shared])], "Cons")
+    result = export(value)
+    assert result is not value and result.constructor == "Cons"
+    inner = result[0]
+    assert inner[0].flags.writeable and not np.shares_memory(inner[0], frozen)
+    assert inner[1] is shared[1]  # writable tensors are not copied
+    assert result[1].captured[0] is inner  # a value shared twice stays shared
+    untouched = vm.ADT(CONS, [(np.ones(1),)], "Cons")
+    assert export(untouched) is untouched
+
+
 # ---- traps ------------------------------------------------------------------------------------
 
 
@@ -186,7 +203,9 @@ def test_fatal_error_records_function_and_pc(nats):
 
 def test_a_runaway_recursion_stops_at_the_call_depth_limit():
     machine = vm.VirtualMachine(nat_programs(), max_call_depth=1000)
-    with pytest.raises(vm.VMError, match=r"call depth limit of 1000 frames exceeded in function forever"):
+    with pytest.raises(
+        vm.VMError, match=r"call depth limit of 1000 frames exceeded in function forever"
+    ):
         machine.invoke("forever", nat(0))
 
 
@@ -215,7 +234,9 @@ def test_the_vm_keeps_working_after_traps():
 
 
 def test_a_tensor_that_does_not_fit_its_storage_is_a_vmerror(memory):
-    with pytest.raises(vm.VMError, match=r"too_big at pc 2 .*400 bytes.* does not fit in a storage of 24 bytes"):
+    with pytest.raises(
+        vm.VMError, match=r"too_big at pc 2 .*400 bytes.* does not fit in a storage of 24 bytes"
+    ):
         memory.invoke("too_big")
 
 
@@ -230,7 +251,9 @@ def test_a_constant_is_never_used_as_storage(memory):
 
 
 def test_get_field_of_a_tensor_is_a_vmerror_not_an_attribute_error(memory):
-    with pytest.raises(vm.VMError, match=r"function any at pc 0 \(get_field \$1 \$0 0\): \$0 holds a tensor"):
+    with pytest.raises(
+        vm.VMError, match=r"function any at pc 0 \(get_field \$1 \$0 0\): \$0 holds a tensor"
+    ):
         memory.invoke("any", np.zeros(3))
 
 
@@ -240,7 +263,9 @@ def test_get_field_out_of_range_is_a_vmerror(memory):
 
 
 def test_if_on_a_non_scalar_is_a_vmerror(memory):
-    with pytest.raises(vm.VMError, match="if compares two scalars, but \\$0 holds a tensor float64\\[3\\]"):
+    with pytest.raises(
+        vm.VMError, match="if compares two scalars, but \\$0 holds a tensor float64\\[3\\]"
+    ):
         memory.invoke("cond", np.zeros(3))
 
 
@@ -252,7 +277,9 @@ def test_calling_a_value_that_is_not_a_closure_is_a_vmerror(closures):
 def test_a_closure_called_with_the_wrong_number_of_arguments_is_a_vmerror(closures):
     # pair takes (c, x); a closure over nothing called with one argument misses one.
     bare = vm.Closure(closures.executable.globals.index("pair"), [])
-    with pytest.raises(vm.VMError, match=r"captured 0 values and is called with 1 arguments, but pair takes 2"):
+    with pytest.raises(
+        vm.VMError, match=r"captured 0 values and is called with 1 arguments, but pair takes 2"
+    ):
         closures.invoke("apply", bare, 1)
     assert [int(v) for v in closures.invoke("call", 1, 2)] == [1, 2]
 
@@ -261,14 +288,14 @@ def test_a_closure_called_with_the_wrong_number_of_arguments_is_a_vmerror(closur
 
 
 def test_an_unknown_function_name_lists_the_known_ones(scalars):
-    with pytest.raises(KeyError, match="unknown function 'nope'.*swap"):
+    with pytest.raises(KeyError, match=r"unknown function 'nope'.*swap"):
         scalars.invoke("nope")
     with pytest.raises(ValueError):
         scalars["nope"]
 
 
 def test_virtual_machine_needs_an_executable():
-    with pytest.raises(TypeError, match="needs a vm.Executable"):
+    with pytest.raises(TypeError, match=r"needs a vm\.Executable"):
         vm.VirtualMachine(b"not an executable")
 
 
@@ -281,7 +308,7 @@ def test_max_call_depth_must_be_a_positive_int(depth):
 def test_the_device_must_be_a_cpu_device():
     vm.VirtualMachine(nat_programs(), vm.cpu())
     vm.VirtualMachine(nat_programs(), [vm.cpu(0)])
-    with pytest.raises(TypeError, match="vm.cpu"):
+    with pytest.raises(TypeError, match=r"vm\.cpu"):
         vm.VirtualMachine(nat_programs(), "gpu")
 
 

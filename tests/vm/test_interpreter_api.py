@@ -108,7 +108,9 @@ def test_invoke_closure_converts_its_arguments():
 
 
 def test_invoke_stateful_without_set_input_is_a_value_error(machine):
-    with pytest.raises(ValueError, match=r"no inputs set for swap: call set_input\('swap', \.\.\.\)"):
+    with pytest.raises(
+        ValueError, match=r"no inputs set for swap: call set_input\('swap', \.\.\.\)"
+    ):
         machine.invoke_stateful("swap")
 
 
@@ -118,12 +120,16 @@ def test_get_outputs_before_invoke_stateful_is_a_value_error(machine):
 
 
 def test_invoke_without_arguments_or_inputs_says_so(machine):
-    with pytest.raises(TypeError, match=r"swap\(\) takes 2 arguments \(a, b\) but 0 were given, and no inputs"):
+    with pytest.raises(
+        TypeError, match=r"swap\(\) takes 2 arguments \(a, b\) but 0 were given, and no inputs"
+    ):
         machine.invoke("swap")
 
 
 def test_an_unknown_keyword_is_a_type_error_naming_the_parameters(machine):
-    with pytest.raises(TypeError, match=r"swap\(\) got an unexpected keyword argument 'c'; its parameters are a, b"):
+    with pytest.raises(
+        TypeError, match=r"swap\(\) got an unexpected keyword argument 'c'; its parameters are a, b"
+    ):
         machine.set_input("swap", 1, c=2)
 
 
@@ -149,16 +155,22 @@ def test_save_function_checks_its_arguments_now(machine):
 
 
 def test_invoke_closure_needs_a_closure(machine):
-    with pytest.raises(TypeError, match="invoke_closure needs a vm.Closure, got the Python int 3"):
+    with pytest.raises(
+        TypeError, match=r"invoke_closure needs a vm\.Closure, got the Python int 3"
+    ):
         machine.invoke_closure(3)
 
 
 def test_invoke_closure_checks_the_captured_values_too():
     machine = vm.VirtualMachine(closure_programs())
     pair = machine.executable.globals.index("pair")
-    with pytest.raises(TypeError, match=r"captured values of pair: argument 0 \('c'\) expected a tensor int64\[\]"):
+    with pytest.raises(
+        TypeError, match=r"captured values of pair: argument 0 \('c'\) expected a tensor int64\[\]"
+    ):
         machine.invoke_closure(vm.Closure(pair, [np.zeros(3, np.float32)]), 1)
-    with pytest.raises(TypeError, match=r"closure of pair\(\) takes 1 argument \(x\) but 2 were given"):
+    with pytest.raises(
+        TypeError, match=r"closure of pair\(\) takes 1 argument \(x\) but 2 were given"
+    ):
         machine.invoke_closure(vm.Closure(pair, [np.int64(1)]), 1, 2)
 
 

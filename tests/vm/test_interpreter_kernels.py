@@ -10,7 +10,7 @@ import pytest
 
 import vm
 from tests.vm.interpreter_programs import kernel_programs
-from vm.decode import K_ALLOC_PACKED2, K_CALL
+from vm.decode import K_ALLOC_PACKED2, K_CALL, K_KERNEL_RUN
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,19 @@ def test_an_entry_only_function_fuses_allocation_and_kernel(machine):
     assert any(ins[0] == K_CALL for ins in double)
 
 
+def test_back_to_back_kernel_pairs_run_in_one_inner_loop(machine, x):
+    chain = machine._fast.codes[machine.executable.globals.index("chain")]
+    assert chain[2][0] == K_KERNEL_RUN and len(chain[2][1]) == 3
+    y = np.full((10, 10), 0.5, np.float32)
+    np.testing.assert_array_equal(machine.invoke("chain", x, y), 3 * x + y)
+
+
+def test_an_error_inside_a_run_of_kernel_pairs_names_the_failing_pair(machine, x):
+    # The second pair adds y; a 5x5 y fails there, at the kernel call of pc 5.
+    with pytest.raises(vm.VMError, match=r"in function chain at pc 5 \(invoke_packed"):
+        machine.invoke("chain", x, np.ones((5, 5), np.float32))
+
+
 def test_a_count_of_executed_instructions(machine, x):
     # load_consti, alloc_storage, alloc_tensor, invoke_packed, ret
     assert machine.count_instructions("main", x) == 5
@@ -89,24 +102,34 @@ def test_a_kernel_exception_becomes_a_vmerror_naming_kernel_function_and_pc(mach
 
 
 def test_a_wrong_rank_never_reaches_a_kernel(machine):
-    with pytest.raises(vm.VMError, match=r"argument 0 \(\$0\) of kernel vm_mod_fused_add is float32\[3\], but the kernel takes a tensor of rank 2"):
+    with pytest.raises(
+        vm.VMError,
+        match=r"argument 0 \(\$0\) of kernel vm_mod_fused_add is float32\[3\], "
+        r"but the kernel takes a tensor of rank 2",
+    ):
         machine.invoke("loose", np.ones(3, np.float32))
 
 
 def test_a_wrong_dtype_is_explained_without_numba_wording(machine, x):
     with pytest.raises(vm.VMError) as info:
         machine.invoke("loose", x.astype(np.float64))
-    assert "is a tensor float64[10, 10], but the kernel takes a float32 tensor of rank 2" in str(info.value)
+    assert "is a tensor float64[10, 10], but the kernel takes a float32 tensor of rank 2" in str(
+        info.value
+    )
     assert "unbox" not in str(info.value)
 
 
 def test_a_tuple_passed_to_a_kernel_is_a_vmerror(machine, x):
-    with pytest.raises(vm.VMError, match="is a tuple of 2 fields, but the kernel takes a float32 tensor"):
+    with pytest.raises(
+        vm.VMError, match="is a tuple of 2 fields, but the kernel takes a float32 tensor"
+    ):
         machine.invoke("loose", (x, x))
 
 
 def test_a_kernel_never_writes_into_a_constant(machine, x):
-    with pytest.raises(vm.VMError, match=r"output 0 \(\$1\) of kernel vm_mod_fused_add is read-only memory"):
+    with pytest.raises(
+        vm.VMError, match=r"output 0 \(\$1\) of kernel vm_mod_fused_add is read-only memory"
+    ):
         machine.invoke("into_const", x)
     assert not machine.executable.constant_values[0].any()
 

@@ -1,4 +1,4 @@
-"""BLAS calls for generated kernels: numpy's ``dot``/``matmul`` reached from compiled code.
+"""BLAS calls for generated kernels: numpy's ``matmul`` reached from compiled code.
 
 Runtime layer (``vm.kernels``); imports numpy and numba.
 
@@ -18,14 +18,15 @@ import numpy as np
 from numba import njit
 
 
-@njit(nogil=True)
+@njit
 def dense_into(x, w, out):
     """``out[...] = x @ w.T`` for 2-D ``x`` (m, k), ``w`` (n, k) and ``out`` (m, n)."""
     with numba.objmode():
-        np.dot(x, w.T, out=out)
+        # np.matmul: np.dot with out= and a transposed operand skips BLAS.
+        np.matmul(x, w.T, out=out)
 
 
-@njit(nogil=True)
+@njit
 def matmul_into(x, y, out, transpose_x, transpose_y):
     """``out[...] = op(x) @ op(y)`` for 3-D stacks, ``op`` swapping the last two axes when
     asked; a batch of 1 broadcasts."""

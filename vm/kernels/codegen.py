@@ -197,8 +197,10 @@ class _Generator:
 
     def temp(self, value: _Value, rep: str) -> str:
         name = f"{'tc' if rep == COMPUTE and value.f16 else 't'}_{value.index}"
-        dtype = dtypes.np_type(value.spec.dtype) if rep == COMPUTE else dtypes.np_storage_type(
-            value.spec.dtype
+        dtype = (
+            dtypes.np_type(value.spec.dtype)
+            if rep == COMPUTE
+            else dtypes.np_storage_type(value.spec.dtype)
         )
         self.src.line(f"{name} = np.empty({shape_tuple(value.dims)}, {dtype})")
         return name
@@ -369,9 +371,7 @@ class _Generator:
                 args.append("None")
             else:
                 args.append(names[(a, self.arg_positions(node, rule, i, positions))])
-        ctx = ExprCtx(
-            args, [self.values[a].spec for a in node.args], value.spec, node.attrs
-        )
+        ctx = ExprCtx(args, [self.values[a].spec for a in node.args], value.spec, node.attrs)
         expr = rule.expr(ctx)  # type: ignore[misc]
         dtype = value.spec.dtype
         if dtype == "float16":
@@ -387,7 +387,7 @@ class _Generator:
         params = [f"in{k}" for k in range(len(desc.inputs))]
         params += [f"out{k}" for k in range(len(desc.outputs))]
         arg_types = [
-            f"types.Array({dtypes.numba_type(s.dtype)}, {s.ndim}, \"C\")"
+            f'types.Array({dtypes.numba_type(s.dtype)}, {s.ndim}, "C")'
             for s in (*desc.inputs, *desc.outputs)
         ]
         lines = [

@@ -12,7 +12,7 @@ produces) without compiling anything, and returns a normalized :class:`Descripti
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,7 +187,9 @@ def _parse_node(i: int, raw: object, specs: list[Spec]) -> Node:
         where = f"node {i} ({op})"
     unknown = sorted(str(k) for k in raw if k not in _NODE_KEYS)
     if unknown:
-        raise _error(where, f"unknown key(s) {', '.join(unknown)}; expected {', '.join(_NODE_KEYS)}")
+        raise _error(
+            where, f"unknown key(s) {', '.join(unknown)}; expected {', '.join(_NODE_KEYS)}"
+        )
     if not isinstance(op, str):
         raise _error(where, f"op must be an operator name, found {op!r}")
     rule = get_rule(op)
@@ -263,8 +265,3 @@ def check_description(description: object) -> None:
         declared outputs inconsistent with the operator, results out of range).
     """
     parse_description(description)
-
-
-def describe_specs(specs: Sequence[Spec]) -> str:
-    """``float32[rank 2], int32[rank 0]`` for messages."""
-    return ", ".join(str(s) for s in specs)

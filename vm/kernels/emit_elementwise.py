@@ -119,41 +119,21 @@ def _same(template: str) -> Callable[[ExprCtx], str]:
     return _by_kind(template, template, template)
 
 
-_BINARY: list[tuple[str, str | None, str | None, Callable[[ExprCtx], str], bool]] = [
-    # name, operand kind, result dtype, expression, float16-exact
-    ("add", "numeric", None, _same("({a} + {b})"), False),
-    ("subtract", "numeric", None, _same("({a} - {b})"), False),
-    ("multiply", "numeric", None, _same("({a} * {b})"), False),
-    (
-        "divide",
-        "numeric",
-        None,
-        _by_kind("({a} / {b})", "h.divide_s({a}, {b})", "h.divide_u({a}, {b})"),
-        False,
-    ),
-    (
-        "floor_divide",
-        "numeric",
-        None,
-        _by_kind("np.floor({a} / {b})", "h.floor_divide_s({a}, {b})", "h.floor_divide_u({a}, {b})"),
-        False,
-    ),
-    ("mod", "numeric", None, _by_kind("np.fmod({a}, {b})", "h.mod_s({a}, {b})", "h.mod_u({a}, {b})"), False),
-    (
-        "floor_mod",
-        "numeric",
-        None,
-        _by_kind("({a} - np.floor({a} / {b}) * {b})", "h.floor_mod_s({a}, {b})", "h.floor_mod_u({a}, {b})"),
-        False,
-    ),
-    (
-        "power",
-        "numeric",
-        None,
-        _by_kind("np.power({a}, {b})", "h.power_s({a}, {b})", "h.power_u({a}, {b})"),
-        False,
-    ),
-]  # fmt: skip
+def _int_helper(float_expr: str, helper: str) -> Callable[[ExprCtx], str]:
+    """Floats use ``float_expr``; integers call ``h.<helper>_s`` or ``h.<helper>_u``."""
+    return _by_kind(float_expr, f"h.{helper}_s({{a}}, {{b}})", f"h.{helper}_u({{a}}, {{b}})")
+
+
+_BINARY: list[tuple[str, Callable[[ExprCtx], str]]] = [
+    ("add", _same("({a} + {b})")),
+    ("subtract", _same("({a} - {b})")),
+    ("multiply", _same("({a} * {b})")),
+    ("divide", _int_helper("({a} / {b})", "divide")),
+    ("floor_divide", _int_helper("np.floor({a} / {b})", "floor_divide")),
+    ("mod", _int_helper("np.fmod({a}, {b})", "mod")),
+    ("floor_mod", _int_helper("({a} - np.floor({a} / {b}) * {b})", "floor_mod")),
+    ("power", _int_helper("np.power({a}, {b})", "power")),
+]
 
 
 def _maximum(ctx: ExprCtx) -> str:
@@ -178,21 +158,24 @@ def _compare(symbol: str) -> Callable[[ExprCtx], str]:
     return expr
 
 
-for _name, _kind, _out, _expr, _exact in _BINARY:
+def _binary(name: str, kind: str | None, out: str | None, expr: Callable, exact: bool) -> None:
     register(
         OpRule(
-            _name,
+            name,
             2,
             (),
-            _binary_infer(_kind, _out),
+            _binary_infer(kind, out),
             _broadcast_shape,
-            expr=_expr,
-            f16_exact=_exact,
+            expr=expr,
+            f16_exact=exact,
         )
     )
 
-register(OpRule("maximum", 2, (), _binary_infer(None, None), _broadcast_shape, expr=_maximum, f16_exact=True))
-register(OpRule("minimum", 2, (), _binary_infer(None, None), _broadcast_shape, expr=_minimum, f16_exact=True))
+
+for _name, _expr in _BINARY:
+    _binary(_name, "numeric", None, _expr, False)
+_binary("maximum", None, None, _maximum, True)
+_binary("minimum", None, None, _minimum, True)
 for _name, _symbol in (
     ("equal", "=="),
     ("not_equal", "!="),
@@ -201,13 +184,9 @@ for _name, _symbol in (
     ("greater", ">"),
     ("greater_equal", ">="),
 ):
-    register(OpRule(_name, 2, (), _binary_infer(None, "bool"), _broadcast_shape, expr=_compare(_symbol)))
-register(
-    OpRule("logical_and", 2, (), _binary_infer("bool", "bool"), _broadcast_shape, expr=_same("({a} and {b})"))
-)
-register(
-    OpRule("logical_or", 2, (), _binary_infer("bool", "bool"), _broadcast_shape, expr=_same("({a} or {b})"))
-)  # fmt: skip
+    _binary(_name, None, "bool", _compare(_symbol), False)
+_binary("logical_and", "bool", "bool", _same("({a} and {b})"), False)
+_binary("logical_or", "bool", "bool", _same("({a} or {b})"), False)
 
 
 # --- unary -------------------------------------------------------------------------------------

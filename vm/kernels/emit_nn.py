@@ -11,6 +11,8 @@ loops. Semantics mirror ``compiler/op/defs_nn.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vm.kernels import dtypes
 from vm.kernels.rules import (
     Attr,
@@ -77,7 +79,11 @@ def _dense_emit(ctx: EmitCtx) -> None:
         loop()
 
 
-def _dense_loop(ctx, x2, w, o2, m, k, n, in_dtype, out_dtype):  # noqa: ANN001, ANN202
+def _dense_loop(
+    ctx: EmitCtx, x2: str, w: str, o2: str, m: str, k: str, n: str, in_dtype: str, out_dtype: str
+) -> Callable[[], None]:
+    """Statements computing ``o2 = x2 @ w.T`` as loops, accumulating in 64 bits."""
+
     def emit() -> None:
         src = ctx.src
         acc = _acc(out_dtype)
@@ -193,7 +199,7 @@ def _softmax_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [list(ctx.arg_dims[0])]
 
 
-def _emit_softmax(log: bool):  # noqa: ANN202
+def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
     def emit(ctx: EmitCtx) -> None:
         src = ctx.src
         dims = ctx.arg_dims[0]

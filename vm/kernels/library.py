@@ -50,14 +50,27 @@ _LIBRARY_HASH: str | None = None
 
 
 def library_hash() -> str:
-    """sha256 over the kernel library's source files (helpers and emitters)."""
+    """sha256 over the kernel library's source files (helpers and emitters).
+
+    An installation without the ``.py`` files (bytecode only) hashes the package version
+    instead, which changes whenever the installed library does.
+    """
     global _LIBRARY_HASH
     if _LIBRARY_HASH is None:
         digest = hashlib.sha256()
         here = pathlib.Path(__file__).resolve().parent
-        for name in _LIBRARY_MODULES:
-            digest.update(name.encode())
-            digest.update((here / name).read_bytes())
+        try:
+            for name in _LIBRARY_MODULES:
+                digest.update(name.encode())
+                digest.update((here / name).read_bytes())
+        except OSError:
+            from importlib import metadata
+
+            try:
+                version = metadata.version("relayvm")
+            except metadata.PackageNotFoundError:
+                version = "unknown"
+            digest = hashlib.sha256(f"relayvm {version}".encode())
         _LIBRARY_HASH = digest.hexdigest()
     return _LIBRARY_HASH
 
@@ -108,8 +121,10 @@ class CompiledKernel:
                 f"got {len(arrays)}"
             )
         for k, (array, dtype, ndim) in enumerate(zip(arrays, dtypes, ndims)):
-            role = f"input {k}" if k < len(self.input_dtypes) else (
-                f"output {k - len(self.input_dtypes)}"
+            role = (
+                f"input {k}"
+                if k < len(self.input_dtypes)
+                else (f"output {k - len(self.input_dtypes)}")
             )
             if not isinstance(array, np.ndarray):
                 raise TypeError(f"kernel {role} must be a numpy array, got {type(array).__name__}")

@@ -106,3 +106,13 @@ def check(program: Program, results: Sequence[int], names: Sequence[str] | None 
     for k, (g, w) in enumerate(zip(got, want)):
         label = names[k] if names else f"output {k}"
         assert_same(g, w, label)
+
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]  # fmt: skip
+
+
+def cast_all(x: np.ndarray) -> tuple[Program, list[int]]:
+    """``x`` cast to every dtype: one kernel per source dtype, shared by the tests."""
+    program = Program([x])
+    return program, [program.add("cast", [0], dtype=target)[0] for target in DTYPES]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import Program, check
+from tests.vm.kernels.harness import DTYPES, Program, cast_all, check
 
 RNG = np.random.default_rng(1234)
 
@@ -153,8 +153,8 @@ def unary_input(dtype: str) -> np.ndarray:
         return np.concatenate([special, RNG.uniform(-6, 6, 12)]).astype(dtype).reshape(4, 6)
     info = np.iinfo(dtype)
     edge = [info.min, info.max, 0, 1, 2, 5]
-    return np.concatenate([edge, RNG.integers(max(info.min, -99), 100, 6)]).astype(dtype).reshape(
-        2, 6
+    return (
+        np.concatenate([edge, RNG.integers(max(info.min, -99), 100, 6)]).astype(dtype).reshape(2, 6)
     )
 
 
@@ -178,9 +178,6 @@ def test_integer_clip_bounds_are_the_integers_inside() -> None:
 
 # --- cast ----------------------------------------------------------------------------------
 
-DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float16", "float32", "float64"]  # fmt: skip
-
 
 def cast_source(dtype: str) -> np.ndarray:
     """Values whose conversion to every dtype is defined (no negative float -> unsigned)."""
@@ -196,8 +193,7 @@ def cast_source(dtype: str) -> np.ndarray:
     "source", ["bool", "int8", "int64", "uint8", "uint64", "float16", "float32", "float64"]
 )
 def test_cast_to_every_dtype_matches_astype(source: str) -> None:
-    program = Program([cast_source(source)])
-    results = [program.add("cast", [0], dtype=target)[0] for target in DTYPES]
+    program, results = cast_all(cast_source(source))
     check(program, results, [f"cast {source} -> {target}" for target in DTYPES])
 
 

@@ -43,8 +43,18 @@ def test_squeeze_expand_dims_and_batch_flatten_copy_the_data(shape: tuple) -> No
 
 
 def test_squeeze_without_axis_removes_the_size_one_axes() -> None:
-    program = Program([arange((3, 1, 4, 1))])
-    check(program, program.add("squeeze", [0]))
+    for shape in [(3, 1, 4, 1), (1, 2, 1, 5)]:
+        program = Program([arange(shape)])
+        check(program, program.add("squeeze", [0]))
+
+
+def test_squeeze_without_axis_checks_the_run_time_rank() -> None:
+    program = Program([arange((3, 1, 4, 1)), arange((2, 2))])
+    (squeezed,) = program.add("squeeze", [0])
+    results = program.add("add", [squeezed, 1])  # an intermediate: its shape is computed
+    desc = program.description(results)
+    with pytest.raises(ValueError, match="number of axes of size other than 1: expected 2, found 3"):
+        run(desc, [arange((3, 2, 4, 1)), arange((2, 2))], [np.zeros((3, 4), "float32")])
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (1, 5, 3), (3, 2, 0)])
@@ -142,7 +152,11 @@ def test_take_from_an_empty_axis_raises() -> None:
     results = program.add("take", [0, 1], axis=1, mode="clip")
     desc = program.description(results)
     with pytest.raises(IndexError, match="axis of size 0"):
-        run(desc, [np.zeros((4, 0), "float32"), np.array([1, 2], "int32")], [np.zeros((4, 2), "float32")])
+        run(
+            desc,
+            [np.zeros((4, 0), "float32"), np.array([1, 2], "int32")],
+            [np.zeros((4, 2), "float32")],
+        )
 
 
 def test_sizes_that_contradict_the_attributes_raise() -> None:

@@ -18,7 +18,7 @@ RNG = np.random.default_rng(5)
 
 @pytest.mark.parametrize(
     ("data_shape", "units"),
-    [((3, 4), 5), ((64, 128), 96), ((2, 3, 8), 4), ((1, 0), 3), ((0, 4), 2)],
+    [((3, 4), 5), ((64, 128), 96), ((2, 3, 8), 4), ((1, 0), 3), ((0, 4), 2), ((16,), 3)],
 )
 def test_dense_float32_uses_loops_or_blas_by_size(data_shape: tuple, units: int) -> None:
     x = RNG.standard_normal(data_shape).astype("float32")
@@ -64,7 +64,10 @@ def test_batch_matmul_every_transpose_combination(
     }
     arrays = []
     for xs, ys in shapes.values():
-        arrays += [RNG.standard_normal(xs).astype("float32"), RNG.standard_normal(ys).astype("float32")]
+        arrays += [
+            RNG.standard_normal(xs).astype("float32"),
+            RNG.standard_normal(ys).astype("float32"),
+        ]
     program = Program(arrays)
     results = [
         program.add("nn.batch_matmul", [2 * i, 2 * i + 1], transpose_a=ta, transpose_b=tb)[0]

@@ -1,0 +1,111 @@
+"""A post-order rewriter that sees ``let`` bindings in scope order, shared by the passes.
+
+Compiler layer (``compiler.transform``).
+
+:class:`compiler.ir.visitor.ExprMutator` rewrites children before parents, but it visits a
+``let``'s variable before its value, so a pass cannot learn what a variable is bound to
+before the variable's uses are rewritten. :class:`BindingMutator` fixes the order: for
+``let %v = value; body`` it rewrites ``value``, calls :meth:`BindingMutator.enter_let`
+with the rewritten value, rewrites ``body`` (where every use of ``%v`` is rewritten after
+``enter_let``), calls :meth:`BindingMutator.leave_let`, and finally rewrites the ``let``
+itself. Binding positions (a ``let`` variable, function parameters, match patterns) are
+kept as they are; only uses of variables are rewritten.
+
+Like ``ExprMutator`` it never recurses in Python (a 10,000-deep ``let`` chain is fine),
+memoises by node identity (a shared sub-expression is rewritten once and stays shared) and
+rebuilds only nodes whose children changed, so the input is never modified.
+"""
+
+from __future__ import annotations
+
+from typing import Any as AnyT
+
+from compiler.ir.expr import Clause, Expr, Function, Let, Node
+from compiler.ir.visitor import children, rebuild
+
+__all__ = ["BindingMutator", "is_primitive"]
+
+_ENTER = 0  # first visit: schedule children
+_BOUND = 1  # a let's value is rewritten: call enter_let, schedule the body
+_BUILD = 2  # children are rewritten: rebuild and call rewrite
+
+
+def is_primitive(node: object) -> bool:
+    """Whether ``node`` is a primitive function (``Primitive=1``): a kernel body that the
+    optimization passes leave as it is."""
+    return isinstance(node, Function) and bool(node.attrs.get("Primitive", 0))
+
+
+def _visited(node: Node) -> tuple[Node, ...]:
+    """The children of ``node`` that are rewritten (binding positions excluded)."""
+    if isinstance(node, Function):
+        return (node.body,)
+    if isinstance(node, Clause):
+        return (node.rhs,)
+    return children(node)
+
+
+class BindingMutator:
+    """Iterative post-order rewriter with hooks around ``let`` scopes.
+
+    Subclasses override :meth:`rewrite` and optionally :meth:`descend`,
+    :meth:`enter_let` and :meth:`leave_let`.
+    """
+
+    def __init__(self) -> None:
+        self.memo: dict[int, Node] = {}
+        self._keep: list[Node] = []  # originals stay alive, so their ids stay unique
+
+    def descend(self, node: Node) -> bool:
+        """Whether to rewrite inside ``node``; if not, :meth:`rewrite` gets it unchanged."""
+        return True
+
+    def enter_let(self, let: Let, value: Expr) -> None:
+        """Called once ``let.value`` is rewritten (to ``value``), before its body is."""
+
+    def leave_let(self, let: Let) -> None:
+        """Called once ``let.body`` is rewritten, before ``let`` itself is."""
+
+    def rewrite(self, old: Node, new: Node) -> Node:
+        """The replacement of ``old``; ``new`` is ``old`` with its children rewritten."""
+        return new
+
+    def visit(self, root: Node) -> AnyT:
+        """Rewrite ``root`` and return the result."""
+        memo = self.memo
+        stack: list[tuple[Node, int]] = [(root, _ENTER)]
+        while stack:
+            node, state = stack.pop()
+            if state == _ENTER:
+                if id(node) in memo:
+                    continue
+                self._keep.append(node)
+                if not self.descend(node):
+                    memo[id(node)] = self.rewrite(node, node)
+                elif isinstance(node, Let):
+                    stack.append((node, _BOUND))
+                    stack.append((node.value, _ENTER))
+                else:
+                    stack.append((node, _BUILD))
+                    stack.extend((c, _ENTER) for c in reversed(_visited(node)))
+            elif state == _BOUND:
+                assert isinstance(node, Let)
+                self.enter_let(node, memo[id(node.value)])  # type: ignore[arg-type]
+                stack.append((node, _BUILD))
+                stack.append((node.body, _ENTER))
+            else:
+                if isinstance(node, Let):
+                    self.leave_let(node)
+                    kids: tuple[Node, ...] = (
+                        node.var,
+                        memo[id(node.value)],
+                        memo[id(node.body)],
+                    )
+                elif isinstance(node, Function):
+                    kids = (*node.params, memo[id(node.body)])
+                elif isinstance(node, Clause):
+                    kids = (node.lhs, memo[id(node.rhs)])
+                else:
+                    kids = tuple(memo[id(c)] for c in children(node))
+                memo[id(node)] = self.rewrite(node, rebuild(node, kids))
+        return memo[id(root)]

@@ -1,0 +1,234 @@
+"""The on-disk kernel cache: location, atomic module files, cache keys, reuse across processes.
+
+Returns group: the cache directory follows RELAYVM_CACHE_DIR / XDG_CACHE_HOME / HOME and
+falls back to a temporary directory with one warning; module files are written once,
+atomically, and never rewritten when unchanged; the cache key follows the normalized
+description; a fresh process loads a cached kernel without compiling; processes racing to
+build the same kernel both succeed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import pytest
+
+import vm.kernels.cache as cache
+from vm.kernels import cache_dir, load_kernel
+from vm.kernels.description import parse_description
+from vm.kernels.library import kernel_key
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def fresh_cache_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "_FALLBACK", None)
+    monkeypatch.setattr(cache, "_CHECKED", {})
+
+
+def test_cache_dir_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, fresh_cache_state: None
+) -> None:
+    monkeypatch.setenv("RELAYVM_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("RELAYVM_CACHE_DIR")
+    assert cache_dir() == tmp_path / "xdg" / "relayvm"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "relayvm"
+    assert (tmp_path / "home" / ".cache" / "relayvm").is_dir()
+
+
+def test_unwritable_cache_dir_falls_back_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, fresh_cache_state: None
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("RELAYVM_CACHE_DIR", str(blocker / "cache"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = cache_dir()
+        second = cache_dir()
+    assert first == second != blocker / "cache"
+    assert first.is_dir() and os.access(first, os.W_OK)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "not writable" in messages[0]
+
+
+def test_module_files_are_written_once(tmp_path: pathlib.Path) -> None:
+    path = cache.write_module(tmp_path, "k_x.py", "A = 1\n")
+    assert path.read_text() == "A = 1\n"
+    before = path.stat()
+    again = cache.write_module(tmp_path, "k_x.py", "A = 1\n")
+    after = again.stat()
+    # Same inode and timestamp: numba's cache index (keyed on the stamp) stays valid.
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+    cache.write_module(tmp_path, "k_x.py", "A = 2\n")
+    assert path.read_text() == "A = 2\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k_x.py"]
+
+
+def test_a_failed_write_leaves_no_partial_module(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_fsync(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        cache.write_module(tmp_path, "k_y.py", "B = 1\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_concurrent_writers_of_one_module_agree(tmp_path: pathlib.Path) -> None:
+    text = "C = 3\n" * 1000
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for _ in range(20):
+                cache.write_module(tmp_path, "k_z.py", text)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert (tmp_path / "k_z.py").read_text() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k_z.py"]
+
+
+def _desc(dtype: str = "float32", **attrs: object) -> dict:
+    rank = 3 if attrs.get("keepdims") else 2
+    return {
+        "inputs": [[dtype, 3]],
+        "outputs": [[dtype, rank]],
+        "nodes": [{"op": "sum", "args": [0], "attrs": {"axis": [1], **attrs},
+                   "outputs": [[dtype, rank]]}],
+        "results": [1],
+    }  # fmt: skip
+
+
+def test_cache_key_follows_the_normalized_description() -> None:
+    def key(d: dict) -> str:
+        return kernel_key(parse_description(d))
+
+    base = key(_desc())
+    assert key(_desc(keepdims=False, exclude=False)) == base  # defaults spelled out
+    assert key({**_desc(), "nodes": [{**_desc()["nodes"][0], "attrs": {"axis": (1,)}}]}) == base
+    assert key(_desc("float64")) != base
+    assert key(_desc(keepdims=True)) != base
+    other_op = _desc()
+    other_op["nodes"][0]["op"] = "prod"
+    assert key(other_op) != base
+    assert len(base) == 64 and int(base, 16) >= 0
+
+
+SUBPROCESS = textwrap.dedent(
+    """
+    import json, sys, time
+    start = time.perf_counter()
+    import numpy as np
+    from vm.kernels import load_kernel
+    imported = time.perf_counter()
+    description = json.loads(sys.argv[1])
+    last_op = getattr(np, description["nodes"][-1]["op"])
+    kernel = load_kernel(description)
+    loaded = time.perf_counter()
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    out = np.empty((2, 4), "float32")
+    kernel.entry(x, out)
+    called = time.perf_counter()
+    print(json.dumps({
+        "from_cache": kernel.from_cache,
+        "cache_hits": sum(kernel.dispatcher.stats.cache_hits.values()),
+        "correct": bool(np.allclose(out, last_op(x.sum(axis=1)), rtol=1e-6)),
+        "import_s": imported - start,
+        "load_s": loaded - imported,
+        "first_call_s": called - loaded,
+        "files": sorted(p.name for p in kernel.path.parent.iterdir() if p.is_file()),
+    }))
+    """
+)
+
+
+def _spawn(cache: pathlib.Path, description: dict) -> subprocess.Popen:
+    env = {**os.environ, "RELAYVM_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", SUBPROCESS, json.dumps(description)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _sum_exp() -> dict:
+    return {
+        "inputs": [["float32", 3]],
+        "outputs": [["float32", 2]],
+        "nodes": [
+            {"op": "sum", "args": [0], "attrs": {"axis": [1]}, "outputs": [["float32", 2]]},
+            {"op": "exp", "args": [1], "attrs": {}, "outputs": [["float32", 2]]},
+        ],
+        "results": [2],
+    }
+
+
+def test_a_fresh_process_loads_a_cached_kernel_without_compiling(tmp_path: pathlib.Path) -> None:
+    cold = _result(_spawn(tmp_path, _sum_exp()))
+    assert cold["correct"] and not cold["from_cache"]
+    warm = _result(_spawn(tmp_path, _sum_exp()))
+    assert warm["correct"] and warm["from_cache"] and warm["cache_hits"] >= 1
+    # Loading machine code is far cheaper than compiling it.
+    assert warm["load_s"] < cold["load_s"]
+    assert [f for f in warm["files"] if not f.startswith("k_")] == []
+
+
+def test_processes_racing_to_build_one_kernel_both_succeed(tmp_path: pathlib.Path) -> None:
+    description = _sum_exp()
+    description["nodes"][1]["op"] = "tanh"  # a kernel no other test builds in this directory
+    first, second = _spawn(tmp_path, description), _spawn(tmp_path, description)
+    results = [_result(first), _result(second)]
+    assert all(r["correct"] for r in results)
+    modules = results[1]["files"]
+    assert len(modules) == 1 and modules[0].startswith("k_") and modules[0].endswith(".py")
+    assert _result(_spawn(tmp_path, description))["from_cache"]
+
+
+def test_threads_loading_one_new_kernel_share_one_build() -> None:
+    description = _sum_exp()
+    description["nodes"][1]["op"] = "sqrt"
+    kernels: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def load() -> None:
+        barrier.wait()
+        kernels.append(load_kernel(description))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(kernels) == 4 and all(k is kernels[0] for k in kernels)

@@ -1,0 +1,128 @@
+"""Multi-node descriptions (fused primitives) compute what the nodes compute one by one.
+
+Returns group: elementwise chains that broadcast mid-chain, values used twice, elementwise
+values feeding array operators (and the reverse), views in the middle of a chain, several
+results (an intermediate, a repeated value, an input), float16 chains rounded per node as
+numpy does, and a deep chain (the code generator walks it without recursion).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.vm.kernels.harness import Program, check
+from vm.kernels import codegen, load_kernel
+from vm.kernels.description import parse_description
+
+RNG = np.random.default_rng(11)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def test_dense_bias_relu_is_one_kernel() -> None:
+    for m, k, n in [(4, 8, 3), (64, 128, 64)]:
+        program = Program([f32(m, k), f32(n, k), f32(n)])
+        (dense,) = program.add("nn.dense", [0, 1])
+        (biased,) = program.add("nn.bias_add", [dense, 2])
+        check(program, program.add("nn.relu", [biased]))
+
+
+def test_chain_broadcasts_in_the_middle() -> None:
+    for rows in (3, 1):
+        program = Program([f32(4), f32(rows, 4), f32(rows, 1)])
+        (e,) = program.add("exp", [0])  # rank 1, broadcast against rank 2 below
+        (s,) = program.add("add", [e, 1])
+        (t,) = program.add("multiply", [s, 2])
+        check(program, program.add("tanh", [t]))
+
+
+def test_a_value_used_twice_is_read_consistently() -> None:
+    program = Program([f32(5, 6)])
+    (sq,) = program.add("multiply", [0, 0])
+    (total,) = program.add("add", [sq, 0])
+    (neg,) = program.add("negative", [total])
+    check(program, program.add("maximum", [neg, sq]))
+
+
+def test_elementwise_values_feed_array_operators_and_back() -> None:
+    # A hand-written softmax: max, subtract, exp, sum, divide.
+    program = Program([f32(3, 7)])
+    (top,) = program.add("max", [0], axis=(1,), keepdims=True)
+    (shifted,) = program.add("subtract", [0, top])
+    (e,) = program.add("exp", [shifted])
+    (total,) = program.add("sum", [e], axis=(1,), keepdims=True)
+    check(program, program.add("divide", [e, total]))
+
+
+def test_a_reshape_in_the_middle_is_a_view() -> None:
+    program = Program([f32(2, 6), f32(2, 6), f32(3, 4)])
+    (s,) = program.add("add", [0, 1])
+    (r,) = program.add("reshape", [s], newshape=(3, 4))
+    (m,) = program.add("multiply", [r, 2])
+    (t,) = program.add("transpose", [m])
+    check(program, program.add("sigmoid", [t]))
+
+
+def test_split_pieces_feed_elementwise_operators() -> None:
+    program = Program([f32(4, 6)])
+    a, b = program.add("split", [0], indices_or_sections=2, axis=1)
+    (p,) = program.add("multiply", [a, b])
+    check(program, [p, b, a], ["product", "second piece", "first piece"])
+
+
+def test_several_results_intermediates_repeats_and_inputs() -> None:
+    program = Program([f32(3, 4), f32(3, 4)])
+    (s,) = program.add("add", [0, 1])
+    (e,) = program.add("exp", [s])
+    (c,) = program.add("cast", [e], dtype="float16")
+    check(program, [e, s, e, 1, c], ["exp", "sum", "exp again", "input 1", "cast"])
+
+
+def test_float16_chains_round_after_every_node() -> None:
+    x = RNG.uniform(-3, 3, (4, 5)).astype("float16")
+    y = RNG.uniform(0.5, 2, (5,)).astype("float16")
+    program = Program([x, y])
+    (a,) = program.add("divide", [0, 1])
+    (b,) = program.add("exp", [a])
+    (c,) = program.add("multiply", [b, 0])
+    (d,) = program.add("sum", [c], axis=(1,))
+    (e,) = program.add("subtract", [c, 1])
+    check(program, [d, e])
+
+
+def test_a_long_chain_is_one_loop() -> None:
+    program = Program([RNG.uniform(0, 1, (2, 3)).astype("float64")])
+    value = 0
+    for k in range(30):
+        (value,) = program.add("add" if k % 2 else "multiply", [value, 0])
+        (value,) = program.add("sin", [value])
+    check(program, [value])
+
+
+def test_code_generation_walks_deep_chains_without_recursion() -> None:
+    # 5,000 nested expressions: far past Python's recursion limit. Generating the source is
+    # enough to show the walk is iterative; compiling it would only cost time.
+    nodes = [{"op": "exp", "args": [k], "attrs": {}, "outputs": [["float32", 1]]}
+             for k in range(5000)]  # fmt: skip
+    description = {
+        "inputs": [["float32", 1]],
+        "outputs": [["float32", 1]],
+        "nodes": nodes,
+        "results": [5000],
+    }
+    source = codegen.generate(parse_description(description), "deep")
+    assert source.count("np.exp(") == 5000
+    compile(source, "deep.py", "exec")
+
+
+def test_shared_structure_gives_one_cached_kernel() -> None:
+    # Two descriptions that differ only in shapes of their inputs are one kernel.
+    first = Program([f32(2, 3), f32(2, 3)])
+    first_results = first.add("add", [0, 1])
+    second = Program([f32(7, 1), f32(1, 9)])
+    second_results = second.add("add", [0, 1])
+    a = load_kernel(first.description(first_results))
+    b = load_kernel(second.description(second_results))
+    assert a is b

@@ -69,13 +69,13 @@ K_ALLOC_PACKED1 = 1  # (k, storage, shape, dtype, offset, dst, entry, a): alloc;
 K_ALLOC_PACKED2 = 2  # (k, storage, shape, dtype, offset, dst, entry, a, b): alloc; entry(a, b, dst)
 K_PACKED2 = 3  # (k, entry, r0, r1)
 K_PACKED3 = 4  # (k, entry, r0, r1, r2)
-K_ALLOC = 5  # (k, storage, shape, dtype, offset, dst)
+K_ALLOC = 5  # (k, storage, shape, dtype, offset, dst); grouped: (k, slot, None, None, index, dst)
 K_SET = 6  # (k, value, dst): load_const, load_consti, kill_register
 K_MATCH_TAG = 7  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
 K_IF_CONST = 8  # (k, test, value, true_offset, false_offset, target)
 K_GET_FIELD = 9  # (k, object, index, dst)
 K_INVOKE = 10  # (k, callee code, args, pad, dst)
-K_RET = 11  # (k, result)
+K_RET = 11  # (k, result, caller code, return pc, caller registers, result register) slots
 K_MOVE = 12  # (k, src, dst)
 K_GOTO = 13  # (k, offset)
 K_CALL = 14  # (k, handler): handler(registers)
@@ -85,7 +85,7 @@ K_INVOKE_CLOSURE = 17  # (k, closure, args, dst)
 K_FATAL = 18  # (k,)
 K_INVOKE_HOOKED = 19  # (k, callee code, args, pad, dst, function, hook)
 K_INVOKE_CLOSURE_HOOKED = 20  # (k, closure, args, dst, hook)
-K_RET_HOOKED = 21  # (k, result, hook)
+K_RET_HOOKED = 21  # (k, result, first caller slot)
 
 KIND_NAMES = {
     value: name for name, value in globals().items() if name.startswith("K_") and type(value) is int
@@ -249,6 +249,104 @@ def called_functions(functions: Sequence[VMFunction]) -> set[int]:
     return called
 
 
+@dataclass(frozen=True)
+class Group:
+    """Tensors of one shape and dtype at evenly spaced offsets of one storage.
+
+    ``alloc_storage`` makes one strided view of them all, ``view[count, *shape]`` in a
+    hidden register, and each ``alloc_tensor`` of the group takes ``view[index]``:
+    the same view of the same bytes as ``ndarray(shape, dtype, storage, offset)``, for
+    about half the cost (an index instead of a constructor call).
+    """
+
+    slot: int  # the hidden register holding the group's view
+    shape: tuple[int, ...]  # (count, *tensor shape)
+    dtype: np.dtype
+    base: int  # byte offset of the first tensor
+    strides: tuple[int, ...]
+
+
+@dataclass
+class GroupPlan:
+    """The groups of one function: made at which ``alloc_storage``, used by which tensors."""
+
+    at_storage: dict[int, list[Group]] = field(default_factory=dict)  # pc -> groups it makes
+    members: dict[int, tuple[int, Any]] = field(default_factory=dict)  # pc -> (slot, index)
+    slots: int = 0  # hidden registers after the function's own
+
+
+def plan_groups(function: VMFunction, facts: Facts) -> GroupPlan:
+    """Group the static ``alloc_tensor`` s of each storage whose size is known.
+
+    Only a storage register written by exactly one ``alloc_storage`` of a
+    ``load_consti`` size takes part, and only tensors that fit in it, so a group's
+    view can always be made; tensors of one shape and dtype whose offsets step evenly
+    form a group (two or more).
+    """
+    plan = GroupPlan()
+    sources: dict[int, list[int]] = {}  # storage register -> pcs of alloc_storage writing it
+    tensors: dict[tuple[int, tuple[int, ...], str], list[tuple[int, int]]] = {}
+    code = function.instructions
+    for pc, instruction in enumerate(code):
+        ops = _operands(instruction)
+        if instruction.opcode is Opcode.AllocStorage:
+            sources.setdefault(ops["dst"], []).append(pc)
+        elif instruction.opcode is Opcode.AllocTensor:
+            key = (ops["storage"], tuple(ops["shape"]), ops["dtype"])
+            tensors.setdefault(key, []).append((ops["offset"], pc))
+    next_slot = function.register_file_size
+    for (reg, shape, dtype_name), members in tensors.items():
+        writers = sources.get(reg, [])
+        if reg not in facts.storage or len(writers) != 1:
+            continue
+        size = facts.consti.get(_operands(code[writers[0]])["size"])
+        if size is None:
+            continue
+        dtype = np.dtype(dtype_name)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        offsets = sorted({offset for offset, _ in members if offset + nbytes <= size})
+        for run in _even_runs(offsets):
+            group = Group(
+                slot=next_slot,
+                shape=(len(run), *shape),
+                dtype=dtype,
+                base=run[0],
+                strides=(run[1] - run[0], *_c_strides(shape, dtype.itemsize)),
+            )
+            next_slot += 1
+            plan.at_storage.setdefault(writers[0], []).append(group)
+            # Indexing the first axis of a view gives a view, except for scalar tensors,
+            # where it gives a numpy scalar; (i, ...) gives a 0-d view there.
+            index = {offset: (i, ...) if not shape else i for i, offset in enumerate(run)}
+            for offset, pc in members:
+                if offset in index:
+                    plan.members[pc] = (group.slot, index[offset])
+    plan.slots = next_slot - function.register_file_size
+    return plan
+
+
+def _even_runs(offsets: list[int]) -> list[list[int]]:
+    """Maximal runs of two or more sorted, distinct offsets with a constant step."""
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for offset in offsets:
+        if len(current) >= 2 and offset - current[-1] != current[1] - current[0]:
+            runs.append(current)
+            current = []
+        current.append(offset)
+    runs.append(current)
+    return [run for run in runs if len(run) >= 2]
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    step = itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
 # ---- decoding ----------------------------------------------------------------------------------
 
 
@@ -290,10 +388,22 @@ class Decoder:
         exe = self.exe
         functions = exe.functions
         codes: list[list[tuple]] = [[] for _ in functions]
+        called = called_functions(functions)
+        self.facts_of = [
+            analyse(f, exe.constant_values, i not in called) for i, f in enumerate(functions)
+        ]
+        # Grouped views are a fast-mode optimization; other modes time or count each view.
+        self.plans = [
+            plan_groups(f, facts) if self.mode == "fast" else GroupPlan()
+            for f, facts in zip(functions, self.facts_of)
+        ]
         program = Program(
             codes=codes,
             arities=[len(f.params) for f in functions],
-            pads=[[None] * (f.register_file_size - len(f.params)) for f in functions],
+            pads=[
+                [None] * (f.register_file_size - len(f.params) + plan.slots)
+                for f, plan in zip(functions, self.plans)
+            ],
             max_depth=self.max_depth,
             counting=self.mode == "count",
             functions=functions,
@@ -307,15 +417,15 @@ class Decoder:
             program.tags[tag] = self.tag_array(tag)
         for index, code in enumerate(codes):
             program.owners[id(code)] = index
-        called = called_functions(functions)
         for index, function in enumerate(functions):
-            codes[index][:] = self._decode_function(index, function, index not in called)
+            codes[index][:] = self._decode_function(index, function)
         return program
 
-    def _decode_function(self, findex: int, function: VMFunction, entry_only: bool) -> list[tuple]:
+    def _decode_function(self, findex: int, function: VMFunction) -> list[tuple]:
         self.findex = findex
         self.function = function
-        self.facts = analyse(function, self.constants, entry_only)
+        self.facts = self.facts_of[findex]
+        self.plan = self.plans[findex]
         decoded = []
         for pc, instruction in enumerate(function.instructions):
             self.pc = pc
@@ -375,9 +485,12 @@ def _move(d: Decoder, ops: dict[str, Any]) -> tuple:
 
 @_decoder(Opcode.Ret)
 def _ret(d: Decoder, ops: dict[str, Any]) -> tuple:
+    # A callee's register list ends with its caller's frame (see vm.interpreter.run), in
+    # the slots after its own registers; hooked calls add the instrument's record.
+    at = d.function.register_file_size + d.plan.slots
     if d.mode == "hooked":
-        return (K_RET_HOOKED, ops["result"], d.hook)
-    return (K_RET, ops["result"])
+        return (K_RET_HOOKED, ops["result"], at)
+    return (K_RET, ops["result"], at, at + 1, at + 2, at + 3)
 
 
 @_decoder(Opcode.Invoke)
@@ -509,6 +622,10 @@ def _alloc_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
     shape = tuple(ops["shape"])
     dtype = np.dtype(ops["dtype"])
     proven = storage in d.facts.storage
+    member = d.plan.members.get(d.pc)
+    if member is not None:
+        slot, index = member
+        return (K_ALLOC, slot, None, None, index, dst)  # view[index] of its group
     if d.mode != "profile" and proven:
         return (K_ALLOC, storage, shape, dtype, offset, dst)
     ndarray = _ndarray
@@ -673,7 +790,17 @@ def _alloc_storage(d: Decoder, ops: dict[str, Any]) -> tuple:
 
     # numpy's allocator aligns buffers to 16 bytes, which covers every element type a
     # kernel reads; larger requested alignments are performance hints only.
-    if known is not None and known >= 0:
+    groups = [
+        (g.slot, g.shape, g.dtype, g.base, g.strides) for g in d.plan.at_storage.get(d.pc, ())
+    ]
+    ndarray = _ndarray
+    if groups:
+
+        def alloc(regs: list) -> None:
+            storage = regs[dst] = empty(known, uint8)
+            for slot, shape, dtype, base, strides in groups:
+                regs[slot] = ndarray(shape, dtype, storage, base, strides)
+    elif known is not None and known >= 0:
 
         def alloc(regs: list) -> None:
             regs[dst] = empty(known, uint8)
@@ -843,7 +970,10 @@ def failing_pc(code: list[tuple], pc: int, regs: list) -> int:
     if ins[0] not in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
         return pc
     try:
-        _ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
+        if ins[2] is None:
+            regs[ins[1]][ins[4]]
+        else:
+            _ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
     except Exception:
         return pc
     return pc + 1

@@ -3,12 +3,14 @@
 Runtime layer (``vm``); imports numpy and the runtime modules of ``vm`` (numba only
 through :mod:`vm.kernels`, when an executable with kernels is first run).
 
-:func:`run` is the interpreter: one ``while`` loop that tests the kind of each
-decoded tuple (see :mod:`vm.decode`), hot kinds first, and keeps its own frame
-stack, so bytecode recursion never uses Python's stack; depth is limited by
+:func:`run` is the interpreter: one ``while`` loop that finds the kind of each
+decoded tuple (see :mod:`vm.decode`) with a small decision tree, hot kinds first.
+Calls never use Python's stack: a callee's register list ends with its caller's
+frame (code, return pc, registers, result register), so frames form a chain that
+costs no allocation beyond the register list, and a call depth counter enforces
 ``max_call_depth``. Any exception raised by an instruction becomes a
-:class:`vm.VMError` naming the function, the pc and the instruction. The frame stack
-is local to one run, so after an error the machine is ready for the next call.
+:class:`vm.VMError` naming the function, the pc and the instruction. Frames are local
+to one run, so after an error the machine is ready for the next call.
 
 :class:`VirtualMachine` follows TVM's Relay VM API (``invoke``, ``run``,
 ``set_input``, ``invoke_stateful``, ``get_outputs``, ``benchmark``) plus the Relax
@@ -113,7 +115,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     ndarray = _ndarray
     tuple_type = tuple
     skip_run = _SKIP_RUN
-    stack: list[tuple] = []
+    depth = 0  # frames above the entry frame
     pc = 0
     try:
         while True:
@@ -122,7 +124,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
             if op < 6:
                 if op == 0:  # K_KERNEL_RUN: back-to-back alloc + kernel pairs
                     for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
-                        out = ndarray(shape, dtype, regs[storage], offset)
+                        if shape is None:  # a tensor of a group: its view's index
+                            out = regs[storage][offset]
+                        else:
+                            out = ndarray(shape, dtype, regs[storage], offset)
                         regs[dst] = out
                         if b is None:
                             entry(regs[a], out)
@@ -131,13 +136,19 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         pc += 2  # kept exact, so an error names the failing pair
                 elif op == 1:  # K_ALLOC_PACKED1
                     _, storage, shape, dtype, offset, dst, entry, a = ins
-                    out = ndarray(shape, dtype, regs[storage], offset)
+                    if shape is None:
+                        out = regs[storage][offset]
+                    else:
+                        out = ndarray(shape, dtype, regs[storage], offset)
                     regs[dst] = out
                     entry(regs[a], out)
                     pc += 2
                 elif op == 2:  # K_ALLOC_PACKED2
                     _, storage, shape, dtype, offset, dst, entry, a, b = ins
-                    out = ndarray(shape, dtype, regs[storage], offset)
+                    if shape is None:
+                        out = regs[storage][offset]
+                    else:
+                        out = ndarray(shape, dtype, regs[storage], offset)
                     regs[dst] = out
                     entry(regs[a], regs[b], out)
                     pc += 2
@@ -148,7 +159,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     ins[1](regs[ins[2]], regs[ins[3]], regs[ins[4]])
                     pc += 1
                 else:  # K_ALLOC
-                    regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
+                    if ins[2] is None:
+                        regs[ins[5]] = regs[ins[1]][ins[4]]
+                    else:
+                        regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
                     pc += 1
             elif op < 10:
                 if op == 6:  # K_SET
@@ -178,23 +192,30 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
             elif op < 14:
                 if op == 10:  # K_INVOKE
                     _, callee, args, pad, dst = ins
-                    if len(stack) >= limit:
+                    if depth >= limit:
                         raise _depth_error(program, code, pc, limit)
-                    stack.append((code, pc + 1, regs, dst))
+                    depth += 1
+                    # The callee's registers end with the caller's frame: code, return
+                    # pc, registers and the register that receives the result.
                     count = len(args)
                     if count == 1:
-                        regs = [regs[args[0]], *pad]
+                        regs = [regs[args[0]], *pad, code, pc + 1, regs, dst]
                     elif count == 2:
-                        regs = [regs[args[0]], regs[args[1]], *pad]
+                        regs = [regs[args[0]], regs[args[1]], *pad, code, pc + 1, regs, dst]
                     else:
-                        regs = [*[regs[r] for r in args], *pad]
+                        regs = [*[regs[r] for r in args], *pad, code, pc + 1, regs, dst]
                     code = callee
                     pc = 0
                 elif op == 11:  # K_RET
-                    value = regs[ins[1]]
-                    if not stack:
+                    _, result, at_code, at_pc, at_regs, at_dst = ins
+                    value = regs[result]
+                    if not depth:
                         return value
-                    code, pc, regs, dst = stack.pop()
+                    depth -= 1
+                    code = regs[at_code]
+                    pc = regs[at_pc]
+                    dst = regs[at_dst]
+                    regs = regs[at_regs]
                     regs[dst] = value
                 elif op == 12:  # K_MOVE
                     regs[ins[2]] = regs[ins[1]]
@@ -220,10 +241,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 captured = closure.captured
                 if len(captured) + len(args) != arities[index]:
                     raise _closure_arity_error(program, code, pc, closure, len(args))
-                if len(stack) >= limit:
+                if depth >= limit:
                     raise _depth_error(program, code, pc, limit)
-                stack.append((code, pc + 1, regs, dst))
-                regs = [*captured, *[regs[r] for r in args], *pads[index]]
+                depth += 1
+                regs = [*captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs, dst]
                 code = codes[index]
                 pc = 0
             elif op == 18:  # K_FATAL
@@ -236,10 +257,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     regs[dst] = None
                     pc += 1
                     continue
-                if len(stack) >= limit:
+                if depth >= limit:
                     raise _depth_error(program, code, pc, limit)
-                stack.append((code, pc + 1, regs, dst, (hook, function, values)))
-                regs = [*values, *pad]
+                depth += 1
+                regs = [*values, *pad, code, pc + 1, regs, dst, (hook, function, values)]
                 code = callee
                 pc = 0
             elif op == 20:  # K_INVOKE_CLOSURE_HOOKED
@@ -254,17 +275,18 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     regs[dst] = None
                     pc += 1
                     continue
-                if len(stack) >= limit:
+                if depth >= limit:
                     raise _depth_error(program, code, pc, limit)
-                stack.append((code, pc + 1, regs, dst, (hook, function, values)))
-                regs = [*values, *pads[index]]
+                depth += 1
+                regs = [*values, *pads[index], code, pc + 1, regs, dst, (hook, function, values)]
                 code = codes[index]
                 pc = 0
             elif op == 21:  # K_RET_HOOKED
                 value = regs[ins[1]]
-                if not stack:
+                if not depth:
                     return value
-                code, pc, regs, dst, called = stack.pop()
+                depth -= 1
+                code, pc, regs, dst, called = regs[ins[2] :]
                 regs[dst] = value
                 hook, function, values = called
                 call_hook(hook, function, function.name, False, value, *values)

@@ -258,6 +258,9 @@ def memory_programs() -> vm.Executable:
     - ``fresh()`` -> a float32[2, 3] view of a new 24-byte storage
     - ``too_big()`` -> a float32[10, 10] view of a 24-byte storage (out of bounds)
     - ``negative()`` -> a storage of -1 bytes
+    - ``three()`` -> three float32[2] views of one 24-byte storage, at offsets 0, 8, 16
+    - ``overflow()`` -> the same plus a fourth at offset 24, which does not fit
+    - ``scalars()`` -> three float32 scalars (0-d views) of one storage
     - ``by_reg()`` -> a float32 tensor whose shape comes from a constant int64 [3, 2]
     - ``shape(x)`` -> shape_of(x)
     - ``reshape(x: float32[2, 3])`` -> x viewed as [3, 2]
@@ -281,6 +284,26 @@ def memory_programs() -> vm.Executable:
         f.emit(O.AllocStorage, size, 64, "float32", st)
         f.emit(O.AllocTensor, st, 0, shape, "float32", out)
         f.emit(O.Ret, out)
+        b.add_function(f)
+
+    pair_type = ("tensor", (2,), "float32")
+    scalar_type = ("tensor", (), "float32")
+    for name, offsets, shape in (
+        ("three", (0, 8, 16), (2,)),
+        ("overflow", (0, 8, 16, 24), (2,)),
+        ("scalars", (0, 4, 8), ()),
+    ):
+        spec = pair_type if shape else scalar_type
+        f = b.function(name, [], [], ("tuple", (spec,) * len(offsets)))
+        size, st, r = f.reg(), f.reg(), f.reg()
+        f.emit(O.LoadConsti, 24, size)
+        f.emit(O.AllocStorage, size, 64, "float32", st)
+        outs = []
+        for offset in offsets:
+            outs.append(f.reg())
+            f.emit(O.AllocTensor, st, offset, shape, "float32", outs[-1])
+        f.emit(O.AllocADT, 0, outs, r)
+        f.emit(O.Ret, r)
         b.add_function(f)
 
     f = b.function("by_reg", [], [], ("tensor", (3, 2), "float32"))

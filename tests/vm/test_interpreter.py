@@ -21,7 +21,7 @@ from tests.vm.interpreter_programs import (
     nat_value,
     scalar_programs,
 )
-from vm.decode import DECODERS, K_MATCH_TAG, Decoder
+from vm.decode import DECODERS, K_MATCH_TAG, Decoder, _even_runs
 from vm.interpreter import export
 from vm.isa import OPCODES
 
@@ -99,6 +99,19 @@ def test_kill_register_does_not_touch_other_registers(scalars):
     assert scalars.invoke("killed", 9) == 9
 
 
+@pytest.mark.parametrize(
+    ("offsets", "runs"),
+    [
+        ([0, 64, 128, 200, 272, 400], [[0, 64, 128], [200, 272]]),
+        ([0, 8], [[0, 8]]),
+        ([5], []),
+        ([], []),
+    ],
+)
+def test_offsets_split_into_evenly_spaced_runs(offsets, runs):
+    assert _even_runs(offsets) == runs
+
+
 def test_the_tag_test_of_a_match_is_fused_in_the_fast_decode():
     exe = nat_programs()
     program = Decoder(exe, []).decode()
@@ -147,6 +160,40 @@ def test_alloc_storage_and_alloc_tensor_give_a_fresh_writable_tensor_per_call(me
     assert first.shape == (2, 3) and first.dtype == np.float32 and first.flags.writeable
     assert first.flags.c_contiguous
     assert not np.shares_memory(first, second)
+
+
+def test_tensors_carved_from_one_storage_are_disjoint_views_of_it(memory):
+    tensors = memory.invoke("three")
+    storage = tensors[0].base
+    assert storage.dtype == np.uint8 and storage.nbytes == 24
+    for i, tensor in enumerate(tensors):
+        assert tensor.base is storage and tensor.shape == (2,) and tensor.flags.c_contiguous
+        assert tensor.__array_interface__["data"][0] - storage.ctypes.data == 8 * i
+    for i, tensor in enumerate(tensors):
+        tensor[...] = i
+    assert storage.view(np.float32).tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_even_offsets_of_one_storage_share_one_strided_view_in_the_fast_decode(memory):
+    exe = memory.executable
+    function = exe.functions[exe.globals.index("three")]
+    program = Decoder(exe, []).decode()
+    code = program.codes[exe.globals.index("three")]
+    assert [ins[2] for ins in code[2:5]] == [None, None, None]  # view[index] of the group
+    assert len(program.pads[exe.globals.index("three")]) == function.register_file_size + 1
+
+
+def test_scalar_tensors_of_one_storage_are_0_d_arrays_not_numpy_scalars(memory):
+    scalars = memory.invoke("scalars")
+    assert all(type(s) is np.ndarray and s.shape == () for s in scalars)
+    for i, scalar in enumerate(scalars):
+        scalar[...] = i
+    assert scalars[0].base.view(np.float32)[:3].tolist() == [0, 1, 2]
+
+
+def test_a_tensor_past_the_end_of_its_storage_is_not_grouped_and_still_traps(memory):
+    with pytest.raises(vm.VMError, match=r"overflow at pc 5 .* at byte offset 24 does not fit"):
+        memory.invoke("overflow")
 
 
 def test_alloc_tensor_reg_takes_its_shape_from_a_register(memory):

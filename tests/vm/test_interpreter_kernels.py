@@ -74,7 +74,22 @@ def test_back_to_back_kernel_pairs_run_in_one_inner_loop(machine, x):
     chain = machine._fast.codes[machine.executable.globals.index("chain")]
     assert chain[2][0] == K_KERNEL_RUN and len(chain[2][1]) == 3
     y = np.full((10, 10), 0.5, np.float32)
-    np.testing.assert_array_equal(machine.invoke("chain", x, y), 3 * x + y)
+    result = machine.invoke("chain", x, y)
+    np.testing.assert_array_equal(result, 3 * x + y)
+    # The result is the last of three tensors carved from one 1200-byte storage.
+    assert result.base.dtype == np.uint8 and result.base.nbytes == 1200
+    assert result.__array_interface__["data"][0] - result.base.ctypes.data == 800
+
+
+def test_kernel_runs_give_the_same_results_with_an_instrument_or_profile(machine, x):
+    y = np.full((10, 10), 0.5, np.float32)
+    machine.set_instrument(lambda *args: None)
+    try:
+        np.testing.assert_array_equal(machine.invoke("chain", x, y), 3 * x + y)
+    finally:
+        machine.set_instrument(None)
+    report = machine.profile("chain", x, y)
+    assert sum(c["Count"] for c in report.calls if c["Name"] == "VM::AllocTensor") == 3
 
 
 def test_an_error_inside_a_run_of_kernel_pairs_names_the_failing_pair(machine, x):

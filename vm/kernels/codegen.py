@@ -78,25 +78,6 @@ class _ArgMapCtx:
     attrs: dict
 
 
-@dataclass
-class _Loads:
-    """How a fused loop body reads its leaves: indexed by the loop variables."""
-
-    gen: _Generator
-    loop_names: list[str]
-
-    def load(self, value: _Value, positions: tuple[int, ...]) -> str:
-        array = self.gen.leaf_array(value)
-        if value.spec.ndim == 0:
-            element = f"{array}[()]"
-        else:
-            idx = [f"{self.loop_names[p]} * m{value.index}_{d}" for d, p in enumerate(positions)]
-            element = f"{array}[{index(idx)}]"
-        if value.f16 and COMPUTE not in value.arrays:
-            element = f"h.f16_to_f32({element})"
-        return element
-
-
 class _Generator:
     def __init__(self, desc: Description) -> None:
         self.desc = desc
@@ -324,11 +305,11 @@ class _Generator:
         for value, _ in leaves:
             self.emit_flags(value)
 
-        def body(loads: _Loads, target: str) -> None:
+        def body(loop_names: list[str], target: str) -> None:
             for value, positions in order:
                 name = names[(value.index, positions)]
                 if value.arrays:
-                    src.line(f"{name} = {loads.load(value, positions)}")
+                    src.line(f"{name} = {self.load(value, positions, loop_names)}")
                 else:
                     src.line(f"{name} = {self.node_expr(value, positions, names)}")
             result = names[(root.index, identity)]
@@ -337,16 +318,25 @@ class _Generator:
             src.line(f"{target} = {result}")
 
         if n == 0:
-            body(_Loads(self, []), f"{dest}[()]")
+            body([], f"{dest}[()]")
             return
         # One loop nest; a broadcast dimension is read at index 0 through its 0/1 flag. LLVM
         # versions the inner loop on the flags, so same-shape operands still vectorize.
         with src.loops(root.dims) as loop_names:
-            body(_Loads(self, loop_names), f"{dest}[{index(loop_names)}]")
+            body(loop_names, f"{dest}[{index(loop_names)}]")
 
-    def leaf_array(self, value: _Value) -> str:
-        """The array a fused loop reads ``value`` from (its compute form when it has one)."""
-        return value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+    def load(self, value: _Value, positions: tuple[int, ...], loop_names: list[str]) -> str:
+        """An element of ``value`` at ``positions`` of the loop, as a compute-typed scalar."""
+        # Its float32 form when it has one, else its storage (float16 bits are decoded).
+        array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+        if value.spec.ndim == 0:
+            element = f"{array}[()]"
+        else:
+            idx = [f"{loop_names[p]} * m{value.index}_{d}" for d, p in enumerate(positions)]
+            element = f"{array}[{index(idx)}]"
+        if value.f16 and COMPUTE not in value.arrays:
+            element = f"h.f16_to_f32({element})"
+        return element
 
     def emit_flags(self, value: _Value) -> None:
         """``m<v>_<d>`` is 0 where ``value`` has size 1 (broadcast), else 1."""

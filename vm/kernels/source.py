@@ -22,7 +22,7 @@ from vm.kernels.rules import Spec
 
 #: Loops nested deeper than this are partly flattened: CPython refuses more than 20
 #: statically nested blocks in one function, and a rank-32 tensor needs 32 loops.
-MAX_NEST = 8
+MAX_NEST = 6
 
 
 class Source:

@@ -126,3 +126,12 @@ def test_shared_structure_gives_one_cached_kernel() -> None:
     a = load_kernel(first.description(first_results))
     b = load_kernel(second.description(second_results))
     assert a is b
+
+
+def test_high_rank_tensors_use_bounded_loop_nesting() -> None:
+    # Rank 32 would need more nested loops than CPython allows blocks in a function; past
+    # a few dimensions the outer loops are flattened into one.
+    shape = (2, 1, 3, 1, 2, 2, 3, 2)
+    program = Program([f32(*shape), f32(*shape[5:])])
+    results = [program.add("add", [0, 1])[0], program.add("sum", [0], axis=(3, 5))[0]]
+    check(program, results, ["add", "sum"])

@@ -333,7 +333,9 @@ def lstm_module(weights: dict, steps: int = 32):
     state_type = relay.TensorType((1, hidden), "float32")
 
     def weight_vars() -> list:
-        return [relay.var(n, shape=weights[n].shape, dtype="float32") for n in ("w_ih", "w_hh", "b")]
+        return [
+            relay.var(n, shape=weights[n].shape, dtype="float32") for n in ("w_ih", "w_hh", "b")
+        ]
 
     loop = relay.GlobalVar("loop")
     i = relay.var("i", shape=(), dtype="int32")
@@ -356,9 +358,7 @@ def lstm_module(weights: dict, steps: int = 32):
         relay.Let(
             h_next,
             out_gate * relay.tanh(c_next),
-            relay.Call(
-                loop, [i + relay.const(1, "int32"), h_next, c_next, xs, w_ih, w_hh, b]
-            ),
+            relay.Call(loop, [i + relay.const(1, "int32"), h_next, c_next, xs, w_ih, w_hh, b]),
         ),
     )
     done = relay.equal(i, relay.const(steps, "int32"))

@@ -1,10 +1,14 @@
-"""Shared helpers for the benchmarks: timing, peers (onnxruntime, torch), and the ratio table.
+"""Shared helpers for the benchmarks: timing, peers (onnxruntime, torch), and the ratio tables.
 
 Benchmarks layer. Peers are optional: a missing one is reported as such, never faked.
+:func:`print_table` gives ratios to relayvm (the dispatch benchmark);
+:func:`print_peer_table` gives ratios to the fastest peer and each engine's max abs diff
+from the reference answer (the model benchmark).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -33,6 +37,8 @@ class Row:
     engine: str
     seconds: float | None
     note: str = ""
+    #: Largest absolute difference from the workload's reference answer, when checked.
+    max_abs_diff: float | None = None
 
 
 def print_table(rows: list[Row], reference_engine: str = "relayvm") -> None:
@@ -89,3 +95,94 @@ def onnx_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def measure(
+    fn: Callable[[], object],
+    rounds: int = 5,
+    min_round_seconds: float = 0.05,
+    warmup: int = 3,
+) -> float:
+    """Seconds per call: the median over ``rounds`` rounds of the mean time per call.
+
+    ``warmup`` calls come first (they compile, allocate and let TorchScript's profiling
+    executor settle); then the number of calls per round is chosen so a round lasts at least
+    ``min_round_seconds``, which keeps timer resolution out of microsecond workloads.
+    """
+    for _ in range(max(1, warmup)):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-9)
+    number = max(1, math.ceil(min_round_seconds / one))
+    per_call = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        per_call.append((time.perf_counter() - t0) / number)
+    return float(np.median(per_call))
+
+
+def is_relayvm(engine: str) -> bool:
+    """Whether a row measures relayvm itself (its engine name starts with ``relayvm``)."""
+    return engine.startswith("relayvm")
+
+
+def fastest_peer(rows: list[Row]) -> Row | None:
+    """The fastest measured row that is not relayvm's, or ``None`` when there is none."""
+    peers = [r for r in rows if r.seconds is not None and not is_relayvm(r.engine)]
+    return min(peers, key=lambda r: r.seconds) if peers else None
+
+
+def print_peer_table(rows: list[Row]) -> None:
+    """Print every row with its time, its ratio to the fastest peer of its workload, and its
+    max abs diff from the reference.
+
+    A peer is any engine that is not relayvm (see :func:`is_relayvm`); a ratio above 1 means
+    slower than the fastest peer. Rows without a time print ``n/a`` and their reason.
+    """
+    by_workload: dict[str, list[Row]] = {}
+    for row in rows:
+        by_workload.setdefault(row.workload, []).append(row)
+    header = (
+        f"{'workload':<30} {'engine':<34} {'time':>10} {'vs fastest peer':>16} "
+        f"{'max abs diff':>13}  note"
+    )
+    print(header)
+    print("-" * len(header))
+    for workload, group in by_workload.items():
+        best = fastest_peer(group)
+        for row in group:
+            diff = "" if row.max_abs_diff is None else f"{row.max_abs_diff:.2e}"
+            if row.seconds is None:
+                print(
+                    f"{workload:<30} {row.engine:<34} {'n/a':>10} {'':>16} {diff:>13}  {row.note}"
+                )
+                continue
+            ratio = ""
+            if best is not None and best.seconds:
+                ratio = f"{row.seconds / best.seconds:.2f}x"
+                if row is best:
+                    ratio = "1.00x (fastest)"
+            print(
+                f"{workload:<30} {row.engine:<34} {format_seconds(row.seconds):>10} "
+                f"{ratio:>16} {diff:>13}  {row.note}"
+            )
+        print()
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported (the optional ``bench`` extra)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def torch_threads(threads: int | None = None) -> None:
+    """Give torch the benchmark's thread count (``$RELAYVM_BENCH_THREADS``, default 2)."""
+    import torch
+
+    torch.set_num_threads(threads or int(os.environ.get("RELAYVM_BENCH_THREADS", "2")))

@@ -96,6 +96,7 @@ _empty = np.empty
 _UINT8 = np.dtype(np.uint8)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
+_FLOAT16 = np.dtype(np.float16)
 _SKIP_RUN = VMInstrumentReturnKind.SKIP_RUN
 
 Handler = Callable[[list], None]
@@ -531,6 +532,9 @@ def _invoke_packed(d: Decoder, ops: dict[str, Any]) -> tuple:
         for i, (reg, (dtype, ndim)) in enumerate(zip(regs, arg_types))
         if facts.tensor_type.get(reg) != (ndim, dtype)
     )
+    # numba checks dtypes, but a float16 argument reaches it as a uint16 view, which any
+    # 2-byte array would pass: unproven float16 arguments get their dtype checked here.
+    half_checks = tuple(i for i, ndim in rank_checks if arg_types[i][0] == "float16")
     write_checks = tuple(
         i for i in range(first_output, len(regs)) if regs[i] not in facts.vm_allocated
     )
@@ -540,7 +544,9 @@ def _invoke_packed(d: Decoder, ops: dict[str, Any]) -> tuple:
             return (K_PACKED3, entry, *regs)
         if len(regs) == 2:
             return (K_PACKED2, entry, *regs)
-    handler = _kernel_handler(entry, regs, rank_checks, write_checks, first_output, name)
+    handler = _kernel_handler(
+        entry, regs, rank_checks, half_checks, write_checks, first_output, name
+    )
     if d.mode == "hooked":
         return (K_CALL, _hooked_kernel(handler, kernel, name, regs, d.hook))
     if d.mode == "profile":
@@ -552,21 +558,36 @@ def _kernel_handler(
     entry: Callable[..., Any],
     regs: tuple[int, ...],
     rank_checks: tuple[tuple[int, int], ...],
+    half_checks: tuple[int, ...],
     write_checks: tuple[int, ...],
     first_output: int,
     name: str,
 ) -> Callable[..., Any]:
     """``handler(registers, args=None)``: check the arguments, then run the kernel."""
+    if len(regs) == 1:
+        (only,) = regs
 
-    def run_kernel(registers: list, args: list | None = None) -> None:
+        def gather(registers: list) -> tuple:
+            return (registers[only],)
+    else:
+        gather = itemgetter(*regs)  # a tuple of the registers' values, gathered in C
+
+    def run_kernel(registers: list, args: Sequence[Any] | None = None) -> None:
         if args is None:
-            args = [registers[r] for r in regs]
+            args = gather(registers)
         for i, ndim in rank_checks:
             if args[i].ndim != ndim:
                 raise KernelArgumentError(
                     f"argument {i} (${regs[i]}) of kernel {name} is "
                     f"{_type_text(args[i].dtype, args[i].shape)}, "
                     f"but the kernel takes a tensor of rank {ndim}"
+                )
+        for i in half_checks:
+            if args[i].dtype != _FLOAT16:
+                raise KernelArgumentError(
+                    f"argument {i} (${regs[i]}) of kernel {name} is "
+                    f"{_type_text(args[i].dtype, args[i].shape)}, "
+                    "but the kernel takes a float16 tensor"
                 )
         for i in write_checks:
             if not args[i].flags.writeable:

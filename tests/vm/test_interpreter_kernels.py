@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import vm
-from tests.vm.interpreter_programs import kernel_programs
+from tests.vm.interpreter_programs import add_description, kernel_programs
+from vm.builder import ExecutableBuilder
 from vm.decode import K_ALLOC_PACKED2, K_CALL, K_KERNEL_RUN
+from vm.isa import Opcode as O
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +156,33 @@ def test_the_machine_keeps_working_after_kernel_errors(machine, x):
         with pytest.raises(vm.VMError):
             machine.invoke("mismatch", x, np.ones((5, 5), np.float32))
         np.testing.assert_array_equal(machine.invoke("twice", x), 4 * x)
+
+
+# ---- float16 (a second kernel: add on float16 vectors) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def half():
+    b = ExecutableBuilder()
+    prim = b.add_primitive("vm_mod_fused_add_f16", add_description("float16", 1))
+    f = b.function("loose", ["x"], [("any",)], ("tensor", (4,), "float16"))
+    size, st, out = f.reg(), f.reg(), f.reg()
+    f.emit(O.LoadConsti, 8, size)
+    f.emit(O.AllocStorage, size, 64, "float16", st)
+    f.emit(O.AllocTensor, st, 0, (4,), "float16", out)
+    f.emit(O.InvokePacked, prim, [0, 0, out], 1)
+    f.emit(O.Ret, out)
+    b.add_function(f)
+    return vm.VirtualMachine(b.build())
+
+
+def test_float16_tensors_go_through_kernels(half):
+    x = np.array([0.5, 1.5, -2.0, 1000.0], np.float16)
+    result = half.invoke("loose", x)
+    assert result.dtype == np.float16
+    np.testing.assert_array_equal(result, x + x)
+
+
+def test_a_two_byte_array_is_not_taken_for_float16(half):
+    with pytest.raises(vm.VMError, match=r"is int16\[4\], but the kernel takes a float16 tensor"):
+        half.invoke("loose", np.ones(4, np.int16))

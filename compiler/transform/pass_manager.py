@@ -20,6 +20,7 @@ skip it); ``opt_level`` and ``disabled_pass`` filter the passes a ``Sequential``
 
 from __future__ import annotations
 
+import abc
 import functools
 import threading
 import time
@@ -299,7 +300,7 @@ def _hook(inst: object, name: str) -> Callable[..., Any]:
     return fn if callable(fn) else getattr(_DEFAULTS, name)
 
 
-class Pass:
+class Pass(abc.ABC):
     """Base class of passes: call the object on an IRModule to get a new IRModule.
 
     Subclasses implement :meth:`transform_module`; the input module is never modified.
@@ -315,9 +316,9 @@ class Pass:
         """The pass name (``info.name``)."""
         return self.info.name
 
+    @abc.abstractmethod
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         """Return the transformed copy of ``mod``."""
-        raise NotImplementedError(f"pass {self.info.name} does not define transform_module")
 
     def __call__(self, mod: IRModule) -> IRModule:
         if not isinstance(mod, IRModule):

@@ -14,6 +14,7 @@ the final types never claim more than the program guarantees.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 
 from compiler.ir.attrs import Attrs
@@ -26,27 +27,27 @@ from compiler.typing.typeops import same_type
 from compiler.typing.unify import Mismatch, Solver
 
 
-class Constraint:
+class Constraint(abc.ABC):
     """A relation between some input types and the incomplete ``result`` type."""
 
     result: IncompleteType
     solved: bool = False
 
+    @abc.abstractmethod
     def ready(self, solver: Solver) -> bool:
         """Whether enough is known to solve it."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def solve(self, solver: Solver) -> None:
         """Solve (or re-solve) it; raises :class:`RelayTypeError` if the program is ill-typed."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def refresh(self, solver: Solver) -> bool:
         """Re-solve if its inputs changed since the last solve; whether the result changed."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def unresolved_error(self, solver: Solver) -> RelayTypeError:
         """The error reported when inference ends with this constraint unsolved."""
-        raise NotImplementedError
 
 
 class OpConstraint(Constraint):

@@ -26,8 +26,9 @@ from compiler.op.typerel import fmt_type
 
 #: Operations on values known at import time are evaluated there (so shape computations
 #: such as Shape -> Gather -> Concat -> Reshape become constants) when every input is a
-#: Relay constant, or when the inputs are initializers holding at most this many elements
-#: in all (small integer tensors: shapes, axes). Larger initializers stay parameters.
+#: Relay constant, or when the initializers among the inputs are integer or bool tensors
+#: (shapes, axes, indices) holding at most this many elements in all. Floating-point
+#: initializers (weights) always stay parameters.
 SMALL_STATIC_ELEMENTS = 4096
 
 
@@ -90,15 +91,17 @@ class Value:
 
 def constant_value(array: np.ndarray) -> Value:
     """A Relay constant holding ``array``."""
-    array = np.ascontiguousarray(array)
+    array = np.array(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
     const = Constant(array)
     return Value(const, TensorType(array.shape, array.dtype.name), const.data)
 
 
-def _static_size(static: AnyT) -> int:
-    if isinstance(static, tuple):
-        return sum(int(s.size) for s in static)
-    return int(static.size)
+def _foldable(parameters: Sequence[Value]) -> bool:
+    """Whether a call whose inputs are all known may be evaluated at import time, given its
+    inputs that are initializer parameters rather than constants."""
+    if any(p.static.dtype.kind not in "biu" for p in parameters):
+        return False
+    return sum(int(p.static.size) for p in parameters) <= SMALL_STATIC_ELEMENTS
 
 
 class NodeContext:
@@ -224,9 +227,6 @@ class NodeContext:
             raise self.unsupported(f"attribute {name!r} has a kind the frontend cannot read")
         return value
 
-    def has_attr(self, name: str) -> bool:
-        return name in self.attrs
-
     def check_attr(self, name: str, allowed: Sequence[AnyT], default: AnyT) -> AnyT:
         """Attribute ``name`` (``default`` if absent), which must be one of ``allowed``."""
         value = self.attr(name, default)
@@ -266,29 +266,26 @@ class NodeContext:
         exprs: list[Expr] = []
         types: list[Type] = []
         statics: list[AnyT] = []
-        constant = True
+        parameters: list[Value] = []  # inputs known at import time that are not constants
         for arg in args:
+            fields = [arg] if isinstance(arg, Value) else list(arg)
             if isinstance(arg, Value):
                 exprs.append(arg.expr)
                 types.append(arg.type)
                 statics.append(arg.static)
-                constant = constant and arg.is_constant
             else:
-                fields = list(arg)
                 exprs.append(Tuple([f.expr for f in fields]))
                 types.append(TupleType([f.type for f in fields]))
                 known = [f.static for f in fields]
                 statics.append(None if any(s is None for s in known) else tuple(known))
-                constant = constant and all(f.is_constant for f in fields)
+            parameters.extend(f for f in fields if not f.is_constant)
         try:
             expr = call_op(op, exprs, **attrs)
             ty = get_def(op).type_rel(types, expr.attrs)
         except TypeError as exc:
             shown = ", ".join(fmt_type(t) for t in types)
             raise self.error(f"cannot apply {op} to ({shown}): {exc}") from None
-        if all(s is not None for s in statics) and (
-            constant or sum(_static_size(s) for s in statics) <= SMALL_STATIC_ELEMENTS
-        ):
+        if all(s is not None for s in statics) and _foldable(parameters):
             return self._fold(op, expr, ty, statics)
         return Value(expr, ty)
 

@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
-from compiler.frontend.onnx_errors import OnnxImportError
 from compiler.frontend.onnx_dtypes import ONNX_DTYPES
+from compiler.frontend.onnx_errors import OnnxImportError
 from compiler.frontend.onnx_tensors import iter_tensors
 
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
@@ -74,7 +74,7 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
     try:
         proto.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
-        raise OnnxImportError(f"{where} is not a serialized ONNX model: {exc}") from None
+        raise OnnxImportError(f"cannot parse {where} as an ONNX model: {exc}") from None
     return proto
 
 
@@ -144,8 +144,7 @@ def _nonnegative(entries: Mapping[str, str], key: str, what: str, location: str)
     text = entries[key]
     if not text.isdigit():
         raise OnnxImportError(
-            f"{what}: external data {key} {text!r} for {location!r} must be a non-negative "
-            "integer"
+            f"{what}: external data {key} {text!r} for {location!r} must be a non-negative integer"
         )
     return int(text)
 
@@ -171,8 +170,10 @@ def safe_external_path(location: str, base_dir: str, what: str) -> str:
         raise OnnxImportError(f"{what} is marked as external data but gives no location")
     if "\x00" in location:
         raise OnnxImportError(f"{prefix}, whose name contains a NUL character")
-    if os.path.isabs(location) or location.startswith(("/", "\\")) or _WINDOWS_DRIVE.match(
-        location
+    if (
+        os.path.isabs(location)
+        or location.startswith(("/", "\\"))
+        or _WINDOWS_DRIVE.match(location)
     ):
         raise OnnxImportError(
             f"{prefix}, an absolute path; external data must be given relative to the "

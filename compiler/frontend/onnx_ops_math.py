@@ -149,9 +149,7 @@ def _softplus(node: NodeContext) -> Value:
 @register("Softsign")
 def _softsign(node: NodeContext) -> Value:
     x = node.input(0)
-    return node.call(
-        "divide", x, node.call("add", node.call("abs", x), node.scalar(1, x.dtype))
-    )
+    return node.call("divide", x, node.call("add", node.call("abs", x), node.scalar(1, x.dtype)))
 
 
 def _hard_sigmoid(node: NodeContext, x: Value, alpha: float, beta: float) -> Value:

@@ -18,6 +18,7 @@ from compiler.frontend.onnx_context import SubgraphAttribute, UnsupportedAttribu
 from compiler.frontend.onnx_dtypes import relay_dtype
 from compiler.frontend.onnx_errors import OnnxImportError, OpNotImplemented
 
+
 def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
     """A tensor's value (its data already in memory) as a numpy array of a Relay dtype."""
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
@@ -29,7 +30,7 @@ def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
         array = numpy_helper.to_array(tensor)
     except Exception as exc:  # protobuf/numpy reasons vary; the tensor is malformed either way
         raise OnnxImportError(f"cannot read the data of {what}: {exc}") from None
-    return np.ascontiguousarray(array, dtype=dtype)
+    return np.array(array, dtype=dtype, order="C")
 
 
 def decode_attributes(node: onnx.NodeProto, what: str) -> dict[str, Any]:

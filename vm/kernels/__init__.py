@@ -8,6 +8,11 @@ its :class:`CompiledKernel`, generating a numba module on first use and caching 
 machine code on disk (:func:`cache_dir`) so later processes load it without compiling.
 Kernels use destination-passing style: call ``kernel.entry(*inputs, *outputs)`` with
 outputs the caller allocated.
+
+Kernels are compiled without numba's ``parallel=True``: big matrix products, convolutions
+and pools are split between the calling thread and a small pool of worker threads of
+their own (:mod:`vm.kernels.threads`; ``RELAYVM_NUM_THREADS`` sets the count), so any
+number of virtual machines may run kernels from any number of threads.
 """
 
 from vm.kernels.cache import cache_dir

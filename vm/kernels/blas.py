@@ -1,36 +1,290 @@
-"""BLAS calls for generated kernels: numpy's ``matmul`` reached from compiled code.
+"""BLAS calls for generated kernels: numpy's ``matmul`` reached from compiled code, split
+between threads.
 
 Runtime layer (``vm.kernels``); imports numpy and numba.
 
 numba's own ``np.dot`` needs scipy for its BLAS bindings, which the runtime does not
-depend on, so these functions leave compiled code through an object-mode block and let
-numpy call BLAS (about 2 us of overhead, which the kernels only pay for products big
-enough to repay it). Each is an ordinary jitted function rather than inline code because
-numba cannot compile a function with more than one object-mode block, and a fused kernel
-may hold several products. Generated modules import this module as ``blas``; its source
-is part of the kernel cache key.
+depend on, so the jitted functions at the end of this module leave compiled code through
+:mod:`vm.kernels.bridge` (a few microseconds, which the kernels only pay for products big
+enough to repay it) and call the plain-Python functions above them. Generated modules
+import this module as ``blas``; its source is part of the kernel cache key.
+
+The Python functions run OpenBLAS on one thread per caller and cut a product of at least
+:data:`SPLIT_FLOPS` multiply-adds into chunks along its longer output dimension, which the
+caller and :mod:`vm.kernels.threads`' workers share (see there for why). A convolution's
+chunks are ranges of output rows, each doing its own im2col, so the copy is parallel too.
 """
 
 from __future__ import annotations
 
-import numba
+import threading
+
 import numpy as np
 from numba import njit
 
+from vm.kernels import bridge, conv_loops, threads, winograd
 
-@njit
+#: Multiply-adds from which a product is split between threads (about 20 us on one core).
+SPLIT_FLOPS = 1 << 21
+
+
+_SCRATCH = threading.local()
+
+
+def workspace(name: str, size: int, dtype: np.dtype) -> np.ndarray:
+    """A flat scratch array of at least ``size`` elements, kept per thread and name and
+    grown when needed: a fresh multi-megabyte array per call costs a page fault per 4 KiB
+    page when it is first written (about as long as the convolution it serves)."""
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    dtype = np.dtype(dtype)
+    buffer = buffers.get((name, dtype))
+    if buffer is None or buffer.size < size:
+        buffer = buffers[name, dtype] = np.empty(max(size, 1), dtype)
+    return buffer[:size]
+
+
+def _ranges(extent: int, flops: int) -> list[tuple[int, int]]:
+    """``extent`` cut into contiguous chunks: one if the work is small, else a few per thread
+    (so a thread that starts late costs little)."""
+    count = threads.threads()
+    if flops < SPLIT_FLOPS or count <= 1 or extent < 2:
+        return [(0, extent)]
+    parts = min(extent, 2 * count)
+    return [(extent * i // parts, extent * (i + 1) // parts) for i in range(parts)]
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-D operands (any strides BLAS accepts)."""
+    m, n = out.shape
+    flops = m * n * a.shape[1]
+    with threads.single_threaded_blas():
+        if n >= m:
+            chunks = _ranges(n, flops)
+            tasks = [_columns(a, b, out, lo, hi) for lo, hi in chunks]
+        else:
+            tasks = [_rows(a, b, out, lo, hi) for lo, hi in _ranges(m, flops)]
+        threads.run(tasks)
+
+
+def _columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
+    return lambda: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+
+
+def _rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
+    return lambda: np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+
+def batch_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = a[i or 0] @ b[i or 0]`` for 3-D stacks (a batch of 1 broadcasts)."""
+    batch = out.shape[0]
+    if batch == 1 or out[0].size * a.shape[2] >= SPLIT_FLOPS:
+        for i in range(batch):
+            matmul(a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0], out[i])
+        return
+    with threads.single_threaded_blas():
+        flops = out.size * a.shape[2]
+        tasks = [_batch(a, b, out, lo, hi) for lo, hi in _ranges(batch, flops)]
+        threads.run(tasks)
+
+
+def _batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
+    def task() -> None:
+        x = a[lo:hi] if a.shape[0] > 1 else a
+        y = b[lo:hi] if b.shape[0] > 1 else b
+        np.matmul(x, y, out=out[lo:hi])
+
+    return task
+
+
+def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """One (image ``n``, group ``g``) block of a float convolution: im2col into ``cols``
+    (skipped when ``cols`` is empty: a 1x1 input is its own column matrix) and
+    ``out3[n, group's channels] = w3[g] @ columns``, both split into chunks of output rows."""
+    weights = w3[g]
+    og, k = weights.shape
+    out = out3[n, g * og : g * og + og]
+    plane = out_h * out_w
+    direct = cols.size == 0
+    source = x[n, g * cg : g * cg + cg].reshape(cg, -1) if direct else cols
+    flops = og * k * plane
+    with threads.single_threaded_blas():
+        if og > plane:
+            # Few output pixels, many channels: one im2col, then chunks of channels.
+            if not direct:
+                conv_loops.im2col(x, n, g * cg, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw,
+                                  out_h, out_w, 0, out_h)  # fmt: skip
+            threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
+            return
+
+        fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col
+
+        def rows(r0: int, r1: int):
+            def task() -> None:
+                if not direct:
+                    fill(x, n, g * cg, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w,
+                         r0, r1)  # fmt: skip
+                lo, hi = r0 * out_w, r1 * out_w
+                np.matmul(weights, source[:, lo:hi], out=out[:, lo:hi])
+
+            return task
+
+        threads.run([rows(r0, r1) for r0, r1 in _ranges(out_h, flops)])
+
+
+def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """Image ``n`` of a float convolution, every group: direct loops shared between the
+    threads by groups when each group reads one input channel (depthwise), else
+    :func:`conv_block` for each group, with an im2col matrix of ``rows`` rows (0: the 1x1
+    input is its own column matrix)."""
+    groups, og = w3.shape[0], w3.shape[1]
+    plane = out_h * out_w
+    cols = workspace("cols", rows * plane, x.dtype).reshape(rows, plane if rows else 0)
+    if cg == 1:
+        flops = groups * og * kh * kw * out_h * out_w
+        threads.run(
+            [_call(conv_loops.depthwise, x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw,
+                   out_h, out_w) for lo, hi in _ranges(groups, flops)]
+        )  # fmt: skip
+        return
+    for g in range(groups):
+        conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+
+
+def conv_transpose_image(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, dw) -> None:
+    """Image ``n`` of a float transposed convolution: per group, every input pixel's
+    contribution to every (output channel, kernel offset) by BLAS, then col2im."""
+    cg, og = x.shape[1] // groups, w.shape[1]
+    height, width = x.shape[2], x.shape[3]
+    rows = og * kh * kw
+    cols = workspace("cols", rows * height * width, x.dtype).reshape(rows, height * width)
+    for g in range(groups):
+        conv_transpose_columns(w, g * cg, g * cg + cg, x, n, cols)
+        conv_loops.col2im(cols, out, n, g * og, og, kh, kw, sh, sw, pt, pl, dh, dw, height, width)
+
+
+def conv_winograd(x, w, out3, n, pt, pl, out_h, out_w) -> None:
+    """Image ``n`` of a 3x3, stride-1, ungrouped float convolution by Winograd F(2x2, 3x3)
+    (see :mod:`vm.kernels.winograd`): transform the weights and the input tiles, 16
+    products, transform the output tiles; each step split between threads."""
+    out_channels, channels = w.shape[0], w.shape[1]
+    tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
+    tiles = tiles_h * tiles_w
+    u = _planes("winograd u", out_channels, channels, w.dtype)
+    v = _planes("winograd v", channels, tiles, w.dtype)
+    m = _planes("winograd m", out_channels, tiles, w.dtype)
+    flops = out_channels * channels * tiles * 16
+    with threads.single_threaded_blas():
+        tasks = [_call(winograd.transform_weights, w, u, lo, hi)
+                 for lo, hi in _ranges(out_channels, flops)]  # fmt: skip
+        tasks += [_call(winograd.transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
+                  for lo, hi in _ranges(channels, flops)]  # fmt: skip
+        threads.run(tasks)
+        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(16)])
+        threads.run([_call(winograd.transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
+                     for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
+
+
+def _planes(name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
+    """A (16, rows, cols) scratch array whose planes are a cache line apart beyond their
+    size: planes a multiple of 4 KiB apart map to the same cache sets, and a transform
+    writing one element to each of the 16 planes in turn would evict its own lines."""
+    size = rows * cols
+    stride = size + 64 // np.dtype(dtype).itemsize
+    storage = workspace(name, 16 * stride, dtype).reshape(16, stride)
+    return storage[:, :size].reshape(16, rows, cols)
+
+
+def _call(function, *args, **kwargs):
+    return lambda: function(*args, **kwargs)
+
+
+def conv_transpose_columns(w, c0, c1, x, n, cols) -> None:
+    """``cols = w[c0:c1]^T @ x[n, c0:c1]`` with both flattened to 2-D: every input pixel's
+    contribution to every (output channel, kernel offset) of a transposed convolution."""
+    weights = w[c0:c1].reshape(c1 - c0, -1)
+    pixels = x[n, c0:c1].reshape(c1 - c0, -1)
+    matmul(weights.T, pixels, cols)
+
+
+# --- the entry points compiled code calls ------------------------------------------------------
+
+
+def _dense(x, w, out) -> None:
+    matmul(x, w.T, out)
+
+
+def _matmul(x, y, out, transpose_x, transpose_y) -> None:
+    a = x.transpose((0, 2, 1)) if transpose_x else x
+    b = y.transpose((0, 2, 1)) if transpose_y else y
+    batch_matmul(a, b, out)
+
+
+_DENSE = bridge.register(_dense, 3)
+_MATMUL = bridge.register(_matmul, 3)
+_CONV_IMAGE = bridge.register(conv_image, 3)
+_CONV_WINOGRAD = bridge.register(conv_winograd, 3)
+_CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
+
+
+@njit(nogil=True)
 def dense_into(x, w, out):
     """``out[...] = x @ w.T`` for 2-D ``x`` (m, k), ``w`` (n, k) and ``out`` (m, n)."""
-    with numba.objmode():
-        # np.matmul: np.dot with out= and a transposed operand skips BLAS.
-        np.matmul(x, w.T, out=out)
+    block = np.empty(32, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, w)
+    at = bridge.put(block, at, out)
+    bridge.invoke(_DENSE, block, at)
 
 
-@njit
+@njit(nogil=True)
 def matmul_into(x, y, out, transpose_x, transpose_y):
     """``out[...] = op(x) @ op(y)`` for 3-D stacks, ``op`` swapping the last two axes when
     asked; a batch of 1 broadcasts."""
-    with numba.objmode():
-        a = x.transpose((0, 2, 1)) if transpose_x else x
-        b = y.transpose((0, 2, 1)) if transpose_y else y
-        np.matmul(a, b, out=out)
+    block = np.empty(32, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, y)
+    at = bridge.put(block, at, out)
+    block[at] = 1 if transpose_x else 0
+    block[at + 1] = 1 if transpose_y else 0
+    bridge.invoke(_MATMUL, block, at + 2)
+
+
+@njit(nogil=True)
+def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """:func:`conv_image` from compiled code."""
+    block = np.empty(64, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, w3)
+    at = bridge.put(block, at, out3)
+    for value in (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+        block[at] = value
+        at += 1
+    bridge.invoke(_CONV_IMAGE, block, at)
+
+
+@njit(nogil=True)
+def conv_winograd_into(x, w, out3, n, pt, pl, out_h, out_w):
+    """:func:`conv_winograd` from compiled code."""
+    block = np.empty(48, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, w)
+    at = bridge.put(block, at, out3)
+    for value in (n, pt, pl, out_h, out_w):
+        block[at] = value
+        at += 1
+    bridge.invoke(_CONV_WINOGRAD, block, at)
+
+
+@njit(nogil=True)
+def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, dw):
+    """:func:`conv_transpose_image` from compiled code."""
+    block = np.empty(64, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, w)
+    at = bridge.put(block, at, out)
+    for value in (n, groups, kh, kw, sh, sw, pt, pl, dh, dw):
+        block[at] = value
+        at += 1
+    bridge.invoke(_CONV_TRANSPOSE_IMAGE, block, at)

@@ -1,12 +1,13 @@
 """Kernel code generation: a validated description becomes the source of one numba module.
 
 Runtime layer (``vm.kernels``); standard library only (the generated code imports numpy,
-numba, :mod:`vm.kernels.helpers` and :mod:`vm.kernels.blas`).
+numba, :mod:`vm.kernels.helpers`, :mod:`vm.kernels.blas`, :mod:`vm.kernels.conv_loops`
+and :mod:`vm.kernels.pool_loops`).
 
 The module holds one ``@numba.njit`` function ``kernel(in0, ..., out0, ...)`` with an
 explicit signature (C-contiguous arrays of the declared dtypes and ranks) in
 destination-passing style: the caller allocates every output and the kernel fills it.
-The kernel body has three parts:
+The kernel body has these parts:
 
 1. *Shapes.* Every value's shape is computed from the input shapes and the attributes,
    checking broadcasting and sizes, and each output array's shape is compared with the
@@ -20,6 +21,14 @@ The kernel body has three parts:
    it is a result. Arrays a loop reads are indexed through 0/1 flags so that size-1
    dimensions broadcast; LLVM versions the loop on them, so same-shape operands still
    vectorize.
+4. *Epilogues.* When the output of an array operator that supports it (a convolution, a
+   matrix product) feeds the elementwise chain of a result (bias, folded batch norm,
+   residual add, relu) and that chain needs nothing computed later, the chain is not a
+   separate loop: the operator calls it on each block of its output as soon as the block
+   is final, while it is in cache, and writes its own output straight into the result's
+   array when nothing else reads it. A run-time check that the result has the operator's
+   shape (a chain may broadcast it to a bigger one) guards this; otherwise the plain path
+   runs.
 
 Everything inlined into the source comes from validated data (operator names from the
 rule table, integers, floats via ``repr``, whitelisted dtypes); messages are quoted with
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from vm.kernels import dtypes
 from vm.kernels.description import Description, Node
@@ -78,6 +88,20 @@ class _ArgMapCtx:
     attrs: dict
 
 
+#: A value read at loop positions: the unit of a fused loop's expression tree.
+_Use = tuple[_Value, tuple[int, ...]]
+
+
+class _Epilogue(NamedTuple):
+    """An array operator's output ``value`` consumed by the elementwise chain of result
+    ``root`` (output ``out``); ``borrow``: ``value`` may live in the result's own array."""
+
+    value: _Value
+    root: _Value
+    out: int
+    borrow: bool
+
+
 class _Generator:
     def __init__(self, desc: Description) -> None:
         self.desc = desc
@@ -92,6 +116,11 @@ class _Generator:
             self.values[v].outs.append(k)
         #: Output position -> the value whose storage it holds.
         self.claimed: dict[int, int] = {}
+        #: Value index -> indices of the nodes that read it.
+        self.consumers: dict[int, set[int]] = {}
+        for node in desc.nodes:
+            for a in node.args:
+                self.consumers.setdefault(a, set()).add(node.index)
         self.flags_done: set[int] = set()
         self.extras: dict[int, dict] = {}
 
@@ -210,6 +239,10 @@ class _Generator:
             src.line(f"{name} = {rule.view(ctx)}")
             value.arrays[value.rep(rep)] = name
             return
+        plan = self.plan_epilogue(node, rule) if rule.epilogue else None
+        if plan is not None:
+            self.emit_with_epilogue(ctx, rule, plan)
+            return
         src.line(f"# {self.where(node)}")
         for value in out_values:
             dest = None
@@ -220,6 +253,92 @@ class _Generator:
             value.arrays[value.rep(rep)] = dest
             ctx.outs.append(dest)
         rule.emit(ctx)  # type: ignore[misc]
+
+    # --- epilogues -----------------------------------------------------------------------------
+
+    def plan_epilogue(self, node: Node, rule: OpRule) -> _Epilogue | None:
+        """The result whose elementwise chain can run as ``node``'s epilogue, if any."""
+        if len(node.values) != 1:
+            return None
+        value = self.values[node.values[0]]
+        if value.f16:
+            return None
+        identity = tuple(range(value.spec.ndim))
+        for k, v in enumerate(self.desc.results):
+            root = self.values[v]
+            if k in self.claimed or root is value or root.arrays or root.node is None:
+                continue
+            if not self.rule(root.node).elementwise or root.spec.ndim != value.spec.ndim:
+                continue
+            order = self.fused_tree(root, pending=value)
+            if order is None:
+                continue
+            uses = [positions for v2, positions in order if v2 is value]
+            if not uses or any(positions != identity for positions in uses):
+                continue
+            inner = {v2.index for v2, _ in order if not v2.arrays and v2 is not value}
+            nodes = {self.values[i].node.index for i in inner}  # type: ignore[union-attr]
+            private = all(
+                i == root.index
+                or (not self.values[i].outs and self.consumers.get(i, set()) <= nodes)
+                for i in inner
+            )
+            borrow = (
+                private
+                and not value.outs
+                and value.spec.dtype == root.spec.dtype
+                and self.consumers.get(value.index, set()) <= nodes
+            )
+            return _Epilogue(value, root, k, borrow)
+        return None
+
+    def emit_with_epilogue(self, ctx: EmitCtx, rule: OpRule, plan: _Epilogue) -> None:
+        src = self.src
+        value, root, k = plan.value, plan.root, plan.out
+        node = value.node
+        assert node is not None
+        src.line(f"# {self.where(node)}, with value {root.index} (output {k}) as its epilogue")
+        guard = src.fresh("ep")
+        same = [f"{a} == {b}" for a, b in zip(root.dims, value.dims)]
+        src.line(f"{guard} = {' and '.join(same) if same else 'True'}")
+        if plan.borrow:
+            dest = f"t_{value.index}"
+            dtype = dtypes.np_storage_type(value.spec.dtype)
+            src.line(
+                f"{dest} = out{k} if {guard} else np.empty({shape_tuple(value.dims)}, {dtype})"
+            )
+        else:
+            dest = self.claim(value) or self.temp(value, STORAGE)
+        value.arrays[STORAGE] = dest
+        ctx.outs.append(dest)
+        self.claimed[k] = root.index
+        order = self.fused_tree(root)
+        assert order is not None
+        for leaf, _ in order:
+            if leaf.arrays:
+                self.emit_flags(leaf)
+        target = f"out{k}"
+
+        def epilogue(starts: list[str], counts: list[str]) -> None:
+            looped = [count for count in counts if count != "1"]
+            with src.block(f"if {guard}:"), src.loops(looped, "l") as locals_:
+                names = []
+                rest = iter(locals_)
+                for start, count in zip(starts, counts):
+                    name = src.fresh("e")
+                    offset = "0" if count == "1" else next(rest)
+                    src.line(f"{name} = {start} + {offset}")
+                    names.append(name)
+                self.emit_fused_body(root, order, names, f"{target}[{index(names)}]", STORAGE)
+
+        ctx.epilogue = epilogue
+        rule.emit(ctx)  # type: ignore[misc]
+        with src.block(f"if not {guard}:"):
+            # Rare (the chain broadcasts the output to a bigger shape): a compact flat loop
+            # keeps it from doubling the kernel's compile time.
+            src.line("# the result is broadcast beyond the operator's output: a separate loop")
+            self.emit_fused(root, target, STORAGE, flat=True)
+        root.arrays[STORAGE] = target
 
     def array(self, value: _Value, rep: str) -> str:
         """The name of an array holding ``value`` in representation ``rep``, made if needed."""
@@ -272,58 +391,71 @@ class _Generator:
             return rule.arg_map(_ArgMapCtx(node.attrs), i, positions)
         return positions[len(positions) - arg_ndim :]
 
-    def emit_fused(self, root: _Value, dest: str, dest_rep: str) -> None:
-        """One loop over ``root``'s shape evaluating its elementwise chain into ``dest``."""
-        src = self.src
+    def fused_tree(self, root: _Value, pending: _Value | None = None) -> list[_Use] | None:
+        """``root``'s elementwise expression tree in post-order, each value with the loop
+        positions it is read at; leaves are values held in arrays (or ``pending``, which
+        will be). ``None`` if the tree reaches an array operator not yet computed."""
         n = root.spec.ndim
-        identity = tuple(range(n))
-        # Collect (value, positions) instances in post-order with an explicit stack: a value
-        # read at loop positions ``positions`` is an array load (a leaf) or a node expression.
-        names: dict[tuple[int, tuple[int, ...]], str] = {}
-        order: list[tuple[_Value, tuple[int, ...]]] = []
-        stack: list[tuple[_Value, tuple[int, ...], bool]] = [(root, identity, False)]
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+        order: list[_Use] = []
+        # Explicit stack: chains can be thousands of nodes deep.
+        stack: list[tuple[_Value, tuple[int, ...], bool]] = [(root, tuple(range(n)), False)]
         while stack:
             value, positions, expanded = stack.pop()
             key = (value.index, positions)
-            if key in names:
+            if key in seen:
                 continue
-            if value.arrays or expanded:
-                names[key] = src.fresh("x")
+            if value.arrays or value is pending or expanded:
+                seen.add(key)
                 order.append((value, positions))
                 continue
             node = value.node
             assert node is not None
             rule = self.rule(node)
+            if not rule.elementwise:
+                return None
             stack.append((value, positions, True))
             for i in reversed(range(len(node.args))):
                 if i in rule.shape_only_args:
                     continue
                 arg = self.values[node.args[i]]
                 stack.append((arg, self.arg_positions(node, rule, i, positions), False))
-        leaves = [(v, p) for v, p in order if v.arrays]
+        return order
+
+    def emit_fused_body(
+        self, root: _Value, order: list[_Use], loop_names: list[str], target: str, dest_rep: str
+    ) -> None:
+        """Statements computing ``root`` at loop indices ``loop_names`` into ``target``."""
+        src = self.src
+        names = {(v.index, p): f"x{v.index}_{'_'.join(map(str, p))}" for v, p in order}
+        for value, positions in order:
+            name = names[(value.index, positions)]
+            if value.arrays:
+                src.line(f"{name} = {self.load(value, positions, loop_names)}")
+            else:
+                src.line(f"{name} = {self.node_expr(value, positions, names)}")
+        result = names[(root.index, tuple(range(root.spec.ndim)))]
+        if root.f16 and dest_rep == STORAGE:
+            result = f"h.f32_to_f16({result})"
+        src.line(f"{target} = {result}")
+
+    def emit_fused(self, root: _Value, dest: str, dest_rep: str, flat: bool = False) -> None:
+        """One loop over ``root``'s shape evaluating its elementwise chain into ``dest``
+        (``flat``: one counter split into indices, for rarely taken paths)."""
+        src = self.src
+        order = self.fused_tree(root)
+        assert order is not None
         src.line(f"# value {root.index}: a fused elementwise loop")
-        for value, _ in leaves:
-            self.emit_flags(value)
-
-        def body(loop_names: list[str], target: str) -> None:
-            for value, positions in order:
-                name = names[(value.index, positions)]
-                if value.arrays:
-                    src.line(f"{name} = {self.load(value, positions, loop_names)}")
-                else:
-                    src.line(f"{name} = {self.node_expr(value, positions, names)}")
-            result = names[(root.index, identity)]
-            if root.f16 and dest_rep == STORAGE:
-                result = f"h.f32_to_f16({result})"
-            src.line(f"{target} = {result}")
-
-        if n == 0:
-            body([], f"{dest}[()]")
+        for value, _ in order:
+            if value.arrays:
+                self.emit_flags(value)
+        if root.spec.ndim == 0:
+            self.emit_fused_body(root, order, [], f"{dest}[()]", dest_rep)
             return
         # One loop nest; a broadcast dimension is read at index 0 through its 0/1 flag. LLVM
         # versions the inner loop on the flags, so same-shape operands still vectorize.
-        with src.loops(root.dims) as loop_names:
-            body(loop_names, f"{dest}[{index(loop_names)}]")
+        with src.loops(root.dims, flat=flat) as loop_names:
+            self.emit_fused_body(root, order, loop_names, f"{dest}[{index(loop_names)}]", dest_rep)
 
     def load(self, value: _Value, positions: tuple[int, ...], loop_names: list[str]) -> str:
         """An element of ``value`` at ``positions`` of the loop, as a compute-typed scalar."""
@@ -393,6 +525,8 @@ class _Generator:
             "from numba import types",
             "",
             "from vm.kernels import blas  # noqa: F401",
+            "from vm.kernels import conv_loops as cv  # noqa: F401",
+            "from vm.kernels import pool_loops as pool  # noqa: F401",
             "from vm.kernels import helpers as h  # noqa: F401",
             "",
             "SIGNATURE = types.void(",

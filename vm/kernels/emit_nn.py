@@ -3,10 +3,12 @@
 Runtime layer (``vm.kernels``); standard library only.
 
 Matrix products of ``float32``/``float64`` operands call numpy's BLAS through
-:mod:`vm.kernels.blas` once the product is big enough to repay the ~2 us of leaving
-compiled code; smaller ones, and integer products (which accumulate in 64 bits and wrap
-to the output dtype, as the reference's ``out_dtype`` arithmetic does), run as compiled
-loops. Semantics mirror ``compiler/op/defs_nn.py``.
+:mod:`vm.kernels.blas` (split between threads when big) once the product is big enough to
+repay the ~2 us of leaving compiled code; smaller ones, and integer products (which
+accumulate in 64 bits and wrap to the output dtype, as the reference's ``out_dtype``
+arithmetic does), run as compiled loops. Both products hand their finished output to the
+epilogue hook, so a fused bias and activation is applied without a temporary array.
+Semantics mirror ``compiler/op/defs_nn.py``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def _dense_emit(ctx: EmitCtx) -> None:
             loop()
     else:
         loop()
+    _whole_epilogue(ctx)
+
+
+def _whole_epilogue(ctx: EmitCtx) -> None:
+    """Hand the whole (now final) output to the epilogue, if the kernel fused one."""
+    if ctx.epilogue is not None:
+        dims = ctx.out_dims[0]
+        ctx.epilogue(["0"] * len(dims), list(dims))
 
 
 def _dense_loop(
@@ -108,6 +118,7 @@ register(
         _dense_shape,
         emit=_dense_emit,
         numeric=True,
+        epilogue=True,
     )
 )
 
@@ -166,6 +177,7 @@ def _batch_matmul_emit(ctx: EmitCtx) -> None:
             loops()
     else:
         loops()
+    _whole_epilogue(ctx)
 
 
 register(
@@ -181,6 +193,7 @@ register(
         _batch_matmul_shape,
         emit=_batch_matmul_emit,
         numeric=True,
+        epilogue=True,
     )
 )
 

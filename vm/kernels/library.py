@@ -34,16 +34,28 @@ class KernelBuildError(RuntimeError):
 #: The modules whose source determines what a generated kernel does.
 _LIBRARY_MODULES = (
     "blas.py",
+    "bridge.py",
     "codegen.py",
+    "conv_loops.py",
     "description.py",
     "dtypes.py",
+    "emit_activation.py",
+    "emit_conv.py",
     "emit_elementwise.py",
     "emit_layout.py",
     "emit_nn.py",
+    "emit_norm.py",
+    "emit_pool.py",
     "emit_reduce.py",
+    "emit_spatial.py",
     "helpers.py",
+    "pool_loops.py",
     "rules.py",
     "source.py",
+    "spin.py",
+    "threads.py",
+    "windows.py",
+    "winograd.py",
 )
 
 _LIBRARY_HASH: str | None = None

@@ -45,8 +45,9 @@ class Attr:
     """One attribute of an operator.
 
     ``kind`` is ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``dtype_or_empty`` (a dtype
-    or ``""``), ``ints`` (a list of ints; a single int is accepted and wrapped) or
-    ``int_or_ints``. ``optional`` allows ``None``; ``required`` forbids leaving it out.
+    or ``""``), ``ints`` (a list of ints; a single int is accepted and wrapped),
+    ``int_or_ints`` or ``pairs`` (a list of ``[before, after]`` int pairs, ``nn.pad``'s
+    ``pad_width``). ``optional`` allows ``None``; ``required`` forbids leaving it out.
     """
 
     name: str
@@ -108,12 +109,40 @@ def normalize_attr(spec: Attr, value: object) -> object:
             value = tuple(value)
         else:
             raise RuleError(f"attribute {spec.name} must be a list of ints, found {value!r}")
+    elif kind == "pairs":
+        value = _pairs(spec.name, value)
     else:  # pragma: no cover - a rule table bug, caught by the rule tests
         raise AssertionError(f"unknown attribute kind {kind}")
     if spec.choices is not None and value not in spec.choices:
         allowed = ", ".join(repr(c) for c in spec.choices)
         raise RuleError(f"attribute {spec.name} must be one of {allowed}, found {value!r}")
     return value
+
+
+def _pairs(name: str, value: object) -> tuple[tuple[int, int], ...]:
+    """A list of ``[before, after]`` int pairs as a tuple of tuples."""
+    if not isinstance(value, (list, tuple)):
+        raise RuleError(
+            f"attribute {name} must be a list of [before, after] int pairs, found {value!r}"
+        )
+    if len(value) > dtypes.MAX_NDIM:
+        raise RuleError(
+            f"attribute {name} has {len(value)} pairs; at most {dtypes.MAX_NDIM} allowed"
+        )
+    pairs = []
+    for k, item in enumerate(value):
+        ok = (
+            isinstance(item, (list, tuple))
+            and len(item) == 2
+            and all(_is_int(v) and -(2**63) <= v < 2**63 for v in item)
+        )
+        if not ok:
+            raise RuleError(
+                f"attribute {name} must be a list of [before, after] int pairs; entry {k} is "
+                f"{item!r}"
+            )
+        pairs.append((item[0], item[1]))
+    return tuple(pairs)
 
 
 def normalize_attrs(rule: OpRule, attrs: Mapping[str, object]) -> dict[str, object]:
@@ -246,6 +275,12 @@ class OpRule:
     shape_only_args : tuple of int
         Elementwise rules: arguments whose shape is used but whose elements are never read
         (``zeros_like``); the fused loop does not load them.
+    epilogue : bool
+        Array rules with one output that call ``ctx.epilogue(starts, counts)`` each time a
+        block of the output is final (a convolution's channels of one image, a whole
+        matrix product), so the code generator can apply the elementwise chain that
+        consumes the output to that block while it is still in cache, instead of in a
+        separate pass (see :mod:`vm.kernels.codegen`).
     """
 
     name: str
@@ -260,6 +295,7 @@ class OpRule:
     view: Callable[..., str] | None = None
     f16_exact: bool = False
     shape_only_args: tuple[int, ...] = ()
+    epilogue: bool = False
     doc: str = field(default="", compare=False)
 
     @property
@@ -282,7 +318,17 @@ def register(rule: OpRule) -> OpRule:
 
 def _load() -> None:
     if not RULES:
-        from vm.kernels import emit_elementwise, emit_layout, emit_nn, emit_reduce  # noqa: F401
+        from vm.kernels import (  # noqa: F401
+            emit_activation,
+            emit_conv,
+            emit_elementwise,
+            emit_layout,
+            emit_nn,
+            emit_norm,
+            emit_pool,
+            emit_reduce,
+            emit_spatial,
+        )
 
 
 def get_rule(name: str) -> OpRule | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,15 +54,20 @@ class Source:
         return f"{prefix}{count}"
 
     @contextlib.contextmanager
-    def loops(self, dims: Sequence[str], prefix: str = "i") -> Iterator[list[str]]:
+    def loops(
+        self, dims: Sequence[str], prefix: str = "i", flat: bool = False
+    ) -> Iterator[list[str]]:
         """A loop nest over ``dims`` (row-major); yields the index variable names.
 
         Beyond :data:`MAX_NEST` dimensions the leading ones are walked by one flat loop whose
-        counter is split back into indices, so the nesting depth stays bounded.
+        counter is split back into indices, so the nesting depth stays bounded; ``flat``
+        walks every dimension that way (slower, but much less code for LLVM to optimize).
         """
         names = [self.fresh(prefix) for _ in dims]
         with contextlib.ExitStack() as stack:
             split = max(0, len(dims) - MAX_NEST + 1) if len(dims) > MAX_NEST else 0
+            if flat and len(dims) > 1:
+                split = len(dims)
             if split:
                 flat = self.fresh("q")
                 total = " * ".join(dims[:split])
@@ -151,6 +156,15 @@ def cast(expr: str, src: str, dst: str) -> str:
     return f"{dtypes.np_type(dst)}({expr})"
 
 
+def plain(value: int | bool) -> str:
+    """A constant argument for a compiled helper, typed ``int64``/``bool`` instead of as a
+    literal: numba compiles a callee again for every distinct literal argument, so passing
+    attributes as literals would recompile the helpers for every kernel."""
+    if isinstance(value, bool):
+        return f"np.bool_({value})"
+    return f"np.int64({int(value)})"
+
+
 def wrap(expr: str, dtype: str) -> str:
     """Bring an expression computed in a wider type back to ``dtype``'s compute type."""
     if dtype == "bool":
@@ -212,7 +226,14 @@ class ShapeCtx:
 
 @dataclass
 class EmitCtx:
-    """What an array rule sees: argument arrays, output arrays and their shapes."""
+    """What an array rule sees: argument arrays, output arrays and their shapes.
+
+    ``epilogue``, set only for rules declaring ``epilogue=True`` whose output feeds a fused
+    elementwise chain, is ``epilogue(starts, counts)``: call it right after the block of
+    output 0 with index ``starts[d] .. starts[d] + counts[d]`` along each dimension ``d``
+    is final (expressions; a count of ``"1"`` adds no loop), and it emits the chain for
+    that block.
+    """
 
     src: Source
     where: str
@@ -224,6 +245,7 @@ class EmitCtx:
     out_specs: list[Spec]
     attrs: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    epilogue: Callable[[list[str], list[str]], None] | None = None
 
     def what(self, detail: str) -> str:
         return quote(f"{self.where}: {detail}")

@@ -88,24 +88,42 @@ def tolerance(dtype: np.dtype) -> dict:
     return {"rtol": 0, "atol": 0}
 
 
-def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
-    """``got`` equals ``want`` in dtype, shape and value (NaN matches NaN)."""
+#: Looser float tolerances for results that sum many products (convolutions): the kernel
+#: and the reference add them in different orders.
+SUMS = {
+    np.dtype("float16"): {"rtol": 4e-3, "atol": 4e-3},
+    np.dtype("float32"): {"rtol": 1e-4, "atol": 1e-4},
+    np.dtype("float64"): {"rtol": 1e-10, "atol": 1e-10},
+}
+
+
+def assert_same(
+    got: np.ndarray, want: np.ndarray, what: str, tolerances: dict | None = None
+) -> None:
+    """``got`` equals ``want`` in dtype, shape and value (NaN matches NaN); float tolerances
+    come from ``tolerances`` (by dtype) when given, else :func:`tolerance`."""
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} vs {want.dtype}"
     assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
     if got.dtype.kind == "f":
-        np.testing.assert_allclose(got, want, equal_nan=True, err_msg=what, **tolerance(got.dtype))
+        tol = (tolerances or {}).get(got.dtype) or tolerance(got.dtype)
+        np.testing.assert_allclose(got, want, equal_nan=True, err_msg=what, **tol)
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-def check(program: Program, results: Sequence[int], names: Sequence[str] | None = None) -> None:
+def check(
+    program: Program,
+    results: Sequence[int],
+    names: Sequence[str] | None = None,
+    tolerances: dict | None = None,
+) -> None:
     """Run ``program``'s kernel and compare each result with the reference."""
     desc = program.description(results)
     want = program.expected(results)
     got = run(desc, program.inputs, want)
     for k, (g, w) in enumerate(zip(got, want)):
         label = names[k] if names else f"output {k}"
-        assert_same(g, w, label)
+        assert_same(g, w, label, tolerances)
 
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -30,6 +30,14 @@ BRIEF_OPS = [
     "nn.softmax", "nn.log_softmax", "nn.batch_flatten", "nn.batch_matmul",
 ]  # fmt: skip
 
+#: The neural-network operators of the performance milestone (issue 4).
+NN_OPS = [
+    "nn.conv2d", "nn.conv2d_transpose", "nn.max_pool2d", "nn.avg_pool2d",
+    "nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d", "nn.batch_norm",
+    "nn.layer_norm", "nn.group_norm", "nn.pad", "nn.dropout", "nn.leaky_relu", "nn.prelu",
+    "nn.upsampling",
+]  # fmt: skip
+
 
 def good() -> dict:
     """A valid two-node description: exp(a + b)."""
@@ -77,10 +85,10 @@ def test_a_valid_description_is_accepted() -> None:
 
 
 def test_supported_ops_are_the_required_set() -> None:
-    assert sorted(BRIEF_OPS) == supported_ops()
+    assert sorted(BRIEF_OPS + NN_OPS) == supported_ops()
 
 
-@pytest.mark.parametrize("op", BRIEF_OPS)
+@pytest.mark.parametrize("op", BRIEF_OPS + NN_OPS)
 def test_attribute_schema_matches_the_compiler_registry(op: str) -> None:
     compiler_attrs = {spec.name: spec for spec in get_def(op).attrs}
     rule = get_rule(op)
@@ -320,3 +328,93 @@ def test_validation_never_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(library, "_build", refuse)
     check_description(good())
+
+
+# --- invalid: the neural-network operators -----------------------------------------------------
+
+CONV = ("nn.conv2d", [["float32", 4], ["float32", 4]], [["float32", 4]])
+POOL = [["float32", 4]], [["float32", 4]]
+BN_IN = [["float32", 4]] + [["float32", 1]] * 4
+BN_OUT = [["float32", 4], ["float32", 1], ["float32", 1]]
+NORM_IN = [["float32", 3], ["float32", 1], ["float32", 1]]
+PAD_IN = [["float32", 2], ["float32", 0]]
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "outputs", "attrs", "fragments"),
+    [
+        (*CONV, {"data_layout": "NHWC"}, ("data_layout='NHWC' is not supported",)),
+        (*CONV, {"kernel_layout": "HWIO"}, ("expected 'OIHW'",)),
+        (*CONV, {"strides": [1, 2, 3]}, ("strides=(1, 2, 3) must hold 1 or 2 ints",)),
+        (*CONV, {"dilation": [0]}, ("dilation=(0,) must hold values >= 1",)),
+        (*CONV, {"padding": [1, 2, 3]}, ("must hold 1, 2 or 4 ints",)),
+        (*CONV, {"padding": [-1]}, ("must not be negative",)),
+        (*CONV, {"groups": 0}, ("groups=0 must be >= 1",)),
+        (*CONV, {"channels": 0}, ("channels=0 must be >= 1",)),
+        (*CONV, {"kernel_size": [3, 0]}, ("kernel_size=(3, 0) must hold values >= 1",)),
+        (*CONV, {"out_dtype": "bool"}, ("out_dtype must be a numeric dtype",)),
+        ("nn.conv2d_transpose", *CONV[1:], {"strides": [2, 2], "output_padding": [2, 0]},
+         ("output_padding=(2, 0) must be smaller than the stride or the dilation",)),
+        ("nn.max_pool2d", *POOL, {"pool_size": [0, 2]}, ("pool_size=(0, 2) must hold values",)),
+        ("nn.max_pool2d", *POOL, {"layout": "NHWC"}, ("layout='NHWC' is not supported",)),
+        ("nn.avg_pool2d", *POOL, {"ceil_mode": 1}, ("ceil_mode must be a bool",)),
+        ("nn.adaptive_avg_pool2d", *POOL, {"output_size": [1, 2, 3]}, ("1 or 2 ints",)),
+        ("nn.adaptive_avg_pool2d", *POOL, {"output_size": [0]}, ("values >= 1",)),
+        ("nn.batch_norm", BN_IN, BN_OUT, {"epsilon": -1.0}, ("epsilon=-1.0 must not be negative",)),
+        ("nn.batch_norm", BN_IN, BN_OUT, {"axis": 4}, ("axis=4 is out of range",)),
+        ("nn.group_norm", NORM_IN, [["float32", 3]], {}, ("attribute num_groups is missing",)),
+        ("nn.group_norm", NORM_IN, [["float32", 3]], {"num_groups": 0}, ("must be >= 1",)),
+        ("nn.pad", PAD_IN, [["float32", 2]], {"pad_width": [[1, 1]]},
+         ("pad_width has 1 (before, after) pairs but data has rank 2",)),
+        ("nn.pad", PAD_IN, [["float32", 2]], {"pad_width": [[1, 1], [0, -2]]},
+         ("entry 1 is (0, -2)",)),
+        ("nn.pad", PAD_IN, [["float32", 2]], {"pad_width": [[1, 1], 2]}, ("entry 1 is 2",)),
+        ("nn.pad", PAD_IN, [["float32", 2]], {"pad_width": [[0, 0]] * 2, "pad_mode": "wrap"},
+         ("pad_mode must be one of 'constant', 'edge', 'reflect'",)),
+        ("nn.upsampling", *POOL, {"method": "bicubic"}, ("must be one of",)),
+        ("nn.upsampling", *POOL, {"scale_h": 0.0}, ("scale_h=0.0 must be a finite number > 0",)),
+        ("nn.dropout", [["float32", 2]], [["float32", 2]] * 2, {"rate": 1.5},
+         ("rate=1.5 must be between 0 and 1",)),
+    ],
+)  # fmt: skip
+def test_nn_attribute_problems_are_named(op, inputs, outputs, attrs, fragments) -> None:
+    rejects(one_node(op, inputs, outputs, attrs), f"node 0 ({op})", *fragments)
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "outputs", "attrs", "fragment"),
+    [
+        ("nn.conv2d", [["float32", 4], ["float32", 3]], [["float32", 4]], {},
+         "ndim out of range: weight must have rank 4, found 3"),
+        ("nn.conv2d", [["bool", 4], ["bool", 4]], [["bool", 4]], {},
+         "dtype not allowed: data must be a numeric tensor"),
+        ("nn.conv2d", [["float32", 4], ["float16", 4]], [["float32", 4]], {},
+         "dtype not allowed: data has dtype float32 but weight has dtype float16"),
+        ("nn.avg_pool2d", [["int32", 4]], [["int32", 4]], {},
+         "dtype not allowed: data must be a floating-point tensor"),
+        ("nn.global_max_pool2d", [["float32", 3]], [["float32", 3]], {},
+         "ndim out of range: data must have rank 4"),
+        ("nn.layer_norm", [["int32", 2], ["int32", 1], ["int32", 1]], [["int32", 2]], {},
+         "dtype not allowed"),
+        ("nn.layer_norm", [["float32", 2], ["float32", 2], ["float32", 1]], [["float32", 2]],
+         {}, "ndim out of range: gamma must have rank 1"),
+        ("nn.pad", [["float32", 2], ["float32", 1]], [["float32", 2]],
+         {"pad_width": [[0, 0]] * 2}, "ndim out of range: pad_value must have rank 0"),
+        ("nn.upsampling", [["int8", 4]], [["int8", 4]], {"method": "bilinear"},
+         "dtype not allowed: data must be a floating-point tensor"),
+        ("nn.leaky_relu", [["int32", 2]], [["int32", 2]], {}, "dtype not allowed"),
+        ("nn.prelu", [["float32", 2], ["float32", 2]], [["float32", 2]], {},
+         "ndim out of range: alpha must have rank 1"),
+    ],
+)  # fmt: skip
+def test_nn_dtypes_and_ranks_are_checked(op, inputs, outputs, attrs, fragment) -> None:
+    rejects(one_node(op, inputs, outputs, attrs), f"node 0 ({op})", fragment)
+
+
+def test_nn_operators_with_several_outputs_declare_them_all() -> None:
+    rejects(one_node("nn.batch_norm", BN_IN, BN_OUT[:1]), "produces 3 output(s) but 1 are declared")
+    rejects(
+        one_node("nn.dropout", [["float32", 2]], [["float32", 2]]),
+        "produces 2 output(s) but 1 are declared",
+    )
+    check_description(one_node("nn.batch_norm", BN_IN, BN_OUT))

@@ -1,0 +1,201 @@
+"""Per-layer timing of ResNet-18's convolutions: relayvm's fused conv kernels against
+onnxruntime on the same shapes.
+
+Test support (``tests/vm/kernels``), not a test: run it by hand on a quiet machine::
+
+    .venv/bin/python -m tests.vm.kernels.conv_layers_bench [--rounds 3] [--threads 2]
+
+Each layer is a convolution followed by its folded batch norm and, where ResNet-18 has
+them, the residual add and relu: for relayvm one kernel description ``nn.conv2d ->
+multiply -> add [-> add] [-> nn.relu]`` (what operator fusion produces), for
+onnxruntime a two- or three-node ONNX graph (Conv with bias [-> Add] [-> Relu]; its
+optimizer folds the same things). Each engine is timed in its own phase, because thread
+pools that spin after a call (onnxruntime's, OpenBLAS's) would otherwise steal the cores
+from the other; phases alternate ``--rounds`` times and each layer's best time is kept.
+The whole-network figure weights each layer by how often ResNet-18 runs it. Needs the
+``onnx`` and ``onnxruntime`` packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tests.vm.kernels.harness import Program
+from vm.kernels import load_kernel
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One convolution shape of ResNet-18 (batch 1, 224x224 input)."""
+
+    name: str
+    channels: int
+    out_channels: int
+    size: int
+    kernel: int
+    stride: int
+    padding: int
+    count: int
+    residual: bool
+    relu: bool
+
+
+LAYERS = [
+    Layer("conv1 7x7/2", 3, 64, 224, 7, 2, 3, 1, False, True),
+    Layer("layer1 3x3", 64, 64, 56, 3, 1, 1, 2, False, True),
+    Layer("layer1 3x3+res", 64, 64, 56, 3, 1, 1, 2, True, True),
+    Layer("layer2 3x3/2", 64, 128, 56, 3, 2, 1, 1, False, True),
+    Layer("layer2 1x1/2", 64, 128, 56, 1, 2, 0, 1, False, False),
+    Layer("layer2 3x3", 128, 128, 28, 3, 1, 1, 1, False, True),
+    Layer("layer2 3x3+res", 128, 128, 28, 3, 1, 1, 2, True, True),
+    Layer("layer3 3x3/2", 128, 256, 28, 3, 2, 1, 1, False, True),
+    Layer("layer3 1x1/2", 128, 256, 28, 1, 2, 0, 1, False, False),
+    Layer("layer3 3x3", 256, 256, 14, 3, 1, 1, 1, False, True),
+    Layer("layer3 3x3+res", 256, 256, 14, 3, 1, 1, 2, True, True),
+    Layer("layer4 3x3/2", 256, 512, 14, 3, 2, 1, 1, False, True),
+    Layer("layer4 1x1/2", 256, 512, 14, 1, 2, 0, 1, False, False),
+    Layer("layer4 3x3", 512, 512, 7, 3, 1, 1, 1, False, True),
+    Layer("layer4 3x3+res", 512, 512, 7, 3, 1, 1, 2, True, True),
+]
+
+
+def out_size(layer: Layer) -> int:
+    return (layer.size + 2 * layer.padding - layer.kernel) // layer.stride + 1
+
+
+def arrays(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
+    """Input, weight, folded batch-norm scale and shift, and the residual."""
+    rng = np.random.default_rng(seed)
+    c, o, k, r = layer.channels, layer.out_channels, layer.kernel, out_size(layer)
+    return {
+        "x": rng.standard_normal((1, c, layer.size, layer.size)).astype("float32"),
+        "w": (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32"),
+        "scale": rng.uniform(0.5, 1.5, (o, 1, 1)).astype("float32"),
+        "shift": rng.standard_normal((o, 1, 1)).astype("float32"),
+        "res": rng.standard_normal((1, o, r, r)).astype("float32"),
+    }
+
+
+def relayvm_runner(layer: Layer, data: dict[str, np.ndarray]) -> Callable[[], np.ndarray]:
+    """The fused kernel for ``layer``, ready to call; returns its output array."""
+    names = ["x", "w", "scale", "shift"] + (["res"] if layer.residual else [])
+    program = Program([data[n] for n in names])
+    p = layer.padding
+    (value,) = program.add("nn.conv2d", [0, 1], strides=(layer.stride,) * 2, padding=(p,) * 4)
+    (value,) = program.add("multiply", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    if layer.residual:
+        (value,) = program.add("add", [value, 4])
+    if layer.relu:
+        (value,) = program.add("nn.relu", [value])
+    kernel = load_kernel(program.description([value]))
+    inputs = program.inputs
+    out = np.empty_like(program.values[value])
+    expected = program.values[value]
+
+    def run() -> np.ndarray:
+        kernel.entry(*inputs, out)
+        return out
+
+    np.testing.assert_allclose(run(), expected, rtol=1e-4, atol=1e-4)
+    return run
+
+
+def onnxruntime_runner(
+    layer: Layer, data: dict[str, np.ndarray], threads: int
+) -> Callable[[], object]:
+    """The same layer as an onnxruntime session (batch norm folded into the Conv's bias)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = data["scale"].reshape(-1)
+    weight = data["w"] * scale[:, None, None, None]
+    bias = data["shift"].reshape(-1)
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, data["x"].shape)]
+    feeds = {"x": data["x"]}
+    p, s = layer.padding, layer.stride
+    nodes = [
+        helper.make_node(
+            "Conv", ["x", "w", "b"], ["c"], kernel_shape=[layer.kernel] * 2, strides=[s, s],
+            pads=[p] * 4,
+        )
+    ]  # fmt: skip
+    last = "c"
+    if layer.residual:
+        inputs.append(helper.make_tensor_value_info("res", TensorProto.FLOAT, data["res"].shape))
+        feeds["res"] = data["res"]
+        nodes.append(helper.make_node("Add", [last, "res"], ["a"]))
+        last = "a"
+    if layer.relu:
+        nodes.append(helper.make_node("Relu", [last], ["y"]))
+        last = "y"
+    output = helper.make_tensor_value_info(last, TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "layer", inputs, [output], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda: session.run(None, feeds)
+
+
+def best_time(run: Callable[[], object], budget: float = 0.25) -> float:
+    """The fastest of as many calls as fit in ``budget`` seconds (at least 5)."""
+    run()
+    start = time.perf_counter()
+    run()
+    once = max(time.perf_counter() - start, 1e-6)
+    best = once
+    for _ in range(max(5, min(300, int(budget / once)))):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    args = parser.parse_args()
+    data = [arrays(layer) for layer in LAYERS]
+    start = time.perf_counter()
+    ours = [relayvm_runner(layer, d) for layer, d in zip(LAYERS, data)]
+    print(f"relayvm kernels loaded or compiled in {time.perf_counter() - start:.1f} s")
+    best = {"relayvm": [np.inf] * len(LAYERS), "onnxruntime": [np.inf] * len(LAYERS)}
+    for _ in range(args.rounds):
+        for i, run in enumerate(ours):
+            best["relayvm"][i] = min(best["relayvm"][i], best_time(run))
+        time.sleep(0.5)  # let OpenBLAS's spinning threads go idle
+        theirs = [onnxruntime_runner(layer, d, args.threads) for layer, d in zip(LAYERS, data)]
+        for i, run in enumerate(theirs):
+            best["onnxruntime"][i] = min(best["onnxruntime"][i], best_time(run))
+        del theirs
+        gc.collect()
+        time.sleep(0.5)  # let onnxruntime's spinning threads go idle
+    totals = {"relayvm": 0.0, "onnxruntime": 0.0}
+    print(f"{'layer':16s} {'count':>5s} {'relayvm ms':>11s} {'ort ms':>9s} {'ratio':>6s}")
+    for i, layer in enumerate(LAYERS):
+        mine, ref = best["relayvm"][i], best["onnxruntime"][i]
+        totals["relayvm"] += mine * layer.count
+        totals["onnxruntime"] += ref * layer.count
+        print(
+            f"{layer.name:16s} {layer.count:5d} {mine * 1e3:11.3f} {ref * 1e3:9.3f} "
+            f"{mine / ref:6.2f}"
+        )
+    mine, ref = totals["relayvm"], totals["onnxruntime"]
+    print(f"{'all 20 convs':16s} {'':5s} {mine * 1e3:11.3f} {ref * 1e3:9.3f} {mine / ref:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

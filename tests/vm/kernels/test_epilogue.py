@@ -1,0 +1,132 @@
+"""Fused convolution and dense kernels compute their elementwise epilogue in the same pass.
+
+Returns group: conv2d -> folded batch norm (multiply, add) -> relu and conv2d -> bias_add
+-> residual add -> relu as one kernel whose chain runs per block of the convolution's
+output (the generated source shows it, and the convolution writes straight into the
+result), on BLAS-sized and loop-sized shapes and depthwise convolutions; the plain path
+when the chain broadcasts the output to a bigger shape; several results (pre-activation,
+activation, the convolution itself); a chain reading the convolution twice; a cast to
+another dtype; a chain that also needs a later array operator (no epilogue, still right);
+the transposed convolution; nn.dense and nn.batch_matmul with bias and activation
+(including leaky_relu and prelu, which fuse like any elementwise operator).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.vm.kernels.harness import SUMS, Program, check
+from vm.kernels import load_kernel
+
+RNG = np.random.default_rng(31)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def source_of(program: Program, results: list[int]) -> str:
+    return load_kernel(program.description(results)).path.read_text()
+
+
+def folded_batch_norm(shapes: tuple, residual: bool, groups: int = 1) -> tuple[Program, int]:
+    """conv2d -> multiply(scale) -> add(shift) [-> add(residual)] -> relu."""
+    data_shape, weight_shape = shapes
+    o = weight_shape[0]
+    inputs = [f32(*data_shape), f32(*weight_shape), f32(o, 1, 1), f32(o, 1, 1)]
+    out_shape = (data_shape[0], o, data_shape[2], data_shape[3])
+    if residual:
+        inputs.append(f32(*out_shape))
+    program = Program(inputs)
+    (value,) = program.add("nn.conv2d", [0, 1], padding=(1, 1), groups=groups)
+    (value,) = program.add("multiply", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    if residual:
+        (value,) = program.add("add", [value, 4])
+    (value,) = program.add("nn.relu", [value])
+    return program, value
+
+
+def test_conv_batch_norm_relu_runs_per_block_into_the_result() -> None:
+    for shapes in [((1, 4, 5, 6), (3, 4, 3, 3)), ((2, 32, 14, 14), (64, 32, 3, 3))]:
+        program, value = folded_batch_norm(shapes, residual=False)
+        check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "as its epilogue" in source
+    # The convolution writes into the output array itself, and no separate pass follows
+    # unless the result is broadcast beyond the convolution's shape.
+    assert "= out0 if ep0 else np.empty(" in source
+    assert source.count("fused elementwise loop") == 1
+    assert "if not ep0:" in source
+
+
+def test_conv_residual_relu_with_depthwise_groups_and_the_broadcast_fallback() -> None:
+    for shapes in [((1, 8, 6, 7), (8, 1, 3, 3)), ((2, 16, 12, 12), (16, 1, 3, 3))]:
+        program, value = folded_batch_norm(shapes, residual=True, groups=shapes[0][1])
+        check(program, [value], tolerances=SUMS)
+    # The same kernel, with a residual of batch 3 broadcasting a convolution of batch 1:
+    # the result is bigger than the convolution's output, so the plain path runs.
+    inputs = [f32(1, 8, 6, 7), f32(8, 1, 3, 3), f32(8, 1, 1), f32(8, 1, 1), f32(3, 8, 6, 7)]
+    program = Program(inputs)
+    (value,) = program.add("nn.conv2d", [0, 1], padding=(1, 1), groups=8)
+    (value,) = program.add("multiply", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    (value,) = program.add("add", [value, 4])
+    (value,) = program.add("nn.relu", [value])
+    check(program, [value], tolerances=SUMS)
+
+
+def test_several_results_keep_the_convolution_intact() -> None:
+    program = Program([f32(2, 16, 10, 10), f32(32, 16, 3, 3), f32(32)])
+    (conv,) = program.add("nn.conv2d", [0, 1], strides=(2, 2), padding=(1, 1))
+    (biased,) = program.add("nn.bias_add", [conv, 2])
+    (relu,) = program.add("nn.relu", [biased])
+    check(program, [relu, biased, conv], ["relu", "pre-activation", "conv"], SUMS)
+
+
+def test_a_chain_reading_the_convolution_twice_and_a_cast() -> None:
+    program = Program([f32(1, 16, 9, 9), f32(16, 16, 3, 3)])
+    (conv,) = program.add("nn.conv2d", [0, 1], padding=(1, 1))
+    (square,) = program.add("multiply", [conv, conv])
+    (total,) = program.add("add", [conv, square])
+    (half,) = program.add("cast", [total], dtype="float16")
+    check(program, [half], tolerances={np.dtype("float16"): {"rtol": 1e-2, "atol": 1e-2}})
+    assert "as its epilogue" in source_of(program, [half])
+
+
+def test_a_chain_needing_a_later_array_operator_runs_afterwards() -> None:
+    program = Program([f32(1, 16, 9, 9), f32(16, 16, 3, 3), f32(1, 16, 9, 9)])
+    (conv,) = program.add("nn.conv2d", [0, 1], padding=(1, 1))
+    (soft,) = program.add("nn.softmax", [2], axis=1)
+    (total,) = program.add("add", [conv, soft])
+    (relu,) = program.add("nn.relu", [total])
+    check(program, [relu], tolerances=SUMS)
+    assert "as its epilogue" not in source_of(program, [relu])
+
+
+def test_conv2d_transpose_with_bias_and_leaky_relu() -> None:
+    program = Program([f32(1, 32, 8, 8), f32(32, 16, 4, 4), f32(16)])
+    (conv,) = program.add("nn.conv2d_transpose", [0, 1], strides=(2, 2), padding=(1, 1))
+    (biased,) = program.add("nn.bias_add", [conv, 2])
+    (value,) = program.add("nn.leaky_relu", [biased], alpha=0.1)
+    check(program, [value], tolerances=SUMS)
+    assert "as its epilogue" in source_of(program, [value])
+
+
+def test_dense_bias_prelu_on_three_dimensional_data() -> None:
+    for shape, units in [((2, 3, 8), 5), ((4, 16, 64), 48)]:
+        program = Program([f32(*shape), f32(units, shape[-1]), f32(units), f32(units)])
+        (dense,) = program.add("nn.dense", [0, 1])
+        (biased,) = program.add("nn.bias_add", [dense, 2], axis=-1)
+        (value,) = program.add("nn.prelu", [biased, 3], axis=2)
+        check(program, [value], tolerances=SUMS)
+    assert "as its epilogue" in source_of(program, [value])
+
+
+def test_batch_matmul_scaled_and_activated() -> None:
+    program = Program([f32(3, 20, 30), f32(3, 40, 30), f32(1, 1, 40)])
+    (product,) = program.add("nn.batch_matmul", [0, 1])
+    (scaled,) = program.add("multiply", [product, 2])
+    (value,) = program.add("tanh", [scaled])
+    check(program, [value], tolerances=SUMS)
+    assert "as its epilogue" in source_of(program, [value])

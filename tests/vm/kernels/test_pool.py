@@ -1,0 +1,108 @@
+"""Pooling kernels match the compiler's references.
+
+Returns group: max and average pooling with strides, the padding forms, dilation,
+``ceil_mode`` (including a last window hanging past the padding) and
+``count_include_pad``, over float32, float64, float16 and integer data (max pooling pads
+with the dtype's lowest value and lets NaN win); global max and average pooling; adaptive
+average pooling to a given size, to a square size and to the input's size. Traps group:
+windows larger than the padded input and empty planes, as ValueErrors naming the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.vm.kernels.harness import Program, check, run
+
+RNG = np.random.default_rng(41)
+
+
+def tensor(dtype: str, *shape: int) -> np.ndarray:
+    if np.dtype(dtype).kind == "f":
+        return RNG.standard_normal(shape).astype(dtype)
+    return RNG.integers(-128, 128, shape).astype(dtype)
+
+
+def pool(op: str, data: np.ndarray, **attrs: object) -> tuple[Program, list[int]]:
+    program = Program([data])
+    return program, program.add(op, [0], **attrs)
+
+
+RESNET_MAX = {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1)}
+ODD_WINDOWS = {
+    "pool_size": (3, 2), "strides": (2, 3), "padding": (0, 1, 1, 0), "dilation": (1, 2),
+    "ceil_mode": True,
+}  # fmt: skip
+
+
+# The last shape is big enough to be split between threads by planes.
+@pytest.mark.parametrize("shape", [(1, 2, 9, 8), (2, 3, 16, 17), (1, 1, 3, 3), (2, 16, 63, 64)])
+def test_max_pool2d_resnet_windows(shape: tuple) -> None:
+    data = tensor("float32", *shape)
+    data[0, 0, 1, 1] = np.nan
+    check(*pool("nn.max_pool2d", data, **RESNET_MAX))
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 10, 9), (2, 1, 7, 12)])
+def test_max_pool2d_ceil_mode_dilation_and_asymmetric_padding(shape: tuple) -> None:
+    check(*pool("nn.max_pool2d", tensor("float32", *shape), **ODD_WINDOWS))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_max_pool2d_other_dtypes_pad_with_their_lowest_value(dtype: str) -> None:
+    check(*pool("nn.max_pool2d", tensor(dtype, 2, 3, 7, 7), pool_size=(2, 2), strides=(2, 2),
+                padding=(1, 1), ceil_mode=True))  # fmt: skip
+
+
+# (count_include_pad=False, ceil_mode=True) is covered by the float64 and float16 test.
+@pytest.mark.parametrize(("include_pad", "ceil_mode"), [(False, False), (True, True)])
+def test_avg_pool2d_counts_with_and_without_padding(include_pad: bool, ceil_mode: bool) -> None:
+    for shape in [(1, 2, 9, 8), (2, 3, 10, 11), (1, 32, 64, 40)]:
+        program, results = pool(
+            "nn.avg_pool2d", tensor("float32", *shape), pool_size=(3, 3), strides=(2, 2),
+            padding=(1, 1), ceil_mode=ceil_mode, count_include_pad=include_pad,
+        )  # fmt: skip
+        check(program, results)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+def test_avg_pool2d_other_float_dtypes(dtype: str) -> None:
+    check(*pool("nn.avg_pool2d", tensor(dtype, 1, 2, 10, 9), **ODD_WINDOWS))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 8, 7, 7), (1, 1, 1, 1)])
+def test_global_pools(shape: tuple) -> None:
+    data = tensor("float32", *shape)
+    program = Program([data])
+    results = [
+        program.add("nn.global_max_pool2d", [0])[0],
+        program.add("nn.global_avg_pool2d", [0])[0],
+    ]
+    check(program, results, ["global max", "global avg"])
+
+
+def test_global_max_pool2d_of_integers_and_nan() -> None:
+    check(*pool("nn.global_max_pool2d", tensor("int8", 2, 3, 4, 5)))
+    data = tensor("float64", 1, 2, 3, 3)
+    data[0, 1, 2, 0] = np.nan
+    check(*pool("nn.global_max_pool2d", data))
+
+
+def test_adaptive_avg_pool2d_bins_to_a_size_a_square_and_the_input_size() -> None:
+    sizes = [(3, 2), 4, None]
+    for shape in [(2, 3, 7, 5), (1, 2, 4, 9)]:
+        program = Program([tensor("float32", *shape)])
+        results = [program.add("nn.adaptive_avg_pool2d", [0], output_size=s)[0] for s in sizes]
+        check(program, results, [f"output_size={s}" for s in sizes])
+
+
+def test_pools_raise_on_windows_bigger_than_the_input() -> None:
+    program, results = pool("nn.max_pool2d", tensor("float32", 1, 2, 9, 8), **RESNET_MAX)
+    desc = program.description(results)
+    with pytest.raises(ValueError, match=r"node 0 \(nn\.max_pool2d\): the padded input height"):
+        run(desc, [tensor("float32", 1, 2, 0, 8)], [np.zeros((1, 2, 1, 4), "float32")])
+    program = Program([tensor("float32", 1, 2, 3, 3)])
+    desc = program.description(program.add("nn.global_max_pool2d", [0]))
+    with pytest.raises(ValueError, match="at least one element per window"):
+        run(desc, [tensor("float32", 1, 2, 0, 3)], [np.zeros((1, 2, 1, 1), "float32")])

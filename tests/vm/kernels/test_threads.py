@@ -1,0 +1,133 @@
+"""The kernels' worker threads and thread-split BLAS products.
+
+Returns group: every task of a job runs exactly once whoever takes it, from one or several
+calling threads at once; the first error is re-raised in the caller; OpenBLAS is made
+single-threaded only inside the context and restored after it; products split into chunks
+along their longer dimension (columns, rows, a batch, a convolution's output rows with
+their im2col) equal numpy's; a forked child starts workers of its own. Traps group: an
+exception in a Python handler called from compiled code through the bridge becomes a
+RuntimeError there, and the original stays available.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from vm.kernels import blas, conv_loops, threads
+
+RNG = np.random.default_rng(71)
+
+
+def test_every_task_runs_once_from_several_callers() -> None:
+    counts = np.zeros(64, np.int64)
+    lock = threading.Lock()
+
+    def task(i: int):
+        def run() -> None:
+            with lock:
+                counts[i] += 1
+
+        return run
+
+    def caller(offset: int) -> None:
+        for _ in range(10):
+            threads.run([task(offset + i) for i in range(16)])
+
+    callers = [threading.Thread(target=caller, args=(k * 16,)) for k in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert (counts == 10).all()
+
+
+def test_the_first_error_reaches_the_caller() -> None:
+    def fail() -> None:
+        raise ValueError("chunk failed")
+
+    with pytest.raises(ValueError, match="chunk failed"):
+        threads.run([lambda: None, fail, lambda: None, fail])
+    threads.run([lambda: None] * 3)  # the pool still works afterwards
+
+
+def test_single_threaded_blas_is_scoped() -> None:
+    setter = threads._setter()
+    if setter is None:
+        pytest.skip("numpy's BLAS has no thread-local control here")
+    before = setter(3)
+    with threads.single_threaded_blas():
+        assert setter(1) == 1
+    assert setter(before) == 3
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 5, 4), (64, 300, 900), (900, 300, 40)])
+def test_split_products_equal_numpy(m: int, k: int, n: int) -> None:
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((n, k)).astype("float32")
+    out = np.full((m, n), np.nan, "float32")
+    blas.matmul(a, b.T, out)
+    np.testing.assert_allclose(out, a @ b.T, rtol=1e-4, atol=1e-4)
+    stack_a = RNG.standard_normal((6, 40, 300)).astype("float64")
+    stack_b = RNG.standard_normal((1, 300, 50)).astype("float64")
+    stacked = np.empty((6, 40, 50))
+    blas.batch_matmul(stack_a, stack_b, stacked)
+    np.testing.assert_allclose(stacked, stack_a @ stack_b, rtol=1e-10)
+
+
+@pytest.mark.parametrize(("channels", "size", "out"), [(16, 30, 8), (64, 6, 128)])
+def test_split_convolution_blocks_equal_im2col_and_one_product(channels, size, out) -> None:
+    # Chunks of output rows (each with its own im2col), or of output channels when the
+    # image is small, must give what one im2col and one product give.
+    x = RNG.standard_normal((2, channels, size, size)).astype("float32")
+    w = RNG.standard_normal((out, channels * 9)).astype("float32")
+    plane = size * size
+    cols = np.empty((channels * 9, plane), "float32")
+    conv_loops.im2col(x, 1, 0, channels, cols, 3, 3, 1, 1, 1, 1, 1, 1, size, size, 0, size)
+    want = w @ cols
+    got = np.full((2, out, plane), np.nan, "float32")
+    blas.conv_block(x, w[None], got, np.empty_like(cols), 1, 0, channels, 3, 3, 1, 1, 1, 1,
+                    1, 1, size, size)  # fmt: skip
+    np.testing.assert_allclose(got[1], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_forked_child_gets_its_own_workers() -> None:
+    import multiprocessing
+
+    threads.run([lambda: None] * 4)  # the parent's pool exists
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        assert pool.apply(_product_in_child) == pytest.approx(float(64 * 300))
+
+
+def _product_in_child() -> float:
+    a = np.ones((64, 300), "float32")
+    b = np.ones((300, 900), "float32")
+    out = np.empty((64, 900), "float32")
+    blas.matmul(a, b, out)  # big enough to be split between threads
+    return float(out.sum() / 900)
+
+
+def test_a_failing_python_handler_raises_in_compiled_code() -> None:
+    from numba import njit
+
+    from vm.kernels import bridge
+
+    def fail(values, count) -> None:
+        raise KeyError(f"handler saw {count} values")
+
+    code = bridge.register(fail, 1)
+
+    @njit
+    def call(values):
+        block = np.empty(16, np.int64)
+        at = bridge.put(block, 1, values)
+        block[at] = values.size
+        bridge.invoke(code, block, at + 1)
+
+    with pytest.raises(RuntimeError, match="internal error in a kernel's call to BLAS"):
+        call(np.zeros(3, np.float32))
+    assert isinstance(bridge.last_error(), KeyError)
+    assert "handler saw 3 values" in str(bridge.last_error())

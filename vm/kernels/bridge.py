@@ -1,0 +1,124 @@
+"""Calls from compiled kernels into Python: the way kernels reach numpy's BLAS and the
+worker threads.
+
+Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
+
+numba's ``objmode`` blocks would do, but a kernel loaded from numba's disk cache rebuilds
+its object-mode code on its first call (tens of milliseconds per kernel, which a network
+with twenty kernels pays at every start). Instead, Python handlers are registered here
+under small integer codes, and one C-callable function (a ctypes callback, registered
+with LLVM under the fixed symbol ``relayvm_kernel_callback``) dispatches to them.
+Compiled code calls the symbol as an external function with a code and the address of an
+int64 parameter block, so cached kernels link to it by name and start at once.
+
+A parameter block holds its own length, then each array as (address, item size, rank,
+shape...) and then plain integers. Arrays are C-contiguous float32 or float64 (item size
+4 or 8) and must outlive the call (they are the kernel's own). A handler's exception is
+kept (:func:`last_error`) and reported to compiled code as a status, which raises
+``MemoryError`` or ``RuntimeError`` there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import binding
+from numba import njit, types
+
+SYMBOL = "relayvm_kernel_callback"
+
+_DTYPES = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+_STATE = threading.local()
+
+
+@dataclass(frozen=True)
+class _Handler:
+    function: Callable[..., None]
+    arrays: int
+
+
+_HANDLERS: list[_Handler] = []
+
+
+def register(function: Callable[..., None], arrays: int) -> int:
+    """Make ``function(*arrays, *ints)`` callable from compiled code; returns its code."""
+    _HANDLERS.append(_Handler(function, arrays))
+    return len(_HANDLERS) - 1
+
+
+def last_error() -> BaseException | None:
+    """The exception of the last handler that failed in this thread, if any."""
+    return getattr(_STATE, "error", None)
+
+
+def _array(address: int, itemsize: int, shape: tuple[int, ...]) -> np.ndarray:
+    dtype = _DTYPES[itemsize]
+    count = int(np.prod(shape)) if shape else 1
+    if count == 0 or address == 0:
+        return np.zeros(shape, dtype)
+    buffer = (ctypes.c_char * (count * itemsize)).from_address(address)
+    return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+def _decode(handler: _Handler, address: int) -> list[object]:
+    length = ctypes.c_int64.from_address(address).value
+    block = (ctypes.c_int64 * length).from_address(address)
+    values: list[object] = []
+    at = 1
+    for _ in range(handler.arrays):
+        data, itemsize, ndim = block[at], block[at + 1], block[at + 2]
+        shape = tuple(block[at + 3 : at + 3 + ndim])
+        values.append(_array(data, itemsize, shape))
+        at += 3 + ndim
+    values.extend(block[at:length])
+    return values
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+def _callback(code: int, address: int) -> int:
+    try:
+        handler = _HANDLERS[code]
+        handler.function(*_decode(handler, address))
+    except MemoryError as exc:
+        _STATE.error = exc
+        return 1
+    except BaseException as exc:  # reported to compiled code as a status
+        _STATE.error = exc
+        return 2
+    return 0
+
+
+binding.add_symbol(SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
+
+#: The callback as compiled code sees it: ``status = call(code, address of block)``.
+call = types.ExternalFunction(SYMBOL, types.int64(types.int64, types.int64))
+
+
+@njit(nogil=True)
+def put(block, at, array):
+    """Write ``array``'s address, item size, rank and shape at ``block[at]``; returns the
+    next free position."""
+    block[at] = array.ctypes.data
+    block[at + 1] = array.itemsize
+    block[at + 2] = array.ndim
+    for d in range(array.ndim):
+        block[at + 3 + d] = array.shape[d]
+    return at + 3 + array.ndim
+
+
+@njit(nogil=True)
+def invoke(code, block, length):
+    """Call handler ``code`` with ``block[:length]``; raise if it failed."""
+    block[0] = length
+    status = call(code, block.ctypes.data)
+    if status == 1:
+        raise MemoryError("a kernel ran out of memory in a matrix product")
+    if status != 0:
+        raise RuntimeError(
+            "internal error in a kernel's call to BLAS or its threads "
+            "(vm.kernels.bridge.last_error() holds the Python exception)"
+        )

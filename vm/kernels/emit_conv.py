@@ -1,0 +1,345 @@
+"""Kernel rules for nn.conv2d and nn.conv2d_transpose (NCHW data; OIHW / IOHW weights).
+
+Runtime layer (``vm.kernels``); standard library only.
+
+A float convolution runs image by image, each image one call through
+:mod:`vm.kernels.bridge` to :func:`vm.kernels.blas.conv_image`: per group, im2col plus one
+matrix product through BLAS (the 1x1, stride-1, unpadded case multiplies the input itself,
+without a copy), both split between threads by output rows; direct loops, split by
+groups, when every group reads a single input channel (depthwise). Ungrouped 3x3,
+stride-1 convolutions with enough channels and output use Winograd F(2x2, 3x3) instead
+(:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications. Integer
+convolutions run compiled loops (:mod:`vm.kernels.conv_loops`) with 64-bit accumulation,
+one (image, group) block at a time. The transposed convolution multiplies first and
+scatters the contributions with col2im. After each image (integers: each block) the
+kernel calls the epilogue hook, so an elementwise chain fused after the convolution
+(bias, folded batch norm, residual add, relu) is applied while the output is in cache
+(see :mod:`vm.kernels.codegen`).
+Semantics mirror ``compiler/op/defs_conv.py``: ``out_dtype`` converts both operands first
+and the product accumulates in it.
+"""
+
+from __future__ import annotations
+
+from vm.kernels import dtypes
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    RuleError,
+    Spec,
+    register,
+    require_kind,
+    require_rank,
+    require_same_dtype,
+)
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, plain, product
+from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+_OUT_LAYOUTS = ("", NCHW)
+
+
+def _common_infer(args: tuple[Spec, ...], attrs: dict, kernel_layout: str) -> str:
+    """Checks both convolutions share; returns the output dtype."""
+    dtype = require_same_dtype(["data", "weight"], args)
+    require_kind("data", args[0], "numeric")
+    require_rank("data", args[0], 4, 4)
+    require_rank("weight", args[1], 4, 4)
+    check_layout(attrs, "data_layout", (NCHW,))
+    check_layout(attrs, "kernel_layout", (kernel_layout,))
+    check_layout(attrs, "out_layout", _OUT_LAYOUTS)
+    pair("strides", attrs["strides"])
+    pair("dilation", attrs["dilation"])
+    padding4(attrs["padding"])
+    if attrs["groups"] < 1:
+        raise RuleError(f"attribute groups={attrs['groups']} must be >= 1")
+    if attrs["channels"] is not None and attrs["channels"] < 1:
+        raise RuleError(f"attribute channels={attrs['channels']} must be >= 1")
+    if attrs["kernel_size"] is not None:
+        pair("kernel_size", attrs["kernel_size"])
+    out_dtype = attrs["out_dtype"] or dtype
+    if out_dtype == "bool":
+        raise RuleError(
+            "dtype not allowed: attribute out_dtype must be a numeric dtype, found bool"
+        )
+    return out_dtype
+
+
+def _check_kernel_attrs(ctx: ShapeCtx, out_channels: str, kh: str, kw: str) -> None:
+    channels = ctx.attrs["channels"]
+    if channels is not None:
+        ctx.expect(out_channels, str(channels), "output channels (attribute channels)")
+    if ctx.attrs["kernel_size"] is not None:
+        size = pair("kernel_size", ctx.attrs["kernel_size"])
+        ctx.expect(kh, str(size[0]), "kernel height of weight (attribute kernel_size)")
+        ctx.expect(kw, str(size[1]), "kernel width of weight (attribute kernel_size)")
+
+
+def _int_block(dtype: str, transposed: bool) -> str:
+    """The :mod:`vm.kernels.conv_loops` step for integer arrays of dtype ``dtype``."""
+    base = "conv_transpose_block" if transposed else "conv_block"
+    return f"cv.{base}_unsigned" if dtype in dtypes.UNSIGNED else f"cv.{base}_signed"
+
+
+def _converted(ctx: EmitCtx, array: str, dims: list[str], src: str, dst: str) -> str:
+    """``array`` (compute dtype of ``src``) as a fresh array of ``dst``'s compute dtype."""
+    if src == dst:
+        return array
+    s = ctx.src
+    name, flat_in, flat_out, n, j = (s.fresh(p) for p in ("cvt", "f", "f", "n", "j"))
+    s.line(f"{n} = {product(dims)}")
+    s.line(f"{name} = np.empty({array}.shape, {dtypes.np_type(dst)})")
+    s.line(f"{flat_in} = {array}.reshape({n})")
+    s.line(f"{flat_out} = {name}.reshape({n})")
+    with s.block(f"for {j} in range({n}):"):
+        s.line(f"{flat_out}[{j}] = {cast(f'{flat_in}[{j}]', src, dst)}")
+    return name
+
+
+# --- nn.conv2d ---------------------------------------------------------------------------------
+
+
+def _conv2d_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    return (Spec(_common_infer(args, attrs, "OIHW"), 4),)
+
+
+def _conv2d_shape(ctx: ShapeCtx) -> list[list[str]]:
+    (n, c, h, w), (o, cg, kh, kw) = ctx.arg_dims
+    groups = ctx.attrs["groups"]
+    ctx.fail_if(
+        f"{o} % {groups} != 0",
+        f"the output channels of weight are not divisible by groups={groups}",
+    )
+    ctx.expect(
+        f"{cg} * {groups}",
+        c,
+        f"input channels of data (weight's in_channels / groups times groups={groups})",
+    )
+    _check_kernel_attrs(ctx, o, kh, kw)
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, bottom, right = padding4(ctx.attrs["padding"])
+    out_h = window_output(ctx, 0, h, kh, sh, dh, top, bottom, "kernel")
+    out_w = window_output(ctx, 1, w, kw, sw, dw, left, right, "kernel")
+    return [[n, o, out_h, out_w]]
+
+
+def _conv2d_emit(ctx: EmitCtx) -> None:
+    s = ctx.src
+    (n, _, _, _), (o, cg, kh, kw) = ctx.arg_dims
+    _, _, out_h, out_w = ctx.out_dims[0]
+    in_dtype, out_dtype = ctx.arg_specs[0].dtype, ctx.out_specs[0].dtype
+    x = _converted(ctx, ctx.args[0], ctx.arg_dims[0], in_dtype, out_dtype)
+    weight = _converted(ctx, ctx.args[1], ctx.arg_dims[1], in_dtype, out_dtype)
+    groups = ctx.attrs["groups"]
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, _, _ = padding4(ctx.attrs["padding"])
+    og, k, p = s.fresh("og"), s.fresh("k"), s.fresh("p")
+    s.line(f"{og} = {o} // {groups}")
+    s.line(f"{k} = {cg} * {kh} * {kw}")
+    s.line(f"{p} = {out_h} * {out_w}")
+    w3, o3 = s.fresh("w"), s.fresh("o")
+    s.line(f"{w3} = {weight}.reshape(({groups}, {og}, {k}))")
+    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {p}))")
+    # The column matrix is skipped for depthwise groups and for 1x1 kernels that need
+    # neither stride nor padding (the input is its own column matrix).
+    need = f"{cg} != 1"
+    if (sh, sw) == (1, 1) and padding4(ctx.attrs["padding"]) == (0, 0, 0, 0):
+        need = f"{cg} != 1 and not ({kh} == 1 and {kw} == 1)"
+    rows = s.fresh("kc")
+    s.line(f"{rows} = {k} if {need} else 0")
+    compute = dtypes.compute(out_dtype)
+    b = s.fresh("b")
+    window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
+    if compute not in dtypes.FLOATS:
+        # Integers: compiled blocks, one (image, group) at a time.
+        cols = s.fresh("cols")
+        s.line(f"{cols} = np.empty(({rows}, {p} if {rows} else 0), {dtypes.np_type(out_dtype)})")
+        g = s.fresh("g")
+        with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):
+            s.line(
+                f"{_int_block(compute, transposed=False)}({x}, {w3}, {o3}, {cols}, {b}, {g}, "
+                f"{cg}, {og}, {kh}, {kw}, {window}, {out_h}, {out_w})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
+        return
+    # Floats: one call per image through the bridge (BLAS and the worker threads).
+    call = (
+        f"blas.conv_image_into({x}, {w3}, {o3}, {rows}, {b}, {cg}, {kh}, {kw}, {window}, "
+        f"{out_h}, {out_w})"
+    )
+    winograd = None
+    if groups == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1):
+        winograd = s.fresh("wino")
+        s.line(f"{winograd} = {_winograd_condition(cg, o, kh, kw, out_h, out_w)}")
+    with s.block(f"for {b} in range({n}):"):
+        if winograd is None:
+            s.line(call)
+        else:
+            with s.block(f"if {winograd}:"):
+                pads = f"{plain(top)}, {plain(left)}"
+                s.line(
+                    f"blas.conv_winograd_into({x}, {weight}, {o3}, {b}, {pads}, {out_h}, {out_w})"
+                )
+            with s.block("else:"):
+                s.line(call)
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+
+
+#: Winograd F(2x2, 3x3) pays for transforming the weights on every call only with enough
+#: output tiles to reuse them, and for its input and output transforms only with enough
+#: channels (measured on ResNet-18's layers: it wins at 14x14 and above).
+WINOGRAD_MIN_TILES = 40
+WINOGRAD_MIN_CHANNELS = 8
+
+
+def _winograd_condition(cg: str, o: str, kh: str, kw: str, out_h: str, out_w: str) -> str:
+    tiles = f"(({out_h} + 1) // 2) * (({out_w} + 1) // 2)"
+    return (
+        f"{kh} == 3 and {kw} == 3 and {cg} >= {WINOGRAD_MIN_CHANNELS} and "
+        f"{o} >= {WINOGRAD_MIN_CHANNELS} and {tiles} >= {WINOGRAD_MIN_TILES}"
+    )
+
+
+_CONV_LAYOUT_ATTRS = (
+    Attr("data_layout", "str", NCHW),
+    Attr("kernel_layout", "str", "OIHW"),
+    Attr("out_layout", "str", ""),
+    Attr("out_dtype", "dtype_or_empty", ""),
+)
+
+register(
+    OpRule(
+        "nn.conv2d",
+        2,
+        (
+            Attr("strides", "ints", (1, 1)),
+            Attr("padding", "ints", (0, 0)),
+            Attr("dilation", "ints", (1, 1)),
+            Attr("groups", "int", 1),
+            Attr("channels", "int", None, optional=True),
+            Attr("kernel_size", "ints", None, optional=True),
+            *_CONV_LAYOUT_ATTRS,
+        ),
+        _conv2d_infer,
+        _conv2d_shape,
+        emit=_conv2d_emit,
+        numeric=True,
+        epilogue=True,
+    )
+)
+
+
+# --- nn.conv2d_transpose -----------------------------------------------------------------------
+
+
+def _conv2d_transpose_infer(
+    args: tuple[Spec, ...], attrs: dict, declared: tuple
+) -> tuple[Spec, ...]:
+    out_dtype = _common_infer(args, attrs, "IOHW")
+    strides = pair("strides", attrs["strides"])
+    dilation = pair("dilation", attrs["dilation"])
+    output_padding = pair("output_padding", attrs["output_padding"], minimum=0)
+    for axis in range(2):
+        if output_padding[axis] >= max(strides[axis], dilation[axis]):
+            raise RuleError(
+                f"attribute output_padding={attrs['output_padding']!r} must be smaller than "
+                f"the stride or the dilation in each dimension (strides={attrs['strides']!r}, "
+                f"dilation={attrs['dilation']!r})"
+            )
+    return (Spec(out_dtype, 4),)
+
+
+def _conv2d_transpose_shape(ctx: ShapeCtx) -> list[list[str]]:
+    (n, c, h, w), (cw, og, kh, kw) = ctx.arg_dims
+    groups = ctx.attrs["groups"]
+    ctx.fail_if(
+        f"{c} % {groups} != 0",
+        f"the input channels of data are not divisible by groups={groups}",
+    )
+    ctx.expect(cw, c, "input channels of weight (the IOHW weight's first dimension)")
+    o = ctx.let(f"{og} * {groups}")
+    _check_kernel_attrs(ctx, o, kh, kw)
+    strides = pair("strides", ctx.attrs["strides"])
+    dilation = pair("dilation", ctx.attrs["dilation"])
+    extra = pair("output_padding", ctx.attrs["output_padding"], minimum=0)
+    top, left, bottom, right = padding4(ctx.attrs["padding"])
+    sizes = []
+    spatial = ((h, kh, top, bottom), (w, kw, left, right))
+    for axis, (size, kernel, before, after) in enumerate(spatial):
+        name = ("height", "width")[axis]
+        out = ctx.let(
+            f"({size} - 1) * {strides[axis]} + {dilation[axis]} * ({kernel} - 1) "
+            f"+ {extra[axis] + 1 - before - after}"
+        )
+        ctx.fail_if(
+            f"{out} < 1",
+            f"the output {name} would be less than 1: the padding removes the whole "
+            f"upsampled {name}",
+        )
+        sizes.append(out)
+    return [[n, o, *sizes]]
+
+
+def _conv2d_transpose_emit(ctx: EmitCtx) -> None:
+    s = ctx.src
+    (n, c, h, w), (_, og, kh, kw) = ctx.arg_dims
+    _, _, out_h, out_w = ctx.out_dims[0]
+    in_dtype, out_dtype = ctx.arg_specs[0].dtype, ctx.out_specs[0].dtype
+    x = _converted(ctx, ctx.args[0], ctx.arg_dims[0], in_dtype, out_dtype)
+    weight = _converted(ctx, ctx.args[1], ctx.arg_dims[1], in_dtype, out_dtype)
+    groups = ctx.attrs["groups"]
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, _, _ = padding4(ctx.attrs["padding"])
+    compute = dtypes.compute(out_dtype)
+    window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
+    b = s.fresh("b")
+    if compute in dtypes.FLOATS:
+        with s.block(f"for {b} in range({n}):"):
+            s.line(
+                f"blas.conv_transpose_image_into({x}, {weight}, {ctx.outs[0]}, {b}, "
+                f"{plain(groups)}, {kh}, {kw}, {window})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, "0", "0", "0"], ["1", f"{og} * {groups}", out_h, out_w])
+        return
+    cg, cols = s.fresh("cg"), s.fresh("cols")
+    s.line(f"{cg} = {c} // {groups}")
+    s.line(f"{cols} = np.empty(({og} * {kh} * {kw}, {h} * {w}), {dtypes.np_type(out_dtype)})")
+    g = s.fresh("g")
+    with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):
+        s.line(
+            f"{_int_block(compute, transposed=True)}({x}, {weight}, {ctx.outs[0]}, {cols}, {b}, "
+            f"{g}, {cg}, {og}, {kh}, {kw}, {window})"
+        )
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
+
+
+register(
+    OpRule(
+        "nn.conv2d_transpose",
+        2,
+        (
+            Attr("channels", "int", None, optional=True),
+            Attr("kernel_size", "ints", None, optional=True),
+            Attr("strides", "ints", (1, 1)),
+            Attr("output_padding", "ints", (0, 0)),
+            Attr("padding", "ints", (0, 0)),
+            Attr("dilation", "ints", (1, 1)),
+            Attr("groups", "int", 1),
+            Attr("data_layout", "str", NCHW),
+            Attr("kernel_layout", "str", "IOHW"),
+            Attr("out_layout", "str", ""),
+            Attr("out_dtype", "dtype_or_empty", ""),
+        ),
+        _conv2d_transpose_infer,
+        _conv2d_transpose_shape,
+        emit=_conv2d_transpose_emit,
+        numeric=True,
+        epilogue=True,
+    )
+)

@@ -1,0 +1,198 @@
+"""Kernel rules for pooling NCHW data: nn.max_pool2d, nn.avg_pool2d, nn.global_max_pool2d,
+nn.global_avg_pool2d and nn.adaptive_avg_pool2d.
+
+Runtime layer (``vm.kernels``); standard library only.
+
+Output sizes follow ``compiler/op/defs_pool.py`` (``ceil_mode`` rounds up but drops a last
+window that would start in the right padding); the loops are in
+:mod:`vm.kernels.pool_loops`. Max pooling treats padding as the dtype's lowest value
+and lets a NaN win; average pooling sums float16 and float32 data in float32 and float64
+data in float64, in window order, and divides by the number of input elements in the
+window (with ``count_include_pad``, input and padding elements); global and adaptive
+averages sum in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vm.kernels import dtypes
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    RuleError,
+    Spec,
+    register,
+    require_kind,
+    require_rank,
+)
+from vm.kernels.source import EmitCtx, ShapeCtx, const, plain
+from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+_LAYOUT_ATTRS = (Attr("layout", "str", NCHW), Attr("out_layout", "str", ""))
+
+
+def _pool_infer(kind: str) -> Callable:
+    def infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+        require_kind("data", args[0], kind)
+        require_rank("data", args[0], 4, 4)
+        check_layout(attrs, "layout", (NCHW,))
+        check_layout(attrs, "out_layout", ("", NCHW))
+        if "pool_size" in attrs:
+            pair("pool_size", attrs["pool_size"])
+            pair("strides", attrs["strides"])
+            pair("dilation", attrs["dilation"])
+            padding4(attrs["padding"])
+        if "output_size" in attrs:
+            _output_size(attrs)
+        return (args[0],)
+
+    return infer
+
+
+# --- nn.max_pool2d and nn.avg_pool2d -----------------------------------------------------------
+
+
+def _window_shape(ctx: ShapeCtx) -> list[list[str]]:
+    n, c, h, w = ctx.arg_dims[0]
+    ph, pw = pair("pool_size", ctx.attrs["pool_size"])
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, bottom, right = padding4(ctx.attrs["padding"])
+    ceil = ctx.attrs["ceil_mode"]
+    out_h = window_output(ctx, 0, h, str(ph), sh, dh, top, bottom, "pool window", ceil)
+    out_w = window_output(ctx, 1, w, str(pw), sw, dw, left, right, "pool window", ceil)
+    return [[n, c, out_h, out_w]]
+
+
+def _window_args(attrs: dict) -> str:
+    ph, pw = pair("pool_size", attrs["pool_size"])
+    sh, sw = pair("strides", attrs["strides"])
+    dh, dw = pair("dilation", attrs["dilation"])
+    top, left, _, _ = padding4(attrs["padding"])
+    return ", ".join(plain(v) for v in (ph, pw, sh, sw, dh, dw, top, left))
+
+
+def _max_pool_emit(ctx: EmitCtx) -> None:
+    dtype = ctx.arg_specs[0].dtype
+    x, out, window = ctx.args[0], ctx.outs[0], _window_args(ctx.attrs)
+    if dtype in dtypes.FLOATS:
+        ctx.src.line(f"pool.max_pool2d_float({x}, {out}, {window})")
+        return
+    lowest = const(dtypes.int_range(dtype)[0], dtype)
+    planes = f"{ctx.arg_dims[0][0]} * {ctx.arg_dims[0][1]}"
+    ctx.src.line(f"pool.max_pool2d({x}, {out}, {window}, {lowest}, {plain(0)}, {planes})")
+
+
+def _avg_pool_emit(ctx: EmitCtx) -> None:
+    _, _, bottom, right = padding4(ctx.attrs["padding"])
+    include = ctx.attrs["count_include_pad"]
+    ctx.src.line(
+        f"pool.avg_pool2d_float({ctx.args[0]}, {ctx.outs[0]}, {_window_args(ctx.attrs)}, "
+        f"{plain(bottom)}, {plain(right)}, {plain(include)})"
+    )
+
+
+_WINDOW_ATTRS = (
+    Attr("pool_size", "ints", (1, 1)),
+    Attr("strides", "ints", (1, 1)),
+    Attr("dilation", "ints", (1, 1)),
+    Attr("padding", "ints", (0, 0)),
+    *_LAYOUT_ATTRS,
+    Attr("ceil_mode", "bool", False),
+)
+
+register(
+    OpRule(
+        "nn.max_pool2d",
+        1,
+        _WINDOW_ATTRS,
+        _pool_infer("numeric"),
+        _window_shape,
+        emit=_max_pool_emit,
+        numeric=True,
+    )
+)
+register(
+    OpRule(
+        "nn.avg_pool2d",
+        1,
+        (*_WINDOW_ATTRS, Attr("count_include_pad", "bool", False)),
+        _pool_infer("float"),
+        _window_shape,
+        emit=_avg_pool_emit,
+        numeric=True,
+    )
+)
+
+
+# --- global pools ------------------------------------------------------------------------------
+
+
+def _global_shape(ctx: ShapeCtx) -> list[list[str]]:
+    n, c, h, w = ctx.arg_dims[0]
+    ctx.fail_if(f"{h} < 1 or {w} < 1", "pooling needs at least one element per window")
+    return [[n, c, "1", "1"]]
+
+
+def _call(function: str) -> Callable[[EmitCtx], None]:
+    def emit(ctx: EmitCtx) -> None:
+        ctx.src.line(f"pool.{function}({ctx.args[0]}, {ctx.outs[0]})")
+
+    return emit
+
+
+for _name, _kind in (("nn.global_max_pool2d", "numeric"), ("nn.global_avg_pool2d", "float")):
+    register(
+        OpRule(
+            _name,
+            1,
+            _LAYOUT_ATTRS,
+            _pool_infer(_kind),
+            _global_shape,
+            emit=_call(_name[3:]),
+            numeric=True,
+        )
+    )
+
+
+# --- nn.adaptive_avg_pool2d --------------------------------------------------------------------
+
+
+def _output_size(attrs: dict) -> tuple[int, int] | None:
+    """``output_size`` as (height, width), or ``None`` to keep the input's size."""
+    value = attrs["output_size"]
+    if value is None or value == ():
+        return None
+    if len(value) == 1:
+        value = value * 2
+    if len(value) != 2:
+        raise RuleError(
+            f"attribute output_size={attrs['output_size']!r} must hold 1 or 2 ints "
+            f"(height, width), found {len(value)}"
+        )
+    if min(value) < 1:
+        raise RuleError(f"attribute output_size={attrs['output_size']!r} must hold values >= 1")
+    return value[0], value[1]
+
+
+def _adaptive_shape(ctx: ShapeCtx) -> list[list[str]]:
+    n, c, h, w = ctx.arg_dims[0]
+    ctx.fail_if(f"{h} < 1 or {w} < 1", "pooling needs at least one element per window")
+    size = _output_size(ctx.attrs)
+    if size is None:
+        return [[n, c, h, w]]
+    return [[n, c, str(size[0]), str(size[1])]]
+
+
+register(
+    OpRule(
+        "nn.adaptive_avg_pool2d",
+        1,
+        (Attr("output_size", "ints", None, optional=True), *_LAYOUT_ATTRS),
+        _pool_infer("float"),
+        _adaptive_shape,
+        emit=_call("adaptive_avg_pool2d"),
+        numeric=True,
+    )
+)

@@ -1,0 +1,196 @@
+"""Kernel rules for nn.pad and nn.upsampling.
+
+Runtime layer (``vm.kernels``); standard library only.
+
+``nn.pad`` moves elements without arithmetic, so it works on raw storage (a float16
+tensor is copied as its bits): ``constant`` fills the output with ``pad_value`` converted
+to data's dtype (numpy's ``astype``) and copies the input into the middle; ``edge`` and
+``reflect`` map every output index to the input index it repeats. ``nn.upsampling``
+rounds the output size half to even and samples with TVM's coordinates (loops in
+:mod:`vm.kernels.pool_loops`). Semantics mirror ``compiler/op/defs_spatial.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vm.kernels.rules import (
+    Attr,
+    OpRule,
+    RuleError,
+    Spec,
+    register,
+    require_kind,
+    require_rank,
+)
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, float_literal, index, plain, product
+from vm.kernels.windows import NCHW, check_layout
+
+# --- nn.pad ------------------------------------------------------------------------------------
+
+PAD_MODES = ("constant", "edge", "reflect")
+
+
+def _pad_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    data, value = args
+    require_rank("pad_value", value, 0, 0)
+    pairs = attrs["pad_width"]
+    if len(pairs) != data.ndim:
+        raise RuleError(
+            f"attribute pad_width has {len(pairs)} (before, after) pairs but data has rank "
+            f"{data.ndim}; expected one pair per axis"
+        )
+    for axis, (before, after) in enumerate(pairs):
+        if before < 0 or after < 0:
+            raise RuleError(
+                f"attribute pad_width entry {axis} is ({before}, {after}); pad widths must not "
+                "be negative"
+            )
+    return (data,)
+
+
+def _pad_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = ctx.arg_dims[0]
+    mode = ctx.attrs["pad_mode"]
+    out = []
+    for axis, (dim, (before, after)) in enumerate(zip(dims, ctx.attrs["pad_width"])):
+        if before or after:
+            if mode == "edge":
+                ctx.fail_if(
+                    f"{dim} < 1",
+                    f"pad_mode='edge' cannot pad axis {axis}: the axis is empty",
+                )
+            elif mode == "reflect":
+                ctx.fail_if(
+                    f"{dim} <= {max(before, after)}",
+                    f"pad_mode='reflect' needs pad widths smaller than the axis size, but "
+                    f"axis {axis} has pad_width ({before}, {after})",
+                )
+        out.append(ctx.let(f"{dim} + {before + after}") if before or after else dim)
+    return [out]
+
+
+def _fill_value(ctx: EmitCtx) -> str:
+    """``pad_value`` converted to data's dtype, in data's storage form."""
+    data_dtype, value_dtype = ctx.arg_specs[0].dtype, ctx.arg_specs[1].dtype
+    value = f"{ctx.args[1]}[()]"
+    if value_dtype == "float16":
+        value = f"h.f16_to_f32({value})"
+    value = cast(value, value_dtype, data_dtype)
+    if data_dtype == "float16":
+        value = f"h.f32_to_f16({value})"
+    name = ctx.src.fresh("fill")
+    ctx.src.line(f"{name} = {value}")
+    return name
+
+
+def _pad_emit(ctx: EmitCtx) -> None:
+    s = ctx.src
+    data, out = ctx.args[0], ctx.outs[0]
+    dims, out_dims = ctx.arg_dims[0], ctx.out_dims[0]
+    pairs = ctx.attrs["pad_width"]
+    if ctx.attrs["pad_mode"] == "constant":
+        fill, flat, n, j = _fill_value(ctx), s.fresh("f"), s.fresh("n"), s.fresh("j")
+        s.line(f"{n} = {product(out_dims)}")
+        s.line(f"{flat} = {out}.reshape({n})")
+        with s.block(f"for {j} in range({n}):"):
+            s.line(f"{flat}[{j}] = {fill}")
+        if not dims:
+            s.line(f"{out}[()] = {data}[()]")
+            return
+        with s.loops(dims) as ii:
+            target = [f"{i} + {before}" if before else i for i, (before, _) in zip(ii, pairs)]
+            s.line(f"{out}[{index(target)}] = {data}[{index(ii)}]")
+        return
+    reflect = ctx.attrs["pad_mode"] == "reflect"
+    if not out_dims:
+        s.line(f"{out}[()] = {data}[()]")
+        return
+    with s.loops(out_dims) as oi:
+        source = []
+        for o, dim, (before, after) in zip(oi, dims, pairs):
+            if not before and not after:
+                source.append(o)
+                continue
+            name = s.fresh("src")
+            s.line(f"{name} = {o} - {before}")
+            if reflect:
+                s.line(f"{name} = -{name} if {name} < 0 else {name}")
+                s.line(f"{name} = 2 * ({dim} - 1) - {name} if {name} >= {dim} else {name}")
+            else:
+                s.line(f"{name} = min(max({name}, 0), {dim} - 1)")
+            source.append(name)
+        s.line(f"{out}[{index(oi)}] = {data}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "nn.pad",
+        2,
+        (
+            Attr("pad_width", "pairs", required=True),
+            Attr("pad_mode", "str", "constant", choices=PAD_MODES),
+        ),
+        _pad_infer,
+        _pad_shape,
+        emit=_pad_emit,
+    )
+)
+
+
+# --- nn.upsampling -----------------------------------------------------------------------------
+
+UPSAMPLING_METHODS = ("nearest_neighbor", "bilinear")
+
+
+def _upsampling_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    data = args[0]
+    require_rank("data", data, 4, 4)
+    check_layout(attrs, "layout", (NCHW,))
+    require_kind("data", data, "float" if attrs["method"] == "bilinear" else "numeric")
+    for name in ("scale_h", "scale_w"):
+        scale = attrs[name]
+        if not scale > 0 or math.isinf(scale):
+            raise RuleError(f"attribute {name}={scale} must be a finite number > 0")
+    return (data,)
+
+
+def _upsampling_shape(ctx: ShapeCtx) -> list[list[str]]:
+    n, c, h, w = ctx.arg_dims[0]
+    sizes = []
+    for size, attr in ((h, "scale_h"), (w, "scale_w")):
+        scale = ctx.attrs[attr]
+        # Rounded half to even, like Python's round and TVM.
+        out = ctx.let(f"np.int64(np.rint({size} * {float_literal(scale)}))")
+        ctx.fail_if(
+            f"{out} < 1 and {size} > 0",
+            f"attribute {attr}={scale} leaves the output with no rows or columns",
+        )
+        sizes.append(out)
+    return [[n, c, *sizes]]
+
+
+def _upsampling_emit(ctx: EmitCtx) -> None:
+    function = "upsample_bilinear" if ctx.attrs["method"] == "bilinear" else "upsample_nearest"
+    ctx.src.line(
+        f"pool.{function}({ctx.args[0]}, {ctx.outs[0]}, {plain(ctx.attrs['align_corners'])})"
+    )
+
+
+register(
+    OpRule(
+        "nn.upsampling",
+        1,
+        (
+            Attr("scale_h", "float", 1.0),
+            Attr("scale_w", "float", 1.0),
+            Attr("layout", "str", NCHW),
+            Attr("method", "str", "nearest_neighbor", choices=UPSAMPLING_METHODS),
+            Attr("align_corners", "bool", False),
+        ),
+        _upsampling_infer,
+        _upsampling_shape,
+        emit=_upsampling_emit,
+        numeric=True,
+    )
+)

@@ -1,0 +1,287 @@
+"""Compiled loops for the pooling and upsampling kernels over NCHW data.
+
+Runtime layer (``vm.kernels``); imports numpy and numba.
+
+Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_spatial`)
+import this module as ``pool``; window sizes, strides and padding are arguments, so each
+loop compiles once per process and dtype. Big float pools are split by planes between the
+threads of :mod:`vm.kernels.threads` (called through :mod:`vm.kernels.bridge`, so the
+loops they run are called from Python too, and cached on disk themselves). A windowed
+pool walks one output row at a time: for each window offset it combines the matching
+input row into the whole output row, over the range of columns whose input lies inside
+the image (so the inner loop has no bounds checks), in window-offset order, which is the
+order the compiler's references combine them in. Its source is part of the kernel cache key.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from numba import njit
+from numba import uint64 as _u
+
+from vm.kernels import bridge, threads
+from vm.kernels.conv_loops import valid_range
+
+#: Output elements times window size from which a float pool is split between threads.
+SPLIT_WORK = 1 << 17
+
+
+def _plane_chunks(function, x, out, *args) -> None:
+    """Run ``function(x, out, *args, first, last)`` over chunks of planes on the threads."""
+    planes = x.shape[0] * x.shape[1]
+    parts = min(planes, 2 * threads.threads())
+    bounds = [planes * i // parts for i in range(parts + 1)]
+    chunks = [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    threads.run([_chunk(function, x, out, args, lo, hi) for lo, hi in chunks])
+
+
+def _chunk(function, x, out, args, lo, hi):
+    return lambda: function(x, out, *args, lo, hi)
+
+
+def _max_pool_planes(x, out, *window) -> None:
+    _plane_chunks(max_pool2d, x, out, *window, -np.inf)
+
+
+def _avg_pool_planes(x, out, *window) -> None:
+    _plane_chunks(avg_pool2d, x, out, *window[:-1], bool(window[-1]))
+
+
+_MAX_POOL = bridge.register(_max_pool_planes, 2)
+_AVG_POOL = bridge.register(_avg_pool_planes, 2)
+
+
+@njit(nogil=True)
+def _window_block(x, out, values):
+    block = np.empty(24, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, out)
+    for value in values:
+        block[at] = value
+        at += 1
+    return block, at
+
+
+@njit(nogil=True)
+def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
+    """:func:`max_pool2d` of float data over every plane, split between threads by planes
+    when it is big enough."""
+    if out.size * ph * pw < SPLIT_WORK:
+        max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, x.shape[0] * x.shape[1])
+        return
+    block, at = _window_block(x, out, (ph, pw, sh, sw, dh, dw, pt, pl))
+    bridge.invoke(_MAX_POOL, block, at)
+
+
+@njit(nogil=True)
+def avg_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad):
+    """:func:`avg_pool2d` over every plane, split between threads by planes when it is big
+    enough."""
+    planes = x.shape[0] * x.shape[1]
+    if out.size * ph * pw < SPLIT_WORK:
+        avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, 0, planes)
+        return
+    window = (ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, 1 if include_pad else 0)
+    block, at = _window_block(x, out, window)
+    bridge.invoke(_AVG_POOL, block, at)
+
+
+@njit(nogil=True, cache=True)
+def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
+    """Planes ``first:last`` (image * channel) of ``out`` = the maximum over each window of
+    ``x``; padding and positions past it count as ``lowest``; a NaN in a window wins."""
+    height, width = x.shape[2], x.shape[3]
+    out_h, out_w = out.shape[2], out.shape[3]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(first, last):
+        xb = plane * height * width
+        for r in range(out_h):
+            d0 = _u((plane * out_h + r) * out_w)
+            for q in range(_u(out_w)):
+                of[d0 + q] = lowest
+            for i in range(ph):
+                ih = r * sh - pt + i * dh
+                if ih < 0 or ih >= height:
+                    continue
+                for j in range(pw):
+                    off = j * dw - pl
+                    lo, hi = valid_range(off, sw, width, out_w)
+                    s0 = _u(xb + ih * width + off + lo * sw)
+                    db = d0 + _u(lo)
+                    step = _u(sw)
+                    for q in range(_u(max(hi - lo, 0))):
+                        v = xf[s0 + q * step]
+                        best = of[db + q]
+                        of[db + q] = v if (v > best or v != v) else best
+
+
+@njit(nogil=True, cache=True)
+def _window_counts(out_n, size, pool, stride, dilation, before, after, include_pad):
+    """How many positions of each window along one axis are counted by an average."""
+    counts = np.zeros(out_n, np.int64)
+    low, high = (-before, size + after) if include_pad else (0, size)
+    for r in range(out_n):
+        for i in range(pool):
+            position = r * stride - before + i * dilation
+            if low <= position < high:
+                counts[r] += 1
+    return counts
+
+
+@njit(nogil=True, cache=True)
+def avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, first, last):
+    """Planes ``first:last`` of ``out`` = the sum over each window of ``x`` (in ``out``'s
+    dtype, window offsets in order) divided by the number of input elements in it, or with
+    ``include_pad`` of input and padding elements; a window with nothing to count averages
+    to 0."""
+    height, width = x.shape[2], x.shape[3]
+    out_h, out_w = out.shape[2], out.shape[3]
+    rows = _window_counts(out_h, height, ph, sh, dh, pt, pb, include_pad)
+    cols = _window_counts(out_w, width, pw, sw, dw, pl, pr, include_pad)
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(first, last):
+        xb = plane * height * width
+        for r in range(out_h):
+            d0 = _u((plane * out_h + r) * out_w)
+            for q in range(_u(out_w)):
+                of[d0 + q] = 0
+            for i in range(ph):
+                ih = r * sh - pt + i * dh
+                if ih < 0 or ih >= height:
+                    continue
+                for j in range(pw):
+                    off = j * dw - pl
+                    lo, hi = valid_range(off, sw, width, out_w)
+                    s0 = _u(xb + ih * width + off + lo * sw)
+                    db = d0 + _u(lo)
+                    step = _u(sw)
+                    for q in range(_u(max(hi - lo, 0))):
+                        of[db + q] += xf[s0 + q * step]
+            for q in range(out_w):
+                of[d0 + _u(q)] = of[d0 + _u(q)] / max(rows[r] * cols[q], 1)
+
+
+@njit(nogil=True)
+def global_max_pool2d(x, out):
+    """``out[n, c, 0, 0]`` = the maximum of plane ``x[n, c]`` (a NaN wins)."""
+    planes, size = x.shape[0] * x.shape[1], x.shape[2] * x.shape[3]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(planes):
+        base = _u(plane * size)
+        best = xf[base]
+        for q in range(_u(1), _u(size)):
+            v = xf[base + q]
+            if v > best or v != v:
+                best = v
+                if v != v:
+                    break
+        of[plane] = best
+
+
+@njit(nogil=True)
+def global_avg_pool2d(x, out):
+    """``out[n, c, 0, 0]`` = the mean of plane ``x[n, c]``, summed in float64."""
+    planes, size = x.shape[0] * x.shape[1], x.shape[2] * x.shape[3]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(planes):
+        base = _u(plane * size)
+        total = 0.0
+        for q in range(_u(size)):
+            total += xf[base + q]
+        of[plane] = total / size
+
+
+@njit(nogil=True)
+def adaptive_avg_pool2d(x, out):
+    """``out[..., i, j]`` = the mean of PyTorch's adaptive bin ``(i, j)`` of ``x``: rows
+    ``floor(i * H / OH) .. ceil((i + 1) * H / OH)``, and the same for columns."""
+    planes, height, width = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
+    out_h, out_w = out.shape[2], out.shape[3]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(planes):
+        for i in range(out_h):
+            h0, h1 = (i * height) // out_h, ((i + 1) * height + out_h - 1) // out_h
+            for j in range(out_w):
+                w0, w1 = (j * width) // out_w, ((j + 1) * width + out_w - 1) // out_w
+                total = 0.0
+                for r in range(h0, h1):
+                    base = _u((plane * height + r) * width)
+                    for q in range(_u(w0), _u(w1)):
+                        total += xf[base + q]
+                of[(plane * out_h + i) * out_w + j] = total / ((h1 - h0) * (w1 - w0))
+
+
+@njit(nogil=True)
+def _source_coordinate(r, size, out_n, align_corners):
+    """The input coordinate output row/column ``r`` samples (TVM's coordinate rules)."""
+    if align_corners:
+        return r * ((size - 1) / (out_n - 1)) if out_n > 1 else 0.0
+    return r * (size / out_n)
+
+
+@njit(nogil=True)
+def _nearest_index(r, size, out_n, align_corners):
+    coordinate = _source_coordinate(r, size, out_n, align_corners)
+    index = np.rint(coordinate) if align_corners else np.floor(coordinate + 1e-5)
+    return min(max(np.int64(index), 0), size - 1)
+
+
+@njit(nogil=True)
+def upsample_nearest(x, out, align_corners):
+    """``out`` = ``x`` sampled at each output pixel's nearest input pixel."""
+    planes, height, width = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
+    out_h, out_w = out.shape[2], out.shape[3]
+    cols = np.empty(out_w, np.int64)
+    for q in range(out_w):
+        cols[q] = _nearest_index(q, width, out_w, align_corners)
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(planes):
+        for r in range(out_h):
+            base = (plane * height + _nearest_index(r, height, out_h, align_corners)) * width
+            d0 = _u((plane * out_h + r) * out_w)
+            for q in range(out_w):
+                of[d0 + _u(q)] = xf[base + cols[q]]
+
+
+@njit(nogil=True)
+def _linear(r, size, out_n, align_corners):
+    """The two input indices (clamped) and the weight of the second, as float64."""
+    coordinate = _source_coordinate(r, size, out_n, align_corners)
+    first = np.floor(coordinate)
+    weight = coordinate - first
+    i0 = np.int64(first)
+    return min(max(i0, 0), size - 1), min(max(i0 + 1, 0), size - 1), weight
+
+
+@njit(nogil=True)
+def upsample_bilinear(x, out, align_corners):
+    """``out`` = ``x`` interpolated between the two nearest rows and columns, in float64."""
+    planes, height, width = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
+    out_h, out_w = out.shape[2], out.shape[3]
+    c0 = np.empty(out_w, np.int64)
+    c1 = np.empty(out_w, np.int64)
+    wx = np.empty(out_w, np.float64)
+    for q in range(out_w):
+        c0[q], c1[q], wx[q] = _linear(q, width, out_w, align_corners)
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(planes):
+        for r in range(out_h):
+            r0, r1, wy = _linear(r, height, out_h, align_corners)
+            b0 = (plane * height + r0) * width
+            b1 = (plane * height + r1) * width
+            d0 = _u((plane * out_h + r) * out_w)
+            for q in range(out_w):
+                a, b = np.float64(xf[b0 + c0[q]]), np.float64(xf[b0 + c1[q]])
+                c, d = np.float64(xf[b1 + c0[q]]), np.float64(xf[b1 + c1[q]])
+                top = a * (1 - wx[q]) + b * wx[q]
+                bottom = c * (1 - wx[q]) + d * wx[q]
+                of[d0 + _u(q)] = top * (1 - wy) + bottom * wy

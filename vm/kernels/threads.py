@@ -1,0 +1,209 @@
+"""Worker threads that share big matrix products with the calling thread.
+
+Runtime layer (``vm.kernels``); standard library and ctypes.
+
+numpy's OpenBLAS parallelizes a product with threads that busy-wait for each other. On a
+machine whose cores are shared (other processes, or another library's thread pool that
+spins after each call, as onnxruntime's and torch's do) a waiting thread keeps its core
+while the thread it waits for cannot get one, and a 1 ms product takes 8-25 ms. So the
+kernels run OpenBLAS single-threaded (per calling thread, through OpenBLAS's
+``openblas_set_num_threads_local``, without touching numpy's setting for anyone else) and
+parallelize themselves: a big product is cut into chunks that the calling thread and this
+pool's workers take from a shared counter. A worker that is slow to start leaves its
+chunks to the caller, so a busy core slows a product down to one thread's speed at worst.
+Waking a sleeping thread is slow (tens of microseconds, more in a virtual machine), so a
+worker polls for the next job for about 2 ms after each one, and a caller polls
+for its last chunk, before they block (:mod:`vm.kernels.spin`; the polls hold no GIL).
+
+``RELAYVM_NUM_THREADS`` sets the number of threads (the caller included); the default is
+the number of CPUs this process may run on, at most :data:`DEFAULT_MAX_THREADS`. When
+numpy's BLAS is not an OpenBLAS with thread-local control, products are not split and the
+BLAS threads as it does by itself. A forked child starts its own workers when it needs
+them.
+Any number of virtual machines may use the pool from any number of threads: jobs queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from vm.kernels import spin
+
+_SYMBOL = "openblas_set_num_threads_local"
+
+#: The most threads used without ``RELAYVM_NUM_THREADS``: products are cut into a few chunks
+#: per thread, and polling workers cost a core each while they wait.
+DEFAULT_MAX_THREADS = 8
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _find_openblas() -> Callable[[int], int] | None:
+    """numpy's OpenBLAS ``openblas_set_num_threads_local``, if numpy uses such a library."""
+    import numpy  # noqa: F401  (loads the BLAS library, so it shows in the process map)
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            paths = {line.split()[-1] for line in handle if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        if not os.path.isfile(path):
+            continue
+        try:
+            library = ctypes.CDLL(path)
+            function = getattr(library, _SYMBOL)
+        except (OSError, AttributeError):
+            continue
+        function.restype = ctypes.c_int
+        function.argtypes = [ctypes.c_int]
+        return function
+    return None
+
+
+def _thread_count() -> int:
+    explicit = os.environ.get("RELAYVM_NUM_THREADS", "").strip()
+    if explicit:
+        try:
+            return max(1, int(explicit))
+        except ValueError:
+            pass
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        count = os.cpu_count() or 1
+    return max(1, min(count, DEFAULT_MAX_THREADS))
+
+
+def _setter() -> Callable[[int], int] | None:
+    with _LOCK:
+        if "setter" not in _STATE:
+            _STATE["setter"] = _find_openblas()
+        return _STATE["setter"]  # type: ignore[return-value]
+
+
+def threads() -> int:
+    """How many threads a product may use (1 when BLAS threading cannot be controlled)."""
+    with _LOCK:
+        if "threads" not in _STATE:
+            _STATE["threads"] = _thread_count()
+    if _setter() is None:
+        return 1
+    return _STATE["threads"]  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Run the body with this thread's OpenBLAS calls on one thread (restored afterwards)."""
+    setter = _setter()
+    if setter is None:
+        yield
+        return
+    previous = setter(1)
+    try:
+        yield
+    finally:
+        setter(previous)
+
+
+class _Job:
+    """Tasks taken in order by whichever thread asks next; ``done`` is set after the last."""
+
+    def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
+        self.tasks = tasks
+        self.next = itertools.count()
+        self.pending = len(tasks)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        #: Becomes 1 with ``done``, for a caller polling instead of sleeping.
+        self.finished = np.zeros(1, np.int64)
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        while True:
+            i = next(self.next)  # atomic under the GIL
+            if i >= len(self.tasks):
+                return
+            try:
+                self.tasks[i]()
+            except BaseException as exc:  # reported to the caller by run()
+                self.error = self.error or exc
+            with self.lock:
+                self.pending -= 1
+                if self.pending == 0:
+                    self.finished[0] = 1
+                    self.done.set()
+
+    def wait(self) -> None:
+        if not self.done.is_set():
+            spin.wait_for_change(self.finished, 0, spin.POLLS)
+        self.done.wait()
+
+
+def _worker(jobs: queue.SimpleQueue, posted: np.ndarray) -> None:
+    setter = _setter()
+    if setter is not None:
+        setter(1)
+    while True:
+        seen = int(posted[0])
+        try:
+            job = jobs.get_nowait()
+        except queue.Empty:
+            # A job posted after ``seen`` was read changes the counter: stop polling.
+            spin.wait_for_change(posted, seen, spin.POLLS)
+            job = jobs.get()
+        job.work()
+
+
+def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
+    with _LOCK:
+        if "jobs" not in _STATE:
+            jobs: queue.SimpleQueue = queue.SimpleQueue()
+            #: Counts posted jobs; polling workers watch it.
+            posted = np.zeros(1, np.int64)
+            workers = max(0, int(_STATE.get("threads", 1)) - 1)  # type: ignore[arg-type]
+            for k in range(workers):
+                thread = threading.Thread(
+                    target=_worker, args=(jobs, posted), name=f"relayvm-kernel-{k}", daemon=True
+                )
+                thread.start()
+            _STATE["jobs"] = jobs
+            _STATE["posted"] = posted
+            _STATE["workers"] = workers
+        return _STATE["jobs"], _STATE["posted"], _STATE["workers"]  # type: ignore[return-value]
+
+
+def _forget_pool() -> None:
+    """In a forked child the workers do not exist: start a new pool when one is needed."""
+    for key in ("jobs", "posted", "workers"):
+        _STATE.pop(key, None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run every task once, sharing them between this thread and the workers; re-raise the
+    first error. The calling thread starts at once and takes any task nobody has."""
+    if len(tasks) <= 1 or threads() <= 1:
+        for task in tasks:
+            task()
+        return
+    jobs, posted, workers = _pool()
+    job = _Job(tasks)
+    for _ in range(min(workers, len(tasks) - 1)):
+        jobs.put(job)
+    posted[0] += 1  # after the put: a worker that sees the change finds the job queued
+    job.work()
+    job.wait()
+    if job.error is not None:
+        raise job.error

@@ -1,0 +1,117 @@
+"""Compiled transforms of the Winograd F(2x2, 3x3) convolution.
+
+Runtime layer (``vm.kernels``); imports numpy and numba.
+
+A 3x3, stride-1 convolution computes each 2x2 output tile from a 4x4 input tile with 16
+multiplications per (input, output) channel pair instead of 36: with ``U = G g G^T`` the
+transformed 3x3 kernel, ``V = B^T d B`` the transformed input tile and ``A^T (U * V) A``
+the output tile, the sum over input channels becomes 16 independent matrix products
+``M[k] = U[k] @ V[k]`` ((out, in) @ (in, tiles)), done by BLAS in :mod:`vm.kernels.blas`.
+The matrices are Lavin and Gray's (2016)::
+
+    B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+    G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+
+The transforms here each fill a range of channels, so threads can share them. They are
+called from Python (object-mode code in the kernels), so they are cached on disk. Its
+source is part of the kernel cache key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def transform_weights(w, u, o0, o1):
+    """``u[:, o, c] = G w[o, c] G^T`` (flattened 4x4) for output channels ``o0:o1``."""
+    channels = w.shape[1]
+    for o in range(o0, o1):
+        for c in range(channels):
+            for r in range(4):
+                # Row r of G g (three values), then that row times G^T.
+                if r == 0:
+                    a, b, e = w[o, c, 0, 0], w[o, c, 0, 1], w[o, c, 0, 2]
+                elif r == 3:
+                    a, b, e = w[o, c, 2, 0], w[o, c, 2, 1], w[o, c, 2, 2]
+                else:
+                    sign = 1.0 if r == 1 else -1.0
+                    a = 0.5 * (w[o, c, 0, 0] + sign * w[o, c, 1, 0] + w[o, c, 2, 0])
+                    b = 0.5 * (w[o, c, 0, 1] + sign * w[o, c, 1, 1] + w[o, c, 2, 1])
+                    e = 0.5 * (w[o, c, 0, 2] + sign * w[o, c, 1, 2] + w[o, c, 2, 2])
+                u[4 * r, o, c] = a
+                u[4 * r + 1, o, c] = 0.5 * (a + b + e)
+                u[4 * r + 2, o, c] = 0.5 * (a - b + e)
+                u[4 * r + 3, o, c] = e
+
+
+@njit(nogil=True, cache=True)
+def transform_input(x, n, c0, c1, pt, pl, tiles_h, tiles_w, v):
+    """``v[:, c, tile] = B^T d B`` (flattened 4x4) for channels ``c0:c1`` of image ``n``,
+    ``d`` the 4x4 input tile starting at ``(2 * row - pt, 2 * col - pl)`` (0 outside).
+
+    Each tile row is transformed in two passes of loops over its tiles (columns, then
+    rows), which vectorize, instead of one 4x4 tile at a time."""
+    height, width = x.shape[2], x.shape[3]
+    padded = np.zeros((2 * tiles_h + 2, 2 * tiles_w + 2), v.dtype)
+    cols = np.empty((4, 4, tiles_w), v.dtype)
+    for c in range(c0, c1):
+        # The channel, padded so that every tile reads inside the buffer.
+        padded[:] = 0
+        rows = min(height, padded.shape[0] - pt)
+        span = min(width, padded.shape[1] - pl)
+        for i in range(rows):
+            for j in range(span):
+                padded[i + pt, j + pl] = x[n, c, i, j]
+        for th in range(tiles_h):
+            for a in range(4):
+                row = padded[2 * th + a]
+                for tw in range(tiles_w):
+                    d0, d1 = row[2 * tw], row[2 * tw + 1]
+                    d2, d3 = row[2 * tw + 2], row[2 * tw + 3]
+                    cols[a, 0, tw] = d0 - d2
+                    cols[a, 1, tw] = d1 + d2
+                    cols[a, 2, tw] = d2 - d1
+                    cols[a, 3, tw] = d1 - d3
+            base = th * tiles_w
+            for j in range(4):
+                for tw in range(tiles_w):
+                    s0, s1 = cols[0, j, tw], cols[1, j, tw]
+                    s2, s3 = cols[2, j, tw], cols[3, j, tw]
+                    v[j, c, base + tw] = s0 - s2
+                    v[4 + j, c, base + tw] = s1 + s2
+                    v[8 + j, c, base + tw] = s2 - s1
+                    v[12 + j, c, base + tw] = s1 - s3
+
+
+@njit(nogil=True, cache=True)
+def transform_output(m, out3, n, o0, o1, tiles_w, out_h, out_w):
+    """Output channels ``o0:o1`` of image ``n``: each 2x2 tile ``A^T m A`` from the products
+    ``m`` (16, out channels, tiles), written into ``out3`` (images, channels, out_h * out_w)
+    where it lies inside the output."""
+    tiles_h = (out_h + 1) // 2
+    top = np.empty((4, tiles_w), m.dtype)
+    bottom = np.empty((4, tiles_w), m.dtype)
+    for o in range(o0, o1):
+        for th in range(tiles_h):
+            base = th * tiles_w
+            # A^T applied down each column j of the tiles: two rows per tile.
+            for j in range(4):
+                for tw in range(tiles_w):
+                    m1, m2 = m[4 + j, o, base + tw], m[8 + j, o, base + tw]
+                    top[j, tw] = m[j, o, base + tw] + m1 + m2
+                    bottom[j, tw] = m1 - m2 - m[12 + j, o, base + tw]
+            for half in range(2):
+                r = 2 * th + half
+                if r >= out_h:
+                    break
+                part = top if half == 0 else bottom
+                row = r * out_w
+                for tw in range(out_w // 2):
+                    out3[n, o, row + 2 * tw] = part[0, tw] + part[1, tw] + part[2, tw]
+                    out3[n, o, row + 2 * tw + 1] = part[1, tw] - part[2, tw] - part[3, tw]
+                if out_w % 2:
+                    tw = tiles_w - 1
+                    out3[n, o, row + 2 * tw] = part[0, tw] + part[1, tw] + part[2, tw]

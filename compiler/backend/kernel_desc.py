@@ -6,13 +6,15 @@ A primitive function (``Primitive=1``) is a small graph of operator calls over i
 parameters. :func:`describe_primitive` numbers its values the way ``vm.program``
 specifies (the tensor inputs first, tuple parameters flattened into their fields, then
 each operator's outputs in order), records every operator with its normalized
-attributes as plain data, and names the kernel TVM-style: ``vm_mod_fused_<ops>``.
+attributes as plain data, and names the kernel TVM-style: ``vm_mod_fused_<ops>`` (cut
+at TVM's 80 characters plus a hash for long fused groups).
 :class:`PrimitiveNames` makes names unique per description, deterministically:
 ``vm_mod_fused_add``, then ``vm_mod_fused_add_1`` for a different ``add`` kernel.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any as AnyT
 
 from compiler.backend.type_specs import tensor_leaves
@@ -66,8 +68,27 @@ def describe_primitive(func: Function) -> tuple[str, dict[str, AnyT]]:
         "nodes": builder.nodes,
         "results": results,
     }
-    ops = [node["op"].replace(".", "_") for node in builder.nodes]
-    return "vm_mod_fused_" + "_".join(ops or ["identity"]), description
+    return kernel_base_name([node["op"] for node in builder.nodes]), description
+
+
+#: TVM's cap on the readable part of a kernel name (``fused_<op>_<op>...``).
+MAX_READABLE_NAME = 80
+
+
+def kernel_base_name(ops: list[str]) -> str:
+    """``vm_mod_fused_<op>_<op>...`` for a kernel computing ``ops`` in order (dots become
+    underscores: ``nn.dense`` reads ``nn_dense``).
+
+    As in TVM, a readable part longer than :data:`MAX_READABLE_NAME` characters is cut
+    there and followed by a hash of the whole, so a 100-operator kernel keeps a name of
+    bounded length that still says what it starts with. The hash is sha256 based, so
+    names are the same in every process.
+    """
+    readable = "fused_" + "_".join(op.replace(".", "_") for op in ops or ["identity"])
+    if len(readable) > MAX_READABLE_NAME:
+        digest = hashlib.sha256(readable.encode()).hexdigest()[:16]
+        readable = f"{readable[:MAX_READABLE_NAME]}_{digest}"
+    return "vm_mod_" + readable
 
 
 class _GraphBuilder:

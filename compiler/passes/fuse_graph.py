@@ -15,6 +15,11 @@ function, branch or ``let`` block, anything in another scope) makes it an *exter
 reference: such a value must exist on its own, so it can end a group but never be inside
 one.
 
+A tuple projection is fusable (injective) only when its tuple is computed by a fusable
+node (``split``, a tuple literal); a projection of a parameter, of a function's result or
+of an opaque operator's tuple stays VM work (``GetField``), so a kernel receives the one
+tensor it reads rather than every field of the tuple.
+
 ``let`` bindings are seen through: in ``let %a = exp(%x); negative(%a)`` the use of
 ``%a`` is an edge from the ``exp`` node, so A-normal form fuses like dataflow form. A
 scope is a function body, an ``if`` branch or a ``match`` clause; an edge between two
@@ -30,7 +35,8 @@ paths satisfies the pattern rule of the phase:
   elementwise post-dominator through elementwise or broadcast nodes (an epilogue);
   elementwise and broadcast nodes join an injective or reducing post-dominator through
   injective nodes;
-- phase 1: injective nodes and tuples join an injective post-dominator;
+- phase 1: injective nodes and tuples join an injective post-dominator; injective nodes
+  also join a reduction (an extension over TVM: ``sum(transpose(%x))`` is one kernel);
 - phase 2: injective nodes join an intermediate tuple already fused into an injective
   consumer (``concatenate`` of transposes).
 
@@ -42,6 +48,7 @@ stacks: no Python recursion proportional to the program.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compiler.ir.expr import (
@@ -74,6 +81,9 @@ OPAQUE = OpPattern.OPAQUE
 
 #: Patterns of operators whose output other operators fuse into (at most one per group).
 ANCHORS = (COMM_REDUCE, OUT_ELEMWISE_FUSABLE)
+
+#: ``accept(pattern of a group on the path, whether it is the sink's)``.
+PathRule = Callable[[OpPattern, bool], bool]
 
 #: TVM's default ``relay.FuseOps.max_depth``: the most nodes one group may hold.
 DEFAULT_MAX_DEPTH = 256
@@ -129,6 +139,7 @@ class ForwardGraph:
         self._by_expr: dict[int, FuseNode] = {}
         #: ``let`` variables bound to a graph expression, and that expression.
         self._alias: dict[Var, Expr] = {}
+        self._scopes = 0
         self._build(func)
 
     def node_of(self, expr: Expr) -> FuseNode | None:
@@ -150,8 +161,6 @@ class ForwardGraph:
 
     def _build(self, func: Function) -> None:
         uses: list[_Use] = []
-        scope_of: dict[int, int] = {}
-        scopes = iter(range(1, 1 << 62))
         seen: set[int] = set()
         stack: list[tuple[Expr, int, bool]] = [(func.body, 0, False)]
         uses.append((func.body, None, OPAQUE, 0))
@@ -166,9 +175,8 @@ class ForwardGraph:
             if id(expr) in seen:
                 continue
             seen.add(id(expr))
-            scope_of[id(expr)] = scope
             stack.append((expr, scope, True))
-            kids = self._children(expr, scope, scopes, uses)
+            kids = self._children(expr, scope, uses)
             stack.extend((kid, kid_scope, False) for kid, kid_scope in reversed(kids))
         for child, consumer, pattern, use_scope in uses:
             producer = self.node_of(child)
@@ -187,13 +195,22 @@ class ForwardGraph:
         if isinstance(expr, Tuple):
             return TUPLE
         assert isinstance(expr, TupleGetItem)
-        return INJECTIVE if _tensor_fields_only(known_type(expr.tuple_value)) else OPAQUE
+        # A projection joins a kernel only with the operator computing its tuple; of any
+        # other tuple (a parameter, a function's result, an opaque operator's) it stays a
+        # GetField, so the kernel receives one tensor rather than every field.
+        source = self.node_of(expr.tuple_value)
+        fusable = source is not None and source.pattern != OPAQUE
+        return (
+            INJECTIVE if fusable and _tensor_fields_only(known_type(expr.tuple_value)) else OPAQUE
+        )
 
-    def _children(
-        self, expr: Expr, scope: int, scopes: object, uses: list[_Use]
-    ) -> list[tuple[Expr, int]]:
+    def _new_scope(self) -> int:
+        self._scopes += 1
+        return self._scopes
+
+    def _children(self, expr: Expr, scope: int, uses: list[_Use]) -> list[tuple[Expr, int]]:
         """The sub-expressions to walk (with their scope), recording each use they are."""
-        new_scope = scopes.__next__  # type: ignore[attr-defined]
+        new_scope = self._new_scope
         if isinstance(expr, Call):
             callee = expr.op
             if isinstance(callee, Op):
@@ -215,7 +232,7 @@ class ForwardGraph:
             uses.append((expr.tuple_value, expr if fused else None, INJECTIVE, scope))
             return [(expr.tuple_value, scope)]
         if isinstance(expr, Let):
-            if _is_graph_expr(expr.value) and not isinstance(expr.value, Var):
+            if _is_graph_expr(expr.value):
                 self._alias[expr.var] = expr.value
             else:
                 uses.append((expr.value, None, OPAQUE, scope))
@@ -226,7 +243,11 @@ class ForwardGraph:
             uses.append((expr.cond, None, OPAQUE, scope))
             uses.append((expr.true_branch, None, OPAQUE, then_scope))
             uses.append((expr.false_branch, None, OPAQUE, else_scope))
-            return [(expr.cond, scope), (expr.true_branch, then_scope), (expr.false_branch, else_scope)]
+            return [
+                (expr.cond, scope),
+                (expr.true_branch, then_scope),
+                (expr.false_branch, else_scope),
+            ]
         if isinstance(expr, Match):
             uses.append((expr.data, None, OPAQUE, scope))
             kids = [(expr.data, scope)]
@@ -297,7 +318,9 @@ class PostDominatorTree:
             self.pattern[i] = pattern
             self.depth[i] = 1 if parent is None else self.depth[parent] + 1
 
-    def _lca(self, a: int | None, b: int | None, pattern: OpPattern) -> tuple[int | None, OpPattern]:
+    def _lca(
+        self, a: int | None, b: int | None, pattern: OpPattern
+    ) -> tuple[int | None, OpPattern]:
         parent, depth, pat = self.parent, self.depth, self.pattern
         while a != b:
             if a is None or b is None:
@@ -388,8 +411,6 @@ class _Partitioner:
             if parent_index is None:
                 continue
             sink = nodes[parent_index]
-            if self._fused_size(node, sink) > self.max_depth:
-                continue
             parent_group = groups[parent_index]
             if phase == 2:
                 # Injective producers join an intermediate tuple fused into an injective op.
@@ -399,8 +420,7 @@ class _Partitioner:
                 if root_group.pattern == TUPLE:
                     continue
                 if parent_group.pattern == TUPLE and root_group.pattern <= INJECTIVE:
-                    if self._check_path(node, sink, lambda kind, is_sink: kind <= INJECTIVE):
-                        self._commit(node, sink)
+                    self._try_fuse(node, sink, _injective_path)
                 continue
             if group.find() is parent_group.find():
                 continue  # already in its post-dominator's group
@@ -409,23 +429,22 @@ class _Partitioner:
             edge = dom.pattern[i]
             if group.pattern in ANCHORS:
                 # An epilogue: elementwise work on the anchor's output, element by element.
-                if phase != 0 or edge != ELEMWISE:
-                    continue
-                if self._check_path(node, sink, lambda kind, is_sink: kind <= BROADCAST):
-                    self._commit(node, sink)
+                if phase == 0 and edge == ELEMWISE:
+                    self._try_fuse(node, sink, _epilogue_path)
             elif group.pattern <= BROADCAST:
-                if edge > INJECTIVE and edge != COMM_REDUCE:
-                    continue
-                if self._check_path(node, sink, _elementwise_path):
-                    self._commit(node, sink)
-            elif group.pattern in (INJECTIVE, TUPLE):
+                if edge <= INJECTIVE or edge == COMM_REDUCE:
+                    self._try_fuse(node, sink, _elementwise_path)
+            elif group.pattern in (INJECTIVE, TUPLE) and phase == 1:
                 # Deferred to phase 1, so anchors finish taking their epilogues first.
-                if phase != 1:
-                    continue
-                if self._check_path(node, sink, lambda kind, is_sink: kind <= INJECTIVE):
-                    self._commit(node, sink)
+                self._try_fuse(node, sink, _injective_path)
 
-    def _check_path(self, src: FuseNode, sink: FuseNode, accept: object) -> bool:
+    def _try_fuse(self, src: FuseNode, sink: FuseNode, accept: PathRule) -> None:
+        """Fuse ``src`` (and everything between) into ``sink``'s group if every node on the
+        paths passes ``accept`` and the group stays within ``max_depth`` nodes."""
+        if self._check_path(src, sink, accept) and self._fused_size(src, sink) <= self.max_depth:
+            self._commit(src, sink)
+
+    def _check_path(self, src: FuseNode, sink: FuseNode, accept: PathRule) -> bool:
         """Whether every node on every path from ``src`` to ``sink`` (``sink`` included)
         belongs to a group whose pattern ``accept(pattern, is_sink)`` allows."""
         groups = self.groups
@@ -437,7 +456,7 @@ class _Partitioner:
                 continue
             seen.add(node.index)
             is_sink = node is sink
-            if not accept(groups[node.index].find().pattern, is_sink):  # type: ignore[operator]
+            if not accept(groups[node.index].find().pattern, is_sink):
                 return False
             if not is_sink:
                 stack.extend(consumer for consumer, _ in node.outputs)
@@ -485,6 +504,17 @@ class _Partitioner:
         if child.anchor:
             parent.anchor = True
             parent.pattern = max(child.pattern, parent.pattern)
+
+
+def _epilogue_path(kind: OpPattern, is_sink: bool) -> bool:
+    """Path rule for an anchor: only elementwise and broadcast work follows it."""
+    return kind <= BROADCAST
+
+
+def _injective_path(kind: OpPattern, is_sink: bool) -> bool:
+    """Path rule for an injective producer: injective work all the way; the final node may
+    also be a reduction (an extension over TVM: a transpose or reshape feeding a sum)."""
+    return kind <= INJECTIVE or (is_sink and kind == COMM_REDUCE)
 
 
 def _elementwise_path(kind: OpPattern, is_sink: bool) -> bool:

@@ -8,10 +8,12 @@ Compiler layer (``compiler.passes``).
 
 A primitive function is the unit the code generator turns into one kernel and one
 ``InvokePacked``. Its body is a small dataflow graph of operator calls over its
-parameters, so a later fusion pass can put several operator calls into one primitive
-without changing the code generator. Tuple literals given to an operator (the input of
-``concatenate``) are passed field by field, so the kernel receives tensors; an
-expression passed twice (``add(%x, %x)``) becomes one parameter used twice.
+parameters; :func:`compiler.passes.fuse_ops` builds primitives of several operators the
+same way. In the VM pipeline this pass runs after fusion and only finds operator calls
+when ``FuseOps`` was disabled; it is also the simplest way to lower a module unfused.
+Tuple literals given to an operator (the input of ``concatenate``) are passed field by
+field, so the kernel receives tensors; an expression passed twice (``add(%x, %x)``)
+becomes one parameter used twice.
 
 Parameter types come from type inference (run it first); where a type is unknown the
 parameter is left unannotated for the next inference to fill in.

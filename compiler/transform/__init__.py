@@ -42,11 +42,25 @@ for _pass in (
     register_pass(_pass.__name__, _pass)
 del _pass
 
+
+def __getattr__(name: str) -> object:
+    # FuseOps lives with the lowering passes (compiler.passes.fuse_ops), which import this
+    # package's pass manager; importing it lazily keeps the two packages free of a cycle.
+    if name == "FuseOps":
+        from compiler.passes.fuse_ops import FuseOps
+
+        return FuseOps
+    raise AttributeError(f"module 'relay.transform' has no attribute {name!r}")
+
+
+register_pass("FuseOps", lambda: __getattr__("FuseOps")())  # type: ignore[operator]
+
 __all__ = [
     "DeadCodeElimination",
     "EliminateCommonSubexpr",
     "FoldConstant",
     "FunctionPass",
+    "FuseOps",
     "InferType",
     "ModulePass",
     "Pass",

@@ -458,13 +458,14 @@ def load_kernels(exe: Any) -> list[Any]:
     """
     if not exe.primitives:
         return []
-    # Imported here so that ``import vm`` does not import numba.
-    from vm.kernels import load_kernel
+    # Imported here so that ``import vm`` does not import numba; shape functions run in
+    # Python (vm.shape_funcs), everything else is a numba kernel.
+    from vm.shape_funcs import load_primitive
 
     kernels = []
     for index, primitive in enumerate(exe.primitives):
         try:
-            kernels.append(load_kernel(primitive.description))
+            kernels.append(load_primitive(primitive.description))
         except Exception as err:
             raise VMError(
                 f"cannot build the kernel of primitive {index} ({primitive.name}): "

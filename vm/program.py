@@ -38,6 +38,17 @@ A single-operator primitive has one node; a fused group has several. Attribute
 values are plain data (bool, int, float, str, None, lists of them). Shapes are not
 part of a description: kernels are generic over shapes, and read them from their
 arguments, so one compiled kernel serves every shape with the same structure.
+
+A primitive may instead be a *shape function* (:mod:`vm.shape_funcs`), which computes a
+kernel's output shapes at run time for outputs of ``?`` dimensions; the VM runs it in
+Python, not as a numba kernel. Its description holds the kernel's::
+
+    {
+      "shape_func": {...},                      # the kernel description it computes shapes for
+      "inputs":  [["int64", 1], ...],           # one shape vector per kernel input
+      "outputs": [["int64", 1], ...,            # one shape vector per kernel output
+                  ["int64", 0], ...],           # then one size in bytes per kernel output
+    }
 """
 
 from __future__ import annotations

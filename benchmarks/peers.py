@@ -8,10 +8,11 @@ from the reference answer (the model benchmark).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,12 +70,14 @@ def print_table(rows: list[Row], reference_engine: str = "relayvm") -> None:
 
 
 def format_seconds(seconds: float) -> str:
-    """Seconds as ns/us/ms with three significant digits."""
+    """Seconds as ns/us/ms/s with three significant digits."""
     if seconds < 1e-6:
         return f"{seconds * 1e9:.0f} ns"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e3:.3g} ms"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
 
 
 def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
@@ -84,7 +87,7 @@ def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
     except ImportError:
         return None
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or int(os.environ.get("RELAYVM_BENCH_THREADS", "2"))
+    options.intra_op_num_threads = threads or bench_threads()
     options.inter_op_num_threads = 1
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
@@ -103,25 +106,47 @@ def measure(
     min_round_seconds: float = 0.05,
     warmup: int = 3,
 ) -> float:
-    """Seconds per call: the median over ``rounds`` rounds of the mean time per call.
+    """Seconds per call of one function: :func:`measure_interleaved` with just ``fn``."""
+    return measure_interleaved([fn], rounds, min_round_seconds, warmup)[0]
 
-    ``warmup`` calls come first (they compile, allocate and let TorchScript's profiling
-    executor settle); then the number of calls per round is chosen so a round lasts at least
-    ``min_round_seconds``, which keeps timer resolution out of microsecond workloads.
+
+def measure_interleaved(
+    fns: Sequence[Callable[[], object]],
+    rounds: int = 5,
+    min_round_seconds: float = 0.05,
+    warmup: int = 3,
+    contexts: Sequence[Callable[[], contextlib.AbstractContextManager]] | None = None,
+) -> list[float]:
+    """Seconds per call of each function: the median over ``rounds`` rounds of the mean time
+    per call.
+
+    Each function first gets ``warmup`` calls (they compile, allocate and let TorchScript's
+    profiling executor settle); then its number of calls per round is chosen so a round lasts
+    at least ``min_round_seconds``, which keeps timer resolution out of microsecond
+    workloads. The rounds are interleaved (round 1 of every function, then round 2, ...) so
+    that load from other processes on a shared machine falls on every engine alike rather
+    than on whichever happened to run during it. ``contexts[i]()`` is entered around each
+    of function ``i``'s rounds (for example ``torch.inference_mode``).
     """
-    for _ in range(max(1, warmup)):
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-9)
-    number = max(1, math.ceil(min_round_seconds / one))
-    per_call = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(number):
+    enter = list(contexts) if contexts is not None else [contextlib.nullcontext] * len(fns)
+    numbers = []
+    for fn, context in zip(fns, enter):
+        with context():
+            for _ in range(max(1, warmup)):
+                fn()
+            t0 = time.perf_counter()
             fn()
-        per_call.append((time.perf_counter() - t0) / number)
-    return float(np.median(per_call))
+            one = max(time.perf_counter() - t0, 1e-9)
+        numbers.append(max(1, math.ceil(min_round_seconds / one)))
+    per_call: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for k, (fn, context, number) in enumerate(zip(fns, enter, numbers)):
+            with context():
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                per_call[k].append((time.perf_counter() - t0) / number)
+    return [float(np.median(times)) for times in per_call]
 
 
 def is_relayvm(engine: str) -> bool:
@@ -145,9 +170,11 @@ def print_peer_table(rows: list[Row]) -> None:
     by_workload: dict[str, list[Row]] = {}
     for row in rows:
         by_workload.setdefault(row.workload, []).append(row)
+    w_load = max([len("workload"), *(len(r.workload) for r in rows)])
+    w_engine = max([len("engine"), *(len(r.engine) for r in rows)])
     header = (
-        f"{'workload':<30} {'engine':<34} {'time':>10} {'vs fastest peer':>16} "
-        f"{'max abs diff':>13}  note"
+        f"{'workload':<{w_load}} {'engine':<{w_engine}} {'time':>10} {'vs fastest peer':>16} "
+        f"{'max abs diff':>12}  note"
     )
     print(header)
     print("-" * len(header))
@@ -155,19 +182,16 @@ def print_peer_table(rows: list[Row]) -> None:
         best = fastest_peer(group)
         for row in group:
             diff = "" if row.max_abs_diff is None else f"{row.max_abs_diff:.2e}"
-            if row.seconds is None:
-                print(
-                    f"{workload:<30} {row.engine:<34} {'n/a':>10} {'':>16} {diff:>13}  {row.note}"
-                )
-                continue
-            ratio = ""
-            if best is not None and best.seconds:
-                ratio = f"{row.seconds / best.seconds:.2f}x"
+            time_text, ratio = "n/a", ""
+            if row.seconds is not None:
+                time_text = format_seconds(row.seconds)
                 if row is best:
-                    ratio = "1.00x (fastest)"
+                    ratio = "1.00x fastest"
+                elif best is not None and best.seconds:
+                    ratio = f"{row.seconds / best.seconds:.2f}x"
             print(
-                f"{workload:<30} {row.engine:<34} {format_seconds(row.seconds):>10} "
-                f"{ratio:>16} {diff:>13}  {row.note}"
+                f"{workload:<{w_load}} {row.engine:<{w_engine}} {time_text:>10} {ratio:>16} "
+                f"{diff:>12}  {row.note}"
             )
         print()
 
@@ -181,8 +205,13 @@ def torch_available() -> bool:
     return True
 
 
+def bench_threads() -> int:
+    """The thread count the peers get: ``$RELAYVM_BENCH_THREADS``, default 2."""
+    return int(os.environ.get("RELAYVM_BENCH_THREADS", "2"))
+
+
 def torch_threads(threads: int | None = None) -> None:
-    """Give torch the benchmark's thread count (``$RELAYVM_BENCH_THREADS``, default 2)."""
+    """Give torch the benchmark's thread count (:func:`bench_threads` unless given)."""
     import torch
 
-    torch.set_num_threads(threads or int(os.environ.get("RELAYVM_BENCH_THREADS", "2")))
+    torch.set_num_threads(threads or bench_threads())

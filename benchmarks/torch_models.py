@@ -9,6 +9,8 @@ layout, as the Relay ``@main`` (as torch tensors). :func:`script` compiles one w
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch import nn
@@ -33,8 +35,11 @@ def _load(parameter: torch.Tensor, value: np.ndarray) -> None:
 
 
 def script(module: nn.Module) -> torch.jit.ScriptModule:
-    """``torch.jit.script(module)`` in eval mode."""
-    return torch.jit.script(module).eval()
+    """``torch.jit.script(module)`` in eval mode (TorchScript is deprecated upstream but still
+    the scripted peer users compare with; its deprecation warning is silenced here)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(module).eval()
 
 
 class MLP(nn.Module):

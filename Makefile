@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint format bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,onnx]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -153,6 +153,12 @@ class _Inferencer:
             e, f = type_text(zexp), type_text(zfound)
             detail = "" if exc.detail == f"{e} vs {f}" else f" ({exc.detail})"
             where_text = phrase() if phrase is not None else f"`{expr_text(node)}`"
+            if isinstance(node, Constructor) and not node.inputs and not isinstance(zexp, FuncType):
+                # As in TVM, a constructor is a function even without fields; users coming
+                # from ML-family languages write the bare name for the value.
+                detail += (
+                    f"; a constructor is called even without fields: write `{node.name_hint}()`"
+                )
             raise RelayTypeError(
                 f"type mismatch{self._at(node, parent)} in {where_text}: expected {e}{note}, "
                 f"found {f}{detail}",

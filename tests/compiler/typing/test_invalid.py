@@ -415,3 +415,17 @@ def test_explicit_type_arguments_that_contradict_the_arguments():
     wrong_count = relay.Call(id_gv, [relay.const(1)], type_args=[T(()), T(())])
     with pytest.raises(RelayTypeError, match="wrong number of type arguments"):
         infer_expr(wrong_count, adts.mod)
+
+
+def test_nullary_constructor_used_without_a_call_suggests_calling_it():
+    mod = relay.fromtext(
+        """
+        #[version = "0.0.5"]
+        type List[A] { Cons(A, List[A]), Nil }
+        def @main(%x: Tensor[(), float32]) -> List[Tensor[(), float32]] { Cons(%x, Nil) }
+        """
+    )
+    with pytest.raises(RelayTypeError) as info:
+        infer_types(mod)
+    assert "argument 1 of `Cons(%x, Nil)`" in str(info.value)
+    assert "write `Nil()`" in str(info.value)

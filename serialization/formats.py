@@ -14,10 +14,14 @@ from serialization.framing import DocumentFormat
 #: A saved ``vm.Executable``. Sections (after the header): the global table
 #: (function names in index order and the constructor table), the constant pool,
 #: the primitive names, the kernel descriptions and the code of every function.
+#:
+#: History: 1.0 the first release; 1.1 adds shape-function primitives to the kernel
+#: section (outputs with ``?`` dimensions), which a 1.0 reader could not run, so it
+#: refuses 1.1 files by their version instead of failing verification.
 EXECUTABLE_FORMAT = DocumentFormat(
     name="relayvm executable",
     magic=b"\x89RVM\r\n\x1a\n",
-    version=(1, 0),
+    version=(1, 1),
     sections=("global", "constant", "primitive", "kernel", "code"),
     array_sections=frozenset({"constant"}),
 )

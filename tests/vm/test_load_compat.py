@@ -1,13 +1,18 @@
-"""Files written by released format versions keep loading (format 1.0 frozen here, forever).
+"""Files written by released format versions keep loading (each format frozen here, forever).
 
 If this test fails, the format changed incompatibly: bump the major format version in
 serialization/formats.py and keep reading 1.x, or restore compatibility. Never edit the
 frozen bytes.
 """
 
+import struct
+
 import numpy as np
 
+from serialization.formats import EXECUTABLE_FORMAT
+from vm.device import cpu
 from vm.executable import Executable
+from vm.interpreter import VirtualMachine
 from vm.isa import Opcode
 
 # control_flow_executable() of tests/vm/executable_samples.py, saved by relayvm 0.1.0
@@ -64,5 +69,46 @@ def test_format_1_0_saves_back_to_the_same_body():
     # The header names the producing package version, which changes between releases;
     # everything after it must be reproduced exactly by the current writer.
     resaved = Executable.load_exec(FORMAT_1_0).save()
-    assert resaved[:12] == FORMAT_1_0[:12]
+    assert resaved[:8] == FORMAT_1_0[:8]  # magic; the version is the writer's current one
+    assert struct.unpack("<HH", resaved[8:12]) == EXECUTABLE_FORMAT.version
     assert resaved.endswith(FORMAT_1_0[FORMAT_1_0.index(b"\xa6global") :])
+
+
+# A dense + relu over a batch of ? rows (see the test below), saved by relayvm 0.1.0 in
+# executable format 1.1: its kernel section holds a fused kernel and its shape function.
+FORMAT_1_1 = bytes.fromhex(
+    "8952564d0d0a1a0a010001009692a6686561646572c44383a6666f726d6174b272656c6179766d2065786563"
+    "757461626c65a870726f6475636572a772656c6179766db070726f64756365725f76657273696f6ea5302e31"
+    "2e3092a6676c6f62616cc41f82a966756e6374696f6e7391a46d61696eac636f6e7374727563746f72739092"
+    "a8636f6e7374616e74c41d91c7190193a33c69389102c4100200000000000000030000000000000092a97072"
+    "696d6974697665c44992bd766d5f6d6f645f66757365645f6e6e5f64656e73655f6e6e5f72656c75d928766d"
+    "5f6d6f645f66757365645f6e6e5f64656e73655f6e6e5f72656c755f73686170655f66756e6392a66b65726e"
+    "656cc5019c9284a6696e707574739292a7666c6f617433320292a7666c6f6174333202a56e6f6465739284a4"
+    "61726773920001a5617474727382a96f75745f6474797065a0a5756e697473c0a26f70a86e6e2e64656e7365"
+    "a76f7574707574739192a7666c6f617433320284a4617267739102a5617474727380a26f70a76e6e2e72656c"
+    "75a76f7574707574739192a7666c6f6174333202a76f7574707574739192a7666c6f6174333202a772657375"
+    "6c7473910383a6696e707574739292a5696e7436340192a5696e74363401a76f7574707574739292a5696e74"
+    "36340192a5696e74363400aa73686170655f66756e6384a6696e707574739292a7666c6f617433320292a766"
+    "6c6f6174333202a56e6f6465739284a461726773920001a5617474727382a96f75745f6474797065a0a5756e"
+    "697473c0a26f70a86e6e2e64656e7365a76f7574707574739192a7666c6f617433320284a4617267739102a5"
+    "617474727380a26f70a76e6e2e72656c75a76f7574707574739192a7666c6f6174333202a76f757470757473"
+    "9192a7666c6f6174333202a7726573756c7473910392a4636f6465c4e89187a46e616d65a46d61696ea67061"
+    "72616d7392a178a177ab706172616d5f74797065739293a674656e736f7292ff03a7666c6f6174333293a674"
+    "656e736f72920203a7666c6f61743332a87265745f7479706593a674656e736f7292ff02a7666c6f61743332"
+    "b272656769737465725f66696c655f73697a650ab1696e737472756374696f6e5f636f756e740ba4636f6465"
+    "dc00371100020b00030e1804100440a575696e7438050505000102a5696e7436340605051000a5696e743634"
+    "070401040203060702100740a575696e74380906090006a7666c6f6174333208040003000108010108"
+)
+
+
+def test_format_1_1_with_a_shape_function_loads_and_runs_any_batch():
+    exe = Executable.load_exec(FORMAT_1_1)
+    assert exe.primitive_ops == [
+        "vm_mod_fused_nn_dense_nn_relu",
+        "vm_mod_fused_nn_dense_nn_relu_shape_func",
+    ]
+    machine = VirtualMachine(exe, cpu())
+    w = np.array([[1.0, -1.0, 2.0], [0.5, 0.5, -3.0]], dtype="float32")
+    for batch in (1, 5):
+        x = np.arange(batch * 3, dtype="float32").reshape(batch, 3) - 4.0
+        np.testing.assert_allclose(machine.invoke("main", x, w), np.maximum(x @ w.T, 0), rtol=1e-6)

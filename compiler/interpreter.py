@@ -47,6 +47,8 @@ from compiler.ir.expr import (
 )
 from compiler.ir.module import IRModule
 from compiler.op.registry import OpDef, get_def
+from compiler.passes.squeeze_axes import static_unit_axes
+from compiler.passes.typed_rewrite import known_type
 from vm.errors import VMError
 from vm.objects import ADT
 
@@ -267,7 +269,13 @@ class Interpreter:
         entry = self._op_calls.get(call)
         if entry is None:
             opdef = get_def(call.op.name)  # type: ignore[attr-defined]
-            entry = (opdef, opdef.normalize_attrs(call.attrs))
+            attrs = opdef.normalize_attrs(call.attrs)
+            if opdef.name == "squeeze" and attrs["axis"] is None:
+                # Squeeze what the type squeezes, not a ? dimension that happens to be 1.
+                axes = static_unit_axes(known_type(call.args[0]))
+                if axes is not None:
+                    attrs = Attrs({**dict(attrs), "axis": axes})
+            entry = (opdef, attrs)
             self._op_calls[call] = entry
         return entry
 

@@ -13,7 +13,8 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
-4. eta-expand constructors used as values, infer types;
+4. eta-expand constructors used as values, infer types, write down the axes of each
+   ``squeeze`` without ``axis`` (:mod:`compiler.passes.squeeze_axes`);
 5. ``FuseOps``: group operator calls into primitive functions, one kernel each (fused at
    opt_level 1 and above; at opt_level 0 every operator is its own kernel);
 6. wrap any operator call still outside a primitive (when ``FuseOps`` is disabled);
@@ -91,11 +92,13 @@ def _lowering() -> list[Any]:
     """The steps from an optimized module to the code generator's input, in order."""
     from compiler.passes import eta_expand, lambda_lift, to_anf, wrap_primitives
     from compiler.passes.fuse_ops import FuseOps
+    from compiler.passes.squeeze_axes import explicit_squeeze_axes
     from compiler.transform import InferType, Sequential
 
     return [
         _lowering_pass("EtaExpand", eta_expand),
         InferType(),
+        _lowering_pass("ExplicitSqueezeAxes", explicit_squeeze_axes),
         # FuseOps goes through a Sequential so that disabled_pass=["FuseOps"] is honoured.
         Sequential([FuseOps()], name="VMFuse"),
         _lowering_pass("WrapPrimitives", wrap_primitives),

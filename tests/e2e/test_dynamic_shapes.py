@@ -206,6 +206,14 @@ def test_squeeze_without_axis_keeps_a_dynamic_dimension_that_is_one() -> None:
             assert out.shape == (3, n) and np.shares_memory(out, x)
 
 
+def test_squeeze_without_axis_after_a_kernel_agrees_with_the_interpreter() -> None:
+    # Fused into exp's kernel, with a ? that is 1 at run time: both backends keep it.
+    mod = parse("def @main(%x: Tensor[(?, 1, 3), float32]) { squeeze(exp(%x)) }")
+    for n in (1, 2):
+        out = check_three_ways(mod, f32(n, 1, 3))
+        assert out.shape == (n, 3)
+
+
 def test_a_reshaped_kernel_output_shares_its_memory_and_stays_intact() -> None:
     # %1 views %0 while the dense of %2 runs: the memory plan must not give %2 the bytes
     # of %0, which looks dead after the reshape unless the view is known to refer to it.

@@ -273,6 +273,9 @@ class GroupPlan:
 
     at_storage: dict[int, list[Group]] = field(default_factory=dict)  # pc -> groups it makes
     members: dict[int, tuple[int, Any]] = field(default_factory=dict)  # pc -> (slot, index)
+    # storage register -> slots of its groups: killing the storage must drop their views too,
+    # or the hidden views keep its bytes alive and the memory plan's reuse frees nothing.
+    views_of: dict[int, list[int]] = field(default_factory=dict)
     slots: int = 0  # hidden registers after the function's own
 
 
@@ -316,6 +319,7 @@ def plan_groups(function: VMFunction, facts: Facts) -> GroupPlan:
             )
             next_slot += 1
             plan.at_storage.setdefault(writers[0], []).append(group)
+            plan.views_of.setdefault(reg, []).append(group.slot)
             # Indexing the first axis of a view gives a view, except for scalar tensors,
             # where it gives a numpy scalar; (i, ...) gives a 0-d view there.
             index = {offset: (i, ...) if not shape else i for i, offset in enumerate(run)}
@@ -878,7 +882,17 @@ def _reshape_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
 
 @_decoder(Opcode.KillRegister)
 def _kill_register(d: Decoder, ops: dict[str, Any]) -> tuple:
-    return (K_SET, None, ops["reg"])
+    reg = ops["reg"]
+    views = d.plan.views_of.get(reg)
+    if not views:
+        return (K_SET, None, reg)
+    cleared = (reg, *views)
+
+    def kill_storage(regs: list) -> None:
+        for r in cleared:
+            regs[r] = None
+
+    return (K_CALL, kill_storage)
 
 
 missing = set(OPCODES) - set(DECODERS)

@@ -364,3 +364,31 @@ def test_cpu_devices_compare_by_index():
     assert str(vm.cpu(1)) == "cpu(1)" and vm.cpu(1) != vm.cpu()
     with pytest.raises(ValueError, match="CPU only"):
         vm.Device(2, 0)
+
+
+def test_killing_a_grouped_storage_also_drops_its_hidden_view():
+    # The fast decode keeps one strided view per group in a hidden register; if a kill of
+    # the storage left it there, the storage's bytes would stay alive until the frame ends.
+    from vm.builder import ExecutableBuilder
+    from vm.isa import Opcode as O
+
+    b = ExecutableBuilder()
+    f = b.function("reuse", [], [], ("tensor", (2,), "float32"))
+    size, st, t0, t1 = f.reg(), f.reg(), f.reg(), f.reg()
+    f.emit(O.LoadConsti, 16, size)
+    f.emit(O.AllocStorage, size, 64, "float32", st)
+    f.emit(O.AllocTensor, st, 0, (2,), "float32", t0)
+    f.emit(O.AllocTensor, st, 8, (2,), "float32", t1)
+    f.emit(O.KillRegister, st)
+    f.emit(O.Ret, t1)
+    b.add_function(f)
+    exe = b.build()
+    program = Decoder(exe, []).decode()
+    registers = [object() for _ in program.pads[0]]
+    size_of_frame = exe.functions[0].register_file_size
+    assert len(registers) == size_of_frame + 1  # one hidden view for the group
+    kill = program.codes[0][4]
+    kill[1](registers)
+    assert registers[st] is None and registers[size_of_frame] is None
+    assert registers[t1] is not None
+    assert vm.VirtualMachine(exe).invoke("reuse").shape == (2,)

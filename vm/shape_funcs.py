@@ -548,32 +548,25 @@ def _split(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[
 @_rule("strided_slice")
 def _strided_slice(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
     dims = shapes[0]
-    begin = _ints(attrs["begin"])
-    end = _ints(attrs["end"])
-    strides = _ints(attrs["strides"]) if attrs.get("strides") else ()
-    if attrs.get("axes") is None:
-        if len(begin) > len(dims):
-            raise _Bad(f"attribute begin={begin} has more entries than the rank {len(dims)}")
-        axes = list(range(len(begin)))
-    else:
-        axes = _norm_axes(_ints(attrs["axes"]), len(dims), "axes")
-        if len(begin) != len(axes):
-            raise _Bad(f"attribute begin={begin} must have one entry per axis in axes")
-    size_mode = attrs.get("slice_mode", "end") == "size"
+    # The kernel's own slice plan, so the shape function and the kernel cannot disagree.
+    # Imported late: the rule modules register themselves when vm.kernels.rules loads them.
+    from vm.kernels.emit_layout import slice_plan
+    from vm.kernels.rules import RuleError
+
+    normalized = {
+        "begin": _ints(attrs["begin"]),
+        "end": _ints(attrs["end"]),
+        "strides": _ints(attrs["strides"]) if attrs.get("strides") else None,
+        "axes": _ints(attrs["axes"]) if attrs.get("axes") is not None else None,
+        "slice_mode": attrs.get("slice_mode", "end"),
+    }
+    try:
+        plan = slice_plan(normalized, len(dims))
+    except RuleError as err:
+        raise _Bad(str(err)) from None
     out = list(dims)
-    for i, axis in enumerate(axes):
-        stride = strides[i] if i < len(strides) else 1
-        stop: int | None = end[i] if i < len(end) else None
-        if size_mode:
-            stride = 1
-            if stop is not None:
-                start = begin[i]
-                stop = None if stop < 0 else start + stop
-                if stop is not None and start < 0 and stop >= 0:
-                    stop = None
-        if stride == 0:
-            raise _Bad(f"attribute strides has a 0 step for axis {axis}")
-        out[axis] = len(range(*slice(begin[i], stop, stride).indices(dims[axis])))
+    for axis, begin, stop, stride in plan:
+        out[axis] = len(range(*slice(begin, stop, stride).indices(dims[axis])))
     return [tuple(out)]
 
 

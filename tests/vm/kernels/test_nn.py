@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import Program, check, run
+from tests.vm.kernels.harness import SUMS, Program, check, run
 
 RNG = np.random.default_rng(5)
 
@@ -24,7 +24,7 @@ def test_dense_float32_uses_loops_or_blas_by_size(data_shape: tuple, units: int)
     x = RNG.standard_normal(data_shape).astype("float32")
     w = RNG.standard_normal((units, data_shape[-1])).astype("float32")
     program = Program([x, w])
-    check(program, program.add("nn.dense", [0, 1]))
+    check(program, program.add("nn.dense", [0, 1]), tolerances=SUMS)
 
 
 @pytest.mark.parametrize(
@@ -39,14 +39,14 @@ def test_dense_other_dtypes_accumulate_in_out_dtype(dtype: str, out_dtype: str) 
         x = RNG.integers(0 if dtype == "uint8" else -100, 100, (4, 16)).astype(dtype)
         w = RNG.integers(0 if dtype == "uint8" else -100, 100, (3, 16)).astype(dtype)
     program = Program([x, w])
-    check(program, program.add("nn.dense", [0, 1], out_dtype=out_dtype))
+    check(program, program.add("nn.dense", [0, 1], out_dtype=out_dtype), tolerances=SUMS)
 
 
 def test_dense_of_large_float64_operands_matches() -> None:
     x = RNG.standard_normal((40, 50)).astype("float64")
     w = RNG.standard_normal((60, 50)).astype("float64")
     program = Program([x, w])
-    check(program, program.add("nn.dense", [0, 1]))
+    check(program, program.add("nn.dense", [0, 1]), tolerances=SUMS)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,12 @@ def test_batch_matmul_every_transpose_combination(
         program.add("nn.batch_matmul", [2 * i, 2 * i + 1], transpose_a=ta, transpose_b=tb)[0]
         for i, (ta, tb) in enumerate(shapes)
     ]
-    check(program, results, [f"transpose_a={ta} transpose_b={tb}" for ta, tb in shapes])
+    check(
+        program,
+        results,
+        [f"transpose_a={ta} transpose_b={tb}" for ta, tb in shapes],
+        tolerances=SUMS,
+    )
 
 
 def test_batch_matmul_integers_wrap_in_out_dtype() -> None:

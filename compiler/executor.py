@@ -1,4 +1,5 @@
-"""``relay.create_executor``: run a module's ``main`` on the reference interpreter or the VM.
+"""``relay.create_executor``: run a module's ``main`` on the reference interpreter, the VM or
+the graph executor.
 
 Compiler layer. Kinds:
 
@@ -7,8 +8,8 @@ Compiler layer. Kinds:
 - ``"vm"``: compiles with ``compiler.relay.vm.compile`` and runs on
   ``vm.interpreter.VirtualMachine``;
 - ``"graph"``: for programs without control flow; programs using ``if``, ``match``, ADTs,
-  closures or recursion are rejected with an error naming the construct, the others run on
-  the VM.
+  closures or recursion are rejected with an error naming the construct, the others are
+  built with ``relay.build`` and run on ``vm.graph_executor``.
 
 Every kind converts and checks the arguments of ``main`` the same way (the rules are in
 :func:`convert_arguments`), so errors read alike whichever backend runs the program.
@@ -556,15 +557,59 @@ class VMExecutor(Executor):
         return call
 
 
-class GraphExecutor(VMExecutor):
+class GraphExecutor(Executor):
     """For programs without control flow: rejects ``if``, ``match``, ADTs, closures and
-    recursion with an error naming the construct, then runs the program on the VM."""
+    recursion with an error naming the construct, then builds the program with
+    ``relay.build`` and runs it on the graph executor (:mod:`vm.graph_executor`)."""
 
     kind = "graph"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
+        from compiler.build import build
+        from vm.graph_executor import GraphModule
+
         check_graph_program(mod)
-        return super()._make_executor(mod, name)
+        typed = _infer(mod)
+        main = typed["main"]
+        types = _param_types(main)
+        factory = build(mod, target=self.target)
+        module = GraphModule(factory[factory.libmod_name](self.device))
+        names = [p.name_hint for p in main.params]
+        ret_type = main.ret_type
+
+        def run(values: list[object]) -> Any:
+            for param, value in zip(names, values):
+                module.set_input(param, value)
+            module.run()
+            outputs = [module.get_output(i) for i in range(module.get_num_outputs())]
+            return _unflatten(ret_type, outputs)
+
+        call = _MainCallable(names, types, run, (), _adt_tags(typed), name)
+        call.executable = factory.lib
+        call.machine = module
+        return call
+
+
+def _unflatten(ty: Type | None, leaves: list[Any]) -> Any:
+    """Rebuild a result of type ``ty`` (nested tuples of tensors) from the graph's flat
+    outputs, which list the tensors in order."""
+    position = iter(leaves)
+    if not isinstance(ty, TupleType):
+        return next(position)
+    stack: list[tuple[TupleType, list[Any]]] = [(ty, [])]
+    while True:
+        tuple_type, fields = stack[-1]
+        if len(fields) == len(tuple_type.fields):
+            stack.pop()
+            if not stack:
+                return tuple(fields)
+            stack[-1][1].append(tuple(fields))
+            continue
+        field = tuple_type.fields[len(fields)]
+        if isinstance(field, TupleType):
+            stack.append((field, []))
+        else:
+            fields.append(next(position))
 
 
 def check_graph_program(mod: IRModule) -> None:
@@ -700,8 +745,8 @@ def create_executor(
     Parameters
     ----------
     kind : {"debug", "vm", "graph"}
-        ``debug`` runs the reference interpreter, ``vm`` the bytecode VM, ``graph`` the VM
-        for programs without control flow.
+        ``debug`` runs the reference interpreter, ``vm`` the bytecode VM, ``graph`` the graph
+        executor (``relay.build``) for programs without control flow.
     mod : IRModule, optional
         The module whose functions the programs may call (an empty module if omitted). It is
         not modified.

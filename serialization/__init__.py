@@ -10,6 +10,8 @@ Lowest layer; imports numpy and msgpack only, never ``vm`` or ``compiler``.
 - :mod:`serialization.formats`: the executable and parameter-dictionary formats.
 - :mod:`serialization.atomic`: :func:`atomic_write`.
 - :mod:`serialization.params`: :func:`save_param_dict` and :func:`load_param_dict`.
+- :mod:`serialization.model_library`: :func:`export_model_library_format` and
+  :func:`read_model_library_format` (Model Library Format tars).
 """
 
 from serialization import limits
@@ -17,6 +19,12 @@ from serialization.atomic import atomic_write
 from serialization.errors import FormatError, VersionError
 from serialization.formats import EXECUTABLE_FORMAT, PARAMS_FORMAT
 from serialization.framing import Document, DocumentFormat, read_document, write_document
+from serialization.model_library import (
+    MODEL_LIBRARY_VERSION,
+    ModelLibrary,
+    export_model_library_format,
+    read_model_library_format,
+)
 from serialization.ndarray import ALLOWED_DTYPES, DTYPE_NAMES
 from serialization.params import load_param_dict, save_param_dict
 
@@ -24,15 +32,19 @@ __all__ = [
     "ALLOWED_DTYPES",
     "DTYPE_NAMES",
     "EXECUTABLE_FORMAT",
+    "MODEL_LIBRARY_VERSION",
     "PARAMS_FORMAT",
     "Document",
     "DocumentFormat",
     "FormatError",
+    "ModelLibrary",
     "VersionError",
     "atomic_write",
+    "export_model_library_format",
     "limits",
     "load_param_dict",
     "read_document",
+    "read_model_library_format",
     "save_param_dict",
     "write_document",
 ]

@@ -206,7 +206,7 @@ def _read_string(source: Source, start: int) -> tuple[str, int]:
             raise source.error(
                 i,
                 f"invalid escape '\\{nxt}' in string; expected one of \\\" \\\\ \\n \\t "
-                "\\r \\0 or \\uXXXX",
+                "\\r \\0 or \\u and four hex digits",
             )
         out.append(ch)
         i += 1

@@ -9,6 +9,7 @@ depend on, so the jitted functions at the end of this module leave compiled code
 enough to repay it) and call the plain-Python functions above them. Generated modules
 import this module as ``blas``; its source is part of the kernel cache key.
 
+Products too small to split go straight to OpenBLAS instead (:mod:`vm.kernels.gemm`).
 The Python functions run OpenBLAS on one thread per caller and cut a product of at least
 :data:`SPLIT_FLOPS` multiply-adds into chunks along its longer output dimension, which the
 caller and :mod:`vm.kernels.threads`' workers share (see there for why). A convolution's
@@ -22,7 +23,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from vm.kernels import bridge, conv_loops, threads, winograd
+from vm.kernels import bridge, conv_loops, gemm, threads, winograd
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
@@ -231,6 +232,10 @@ _CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
 @njit(nogil=True)
 def dense_into(x, w, out):
     """``out[...] = x @ w.T`` for 2-D ``x`` (m, k), ``w`` (n, k) and ``out`` (m, n)."""
+    m, k = x.shape
+    if m * w.shape[0] * k < SPLIT_FLOPS and gemm.fits(x) and gemm.fits(w) and gemm.fits(out):
+        gemm.gemm(x, w, out, False, True)
+        return
     block = np.empty(32, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, w)
@@ -242,6 +247,17 @@ def dense_into(x, w, out):
 def matmul_into(x, y, out, transpose_x, transpose_y):
     """``out[...] = op(x) @ op(y)`` for 3-D stacks, ``op`` swapping the last two axes when
     asked; a batch of 1 broadcasts."""
+    batch, m, n = out.shape
+    k = x.shape[1] if transpose_x else x.shape[2]
+    if batch * m * n * k < SPLIT_FLOPS:
+        for i in range(batch):
+            a = x[i if x.shape[0] > 1 else 0]
+            b = y[i if y.shape[0] > 1 else 0]
+            if not (gemm.fits(a) and gemm.fits(b) and gemm.fits(out[i])):
+                break
+            gemm.gemm(a, b, out[i], transpose_x, transpose_y)
+        else:
+            return
     block = np.empty(32, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, y)

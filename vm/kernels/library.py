@@ -48,6 +48,7 @@ _LIBRARY_MODULES = (
     "emit_pool.py",
     "emit_reduce.py",
     "emit_spatial.py",
+    "gemm.py",
     "helpers.py",
     "pool_loops.py",
     "rules.py",

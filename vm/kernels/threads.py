@@ -46,8 +46,15 @@ _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
 
 
-def _find_openblas() -> Callable[[int], int] | None:
-    """numpy's OpenBLAS ``openblas_set_num_threads_local``, if numpy uses such a library."""
+def openblas() -> ctypes.CDLL | None:
+    """numpy's OpenBLAS, if numpy uses an OpenBLAS with thread-local thread control."""
+    with _LOCK:
+        if "library" not in _STATE:
+            _STATE["library"] = _find_openblas()
+        return _STATE["library"]  # type: ignore[return-value]
+
+
+def _find_openblas() -> ctypes.CDLL | None:
     import numpy  # noqa: F401  (loads the BLAS library, so it shows in the process map)
 
     try:
@@ -60,12 +67,10 @@ def _find_openblas() -> Callable[[int], int] | None:
             continue
         try:
             library = ctypes.CDLL(path)
-            function = getattr(library, _SYMBOL)
+            getattr(library, _SYMBOL)
         except (OSError, AttributeError):
             continue
-        function.restype = ctypes.c_int
-        function.argtypes = [ctypes.c_int]
-        return function
+        return library
     return None
 
 
@@ -84,10 +89,15 @@ def _thread_count() -> int:
 
 
 def _setter() -> Callable[[int], int] | None:
-    with _LOCK:
-        if "setter" not in _STATE:
-            _STATE["setter"] = _find_openblas()
-        return _STATE["setter"]  # type: ignore[return-value]
+    setter = _STATE.get("setter", False)
+    if setter is False:
+        library = openblas()
+        setter = None if library is None else getattr(library, _SYMBOL)
+        if setter is not None:
+            setter.restype = ctypes.c_int
+            setter.argtypes = [ctypes.c_int]
+        _STATE["setter"] = setter
+    return setter  # type: ignore[return-value]
 
 
 def threads() -> int:

@@ -1,0 +1,111 @@
+"""Matrix products called straight from compiled code (``vm.kernels.gemm``).
+
+Returns: ``gemm`` equals numpy for both float dtypes, every transpose combination, single
+rows and columns, strided rows and empty operands; OpenBLAS's per-thread thread count is
+the same after a call as before; the blas entry points take the direct path below the
+split size and give the same answers as the threaded path above it; the numpy fallback
+used when OpenBLAS is missing computes the same products through its C signature.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from numba import njit
+
+from vm.kernels import blas, gemm, threads
+
+RNG = np.random.default_rng(5)
+
+
+@njit
+def _gemm(a, b, out, ta, tb):
+    gemm.gemm(a, b, out, ta, tb)
+
+
+@njit
+def _fits(a):
+    return gemm.fits(a)
+
+
+def operands(m, n, k, ta, tb, dtype):
+    a = RNG.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = RNG.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    return a, b, (a.T if ta else a) @ (b.T if tb else b)
+
+
+def tolerance(dtype, k):
+    scale = 1e-5 if dtype == "float32" else 1e-12
+    return {"rtol": scale, "atol": scale * max(k, 1)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("ta", "tb"), [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 512, 128), (7, 1, 9), (16, 24, 1), (33, 17, 65)])
+def test_gemm_equals_numpy(dtype, ta, tb, m, n, k):
+    a, b, expected = operands(m, n, k, ta, tb, dtype)
+    out = np.full((m, n), np.nan, dtype)
+    _gemm(a, b, out, ta, tb)
+    np.testing.assert_allclose(out, expected, **tolerance(dtype, k))
+
+
+def test_gemm_reads_strided_rows_in_place():
+    base = RNG.standard_normal((6, 20)).astype("float32")
+    a, b = base[:, :8], RNG.standard_normal((8, 5)).astype("float32")
+    out = np.empty((6, 5), "float32")
+    assert _fits(a) and not _fits(base[:, ::2])
+    _gemm(a, b, out, False, False)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(0, 3, 4), (3, 0, 4), (3, 4, 0)])
+def test_empty_operands_give_zeros_or_nothing(m, n, k):
+    a, b = np.ones((m, k), "float64"), np.ones((k, n), "float64")
+    out = np.full((m, n), np.nan)
+    _gemm(a, b, out, False, False)
+    np.testing.assert_array_equal(out, np.zeros((m, n)))
+
+
+@pytest.mark.skipif(threads.openblas() is None, reason="numpy does not use OpenBLAS")
+def test_the_thread_count_is_restored_after_a_call():
+    setter = threads._setter()
+    previous = setter(3)
+    try:
+        a, b, _ = operands(4, 4, 4, False, False, "float32")
+        _gemm(a, b, np.empty((4, 4), "float32"), False, False)
+        assert setter(3) == 3
+    finally:
+        setter(previous)
+
+
+@pytest.mark.parametrize("m", [1, 64])
+def test_dense_into_agrees_on_both_sides_of_the_split(m):
+    x = RNG.standard_normal((m, 784)).astype("float32")
+    w = RNG.standard_normal((512, 784)).astype("float32")
+    out = np.empty((m, 512), "float32")
+    assert (m * 512 * 784 < blas.SPLIT_FLOPS) == (m == 1)
+    blas.dense_into(x, w, out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(("batch_x", "batch_y"), [(3, 3), (1, 3), (3, 1)])
+def test_small_batch_matmul_broadcasts_a_batch_of_one(batch_x, batch_y):
+    x = RNG.standard_normal((batch_x, 9, 5)).astype("float64")
+    y = RNG.standard_normal((batch_y, 7, 5)).astype("float64")
+    out = np.empty((3, 9, 7))
+    blas.matmul_into(x, y, out, False, True)
+    np.testing.assert_allclose(out, x @ y.transpose(0, 2, 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize(("ta", "tb"), [(False, False), (True, True)])
+def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
+    dtype = np.dtype("float32")
+    function = ctypes.CFUNCTYPE(*gemm._signature(ctypes.c_float))(gemm._numpy_gemm(dtype))
+    a, b, expected = operands(5, 6, 7, ta, tb, dtype)
+    out = np.full((5, 6), np.nan, dtype)
+    trans = {False: gemm._NO_TRANS, True: gemm._TRANS}
+    function(gemm._ROW_MAJOR, trans[ta], trans[tb], 5, 6, 7, 1.0, a.ctypes.data, a.shape[1],
+             b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, 6)  # fmt: skip
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)

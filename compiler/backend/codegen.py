@@ -183,6 +183,10 @@ class _FunctionCompiler:
         # Registers that may hold each object some kill clears (see memory_plan).
         self._holders: dict[int, list[int]] = {}
         self._tracked: frozenset[int] = frozenset()
+        # The field registers of each tuple this function built: projecting such a tuple
+        # reads the field's register instead of emitting GetField. Registers are defined
+        # once and a tuple's fields hold its objects, so they die with it.
+        self._fields: dict[int, list[int]] = {}
         # Failure labels of the match clauses being compiled, innermost last.
         self._fail: list[Label] = []
 
@@ -381,15 +385,24 @@ class _FunctionCompiler:
 
     def _alloc_tuple(self, expr: Tuple) -> None:
         dst = self.fb.reg()
-        self.fb.emit(Opcode.AllocADT, 0, self._pop(len(expr.fields)), dst)
+        fields = self._pop(len(expr.fields))
+        self.fb.emit(Opcode.AllocADT, 0, fields, dst)
+        self._fields[dst] = fields
         self._hold(self.plan.alias(expr), dst)
         self.regs.append(dst)
 
     def _get_field(self, expr: TupleGetItem) -> None:
+        self.regs.append(self._field(self.regs.pop(), expr.index, self.plan.alias(expr)))
+
+    def _field(self, tuple_reg: int, index: int, objects: frozenset[int]) -> int:
+        """The register of field ``index`` of the tuple in ``tuple_reg``."""
+        known = self._fields.get(tuple_reg)
+        if known is not None:
+            return known[index]
         dst = self.fb.reg()
-        self.fb.emit(Opcode.GetField, self.regs.pop(), expr.index, dst)
-        self._hold(self.plan.alias(expr), dst)
-        self.regs.append(dst)
+        self.fb.emit(Opcode.GetField, tuple_reg, index, dst)
+        self._hold(objects, dst)
+        return dst
 
     def _alloc_adt(self, call: Call) -> None:
         ctor = call.op
@@ -502,12 +515,7 @@ class _FunctionCompiler:
             if not isinstance(t, TupleType):
                 out.append(r)
                 continue
-            fields = []
-            for index, field_type in enumerate(t.fields):
-                field = self.fb.reg()
-                self.fb.emit(Opcode.GetField, r, index, field)
-                self._hold(objects, field)
-                fields.append((field_type, field))
+            fields = [(f, self._field(r, i, objects)) for i, f in enumerate(t.fields)]
             stack.extend(reversed(fields))
         return out
 
@@ -529,7 +537,9 @@ class _FunctionCompiler:
                 stack.extend((f, False) for f in reversed(t.fields))
             else:
                 dst = self.fb.reg()
-                self.fb.emit(Opcode.AllocADT, 0, [done[id(f)] for f in t.fields], dst)
+                fields = [done[id(f)] for f in t.fields]
+                self.fb.emit(Opcode.AllocADT, 0, fields, dst)
+                self._fields[dst] = fields
                 self._hold(objects, dst)
                 done[id(t)] = dst
         return done[id(ty)]

@@ -25,6 +25,7 @@ a view of its input, in the input's storage.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -484,16 +485,24 @@ class GraphExecutorModule:
             )
         np.copyto(target, array)
 
-    def run(self) -> None:
-        """Run every kernel of the graph once, in order."""
+    def run(self, recorder: Any = None) -> None:
+        """Run every kernel of the graph once, in order; with a ``vm.profiling.Recorder``,
+        time each kernel call into it."""
         for entry, args, node in self.calls:
             try:
+                if recorder is None:
+                    entry(*args)
+                    continue
+                start = time.perf_counter_ns()
                 entry(*args)
+                elapsed = time.perf_counter_ns() - start
             except Exception as err:
                 raise VMError(
                     f"graph node {node.name!r} (kernel {node.func_name}) failed: "
                     f"{type(err).__name__}: {err}"
                 ) from err
+            shapes = ", ".join(f"{a.dtype}[{', '.join(map(str, a.shape))}]" for a in args)
+            recorder.record(node.func_name, shapes, elapsed)
 
 
 def _as_input(value: Any, dtype: np.dtype, name: str) -> np.ndarray:
@@ -658,6 +667,27 @@ class GraphModule:
         if kwargs:
             self.set_input(**kwargs)
         return measure(self.module.run, (), None, **settings)
+
+    def profile(self, **inputs: Any) -> Any:
+        """Run the graph once more after a warm-up, timing every kernel call (TVM's debug
+        executor's ``profile``).
+
+        Returns
+        -------
+        vm.Report
+            One row per kernel and argument shapes, with durations, percentages of the
+            whole run and counts, as ``VirtualMachine.profile`` gives.
+        """
+        from vm.interpreter import kernel_threads
+        from vm.profiling import Recorder, Report
+
+        self.run(**inputs)  # warm-up, untimed
+        recorder = Recorder()
+        start = time.perf_counter_ns()
+        self.module.run(recorder)
+        total_ns = time.perf_counter_ns() - start
+        configuration = {"Executor": "Graph", "Number of threads": kernel_threads()}
+        return Report.from_recorder(recorder, total_ns, configuration)
 
     def _data_inputs(self) -> list[str]:
         return [n for n in self.module.input_names if n not in self.module.param_names]

@@ -38,7 +38,6 @@ Decisions where TVM is loose
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -955,7 +954,7 @@ class VirtualMachine:
         configuration = {
             "Executor": "VM",
             "Function": self._exe.functions[index].name,
-            "Number of threads": _kernel_threads(),
+            "Number of threads": kernel_threads(),
         }
         return Report.from_recorder(recorder, total_ns, configuration)
 
@@ -963,12 +962,8 @@ class VirtualMachine:
 _NOTHING = object()
 
 
-def _kernel_threads() -> int:
-    """How many threads kernels may use (numba's setting, if numba is loaded)."""
-    numba = sys.modules.get("numba")
-    if numba is None:
-        return 1
-    try:
-        return int(numba.get_num_threads())
-    except Exception:  # numba's threading layer may be unavailable; report one thread
-        return 1
+def kernel_threads() -> int:
+    """How many threads kernels may use (``RELAYVM_NUM_THREADS``, see vm.kernels.threads)."""
+    from vm.kernels import threads
+
+    return threads.threads()

@@ -163,6 +163,19 @@ def test_benchmark_times_run_with_tvm_semantics():
     assert len(m.benchmark(end_to_end=True, repeat=2, number=1, x=X, y=Y).results) == 2
 
 
+def test_profile_times_every_kernel_call_and_leaves_the_outputs():
+    m = module()
+    report = m.profile(x=X, y=Y)
+    assert isinstance(report, vm.Report)
+    (row,) = report.calls
+    assert row["Name"] == "vm_mod_add" and row["Count"] == 3
+    assert row["Argument Shapes"] == "float32[4], float32[4], float32[4]"
+    assert 0 < row["Duration (us)"] <= report.device_metrics["cpu0"]["Duration (us)"]
+    assert report.configuration["Executor"] == "Graph"
+    assert "vm_mod_add" in str(report)
+    np.testing.assert_array_equal(m.get_output(0), (X + Y) * 2 + Y)
+
+
 def test_factory_exposes_graph_params_and_lib():
     f = factory(params={"y": Y})
     assert json.loads(f.get_graph_json())["arg_nodes"] == [0, 1]

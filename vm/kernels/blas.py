@@ -222,6 +222,9 @@ def _matmul(x, y, out, transpose_x, transpose_y) -> None:
     batch_matmul(a, b, out)
 
 
+# Workers polling from the start can share the first products of compiled code.
+threads.start()
+
 _DENSE = bridge.register(_dense, 3)
 _MATMUL = bridge.register(_matmul, 3)
 _CONV_IMAGE = bridge.register(conv_image, 3)
@@ -233,7 +236,8 @@ _CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
 def dense_into(x, w, out):
     """``out[...] = x @ w.T`` for 2-D ``x`` (m, k), ``w`` (n, k) and ``out`` (m, n)."""
     m, k = x.shape
-    if m * w.shape[0] * k < SPLIT_FLOPS and gemm.fits(x) and gemm.fits(w) and gemm.fits(out):
+    small = m * w.shape[0] * k < SPLIT_FLOPS
+    if (small or gemm.polling()) and gemm.fits(x) and gemm.fits(w) and gemm.fits(out):
         gemm.gemm(x, w, out, False, True)
         return
     block = np.empty(32, np.int64)
@@ -249,7 +253,7 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
     asked; a batch of 1 broadcasts."""
     batch, m, n = out.shape
     k = x.shape[1] if transpose_x else x.shape[2]
-    if batch * m * n * k < SPLIT_FLOPS:
+    if batch * m * n * k < SPLIT_FLOPS or gemm.polling():
         for i in range(batch):
             a = x[i if x.shape[0] > 1 else 0]
             b = y[i if y.shape[0] > 1 else 0]

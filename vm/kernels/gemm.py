@@ -4,13 +4,15 @@ Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
 
 :mod:`vm.kernels.bridge` reaches numpy from compiled code through a ctypes callback, which
 takes the GIL and builds arrays in Python: about 25 us a call, as long as the whole
-product for a one-row ``dense`` (an MLP at batch 1). Products too small to be split
-between threads therefore call ``cblas_sgemm``/``cblas_dgemm`` of numpy's own OpenBLAS
-directly. The functions are registered with LLVM under fixed symbols
-(``relayvm_sgemm``, ``relayvm_dgemm``, ``relayvm_blas_threads``), so kernels loaded from
-numba's disk cache link to them by name in every process, whatever address the library
-got. Each call runs OpenBLAS on the calling thread only (its thread-local thread count is
-set to 1 and restored), as :mod:`vm.kernels.threads` explains.
+product for a one-row ``dense`` (an MLP at batch 1). Kernels therefore call
+``cblas_sgemm``/``cblas_dgemm`` of numpy's own OpenBLAS directly, and share a product of
+at least :data:`PARALLEL_FLOPS` multiply-adds with the worker threads of
+:mod:`vm.kernels.threads` through a slot of atomic words (see the comment above
+:data:`SLOT`), without the GIL on either side. The functions and the slot are registered
+with LLVM under fixed symbols (``relayvm_sgemm``, ``relayvm_gemm_slot``, ...), so kernels
+loaded from numba's disk cache link to them by name in every process, whatever address
+they got. OpenBLAS runs on the calling thread only (its thread-local thread count is set
+to 1 and restored), as :mod:`vm.kernels.threads` explains.
 
 numpy 2's wheels ship OpenBLAS with 64-bit integers under ``scipy_``-prefixed names; the
 symbols are declared with 64-bit integers to match. Where numpy uses another BLAS, or an
@@ -26,7 +28,7 @@ import numpy as np
 from llvmlite import binding
 from numba import njit, types
 
-from vm.kernels import threads
+from vm.kernels import atomics, threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -123,10 +125,157 @@ def _leading(a):
     return max(a.shape[1], 1)
 
 
+# --- products shared with the worker threads, without the GIL --------------------------------
+#
+# The slot below is one job at a time: a caller claims it (BUSY 0 -> 1), writes the product
+# and its chunk count, then publishes TICKET = job << 32. Every thread that helps, caller
+# included, takes chunk numbers with fetch_add(TICKET, 1); a number belongs to the job in
+# its high bits, and is only honoured if JOB still names that job after PARTS was read (a
+# new job writes JOB before PARTS), so a thread holding a stale number does nothing. DONE
+# counts finished chunks; the caller waits for all of them, then frees the slot. The
+# workers of vm.kernels.threads poll the slot (serve) while they wait for Python jobs, and
+# sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
+# awake for the next product. A product is only shared when some worker is polling: waking
+# one takes longer than the products this path is for.
+
+#: Multiply-adds from which a product is shared with polling workers (about 5 us on one core).
+PARALLEL_FLOPS = 1 << 17
+
+_TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
+_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE = 24, 25, 26, 27, 28
+_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(32, 45)
+_JOB_MASK = (1 << 30) - 1
+_INDEX_MASK = (1 << 32) - 1
+
+#: The slot's words (a cache line apart where threads write them at once).
+SLOT = np.zeros(64, np.int64)
+SLOT[_WAKE_FD] = -1
+SLOT[_ONE] = 1
+binding.add_symbol("relayvm_gemm_slot", SLOT.ctypes.data)
+_slot = atomics.symbol_address("relayvm_gemm_slot")
+
+_LIBC = ctypes.CDLL(None)
+binding.add_symbol("relayvm_write", ctypes.cast(_LIBC.write, ctypes.c_void_p).value)
+_write = types.ExternalFunction("relayvm_write", types.int64(types.int32, types.int64, types.int64))
+
+
+@njit(nogil=True)
+def _word(slot, index):
+    return atomics.load(slot + 8 * index)
+
+
+@njit(nogil=True)
+def _set(slot, index, value):
+    atomics.store(slot + 8 * index, value)
+
+
+@njit(nogil=True)
+def _raw(itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc):
+    if itemsize == 4:
+        one, zero = np.float32(1.0), np.float32(0.0)
+        _sgemm(_ROW_MAJOR, ta, tb, m, n, k, one, pa, lda, pb, ldb, zero, pc, ldc)
+    else:
+        _dgemm(_ROW_MAJOR, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc)
+
+
+@njit(nogil=True)
+def _chunk(slot, index, parts):
+    """Chunk ``index`` of ``parts`` of the product in the slot: rows or columns of out."""
+    m, n, k = _word(slot, _M), _word(slot, _N), _word(slot, _K)
+    pa, pb, pc = _word(slot, _A), _word(slot, _B), _word(slot, _C)
+    lda, ldb, ldc = _word(slot, _LDA), _word(slot, _LDB), _word(slot, _LDC)
+    ta, tb, size = _word(slot, _TA), _word(slot, _TB), _word(slot, _ITEMSIZE)
+    if _word(slot, _ROWS):
+        lo, hi = m * index // parts, m * (index + 1) // parts
+        pa += (lo if ta == _TRANS else lo * lda) * size
+        pc += lo * ldc * size
+        m = hi - lo
+    else:
+        lo, hi = n * index // parts, n * (index + 1) // parts
+        pb += (lo * ldb if tb == _TRANS else lo) * size
+        pc += lo * size
+        n = hi - lo
+    if m > 0 and n > 0:
+        _raw(size, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc)
+
+
+@njit(nogil=True)
+def _take_chunks(slot):
+    """Do chunks of the slot's job until none is left; returns how many this thread did."""
+    did = 0
+    while True:
+        ticket = atomics.fetch_add(slot + 8 * _TICKET, 1)
+        job, index = ticket >> 32, ticket & _INDEX_MASK
+        parts = _word(slot, _PARTS)
+        if _word(slot, _JOB) != job or index >= parts:
+            return did
+        _chunk(slot, index, parts)
+        atomics.fetch_add(slot + 8 * _DONE, 1)
+        did += 1
+
+
+@njit(nogil=True)
+def _has_chunk(slot):
+    ticket = _word(slot, _TICKET)
+    return (ticket >> 32) == _word(slot, _JOB) and (ticket & _INDEX_MASK) < _word(slot, _PARTS)
+
+
+@njit(nogil=True)
+def _wake_sleepers(slot):
+    fd = _word(slot, _WAKE_FD)
+    if fd >= 0 and _word(slot, _SLEEPERS) > 0:
+        _write(np.int32(fd), slot + 8 * _ONE, 1)
+
+
+@njit(nogil=True)
+def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize):
+    """Share the product with the polling workers; False (nothing done) if none polls or
+    another product holds the slot."""
+    slot = _slot()
+    _wake_sleepers(slot)
+    awake = _word(slot, _AWAKE)
+    if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
+        return False
+    rows = m >= n
+    parts = min(2 * (awake + 1), m if rows else n, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
+    job = (_word(slot, _JOB) + 1) & _JOB_MASK
+    _set(slot, _JOB, job)
+    _set(slot, _PARTS, parts)
+    _set(slot, _DONE, 0)
+    _set(slot, _A, pa)
+    _set(slot, _B, pb)
+    _set(slot, _C, pc)
+    _set(slot, _M, m)
+    _set(slot, _N, n)
+    _set(slot, _K, k)
+    _set(slot, _LDA, lda)
+    _set(slot, _LDB, ldb)
+    _set(slot, _LDC, ldc)
+    _set(slot, _TA, ta)
+    _set(slot, _TB, tb)
+    _set(slot, _ITEMSIZE, itemsize)
+    _set(slot, _ROWS, 1 if rows else 0)
+    _set(slot, _TICKET, job << 32)
+    previous = _blas_threads(1)
+    _take_chunks(slot)
+    _blas_threads(previous)
+    while _word(slot, _DONE) < parts:
+        pass
+    _set(slot, _BUSY, 0)
+    return True
+
+
+@njit(nogil=True)
+def polling():
+    """Whether some worker polls for shared products now."""
+    return _word(_slot(), _AWAKE) > 0
+
+
 @njit(nogil=True)
 def gemm(a, b, out, trans_a, trans_b):
     """``out[...] = op(a) @ op(b)`` for 2-D float32 or float64 arrays that :func:`fits`,
-    ``op`` swapping the axes when asked; on the calling thread, without the GIL."""
+    ``op`` swapping the axes when asked; without the GIL, shared with polling workers when
+    it has at least :data:`PARALLEL_FLOPS` multiply-adds."""
     m, n = out.shape
     k = a.shape[0] if trans_a else a.shape[1]
     if m == 0 or n == 0:
@@ -138,10 +287,63 @@ def gemm(a, b, out, trans_a, trans_b):
     tb = _TRANS if trans_b else _NO_TRANS
     lda, ldb, ldc = _leading(a), _leading(b), _leading(out)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    if m * n * k >= PARALLEL_FLOPS and _shared(
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize
+    ):
+        return
     previous = _blas_threads(1)
-    if out.itemsize == 4:
-        one, zero = np.float32(1.0), np.float32(0.0)
-        _sgemm(_ROW_MAJOR, ta, tb, m, n, k, one, pa, lda, pb, ldb, zero, pc, ldc)
-    else:
-        _dgemm(_ROW_MAJOR, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc)
+    _raw(out.itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc)
     _blas_threads(previous)
+
+
+# --- the worker side (called from vm.kernels.threads) ------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def serve(posted, seen, polls):
+    """Poll for ``polls`` rounds, doing chunks of shared products, until ``posted[0]``
+    differs from ``seen`` (a Python job: True) or the rounds pass (False)."""
+    slot = _slot()
+    address = posted.ctypes.data
+    atomics.fetch_add(slot + 8 * _AWAKE, 1)
+    changed = False
+    rounds = 0
+    while rounds < polls:
+        if atomics.load(address) != seen:
+            changed = True
+            break
+        if _has_chunk(slot):
+            _take_chunks(slot)
+            rounds = 0
+        rounds += 1
+    atomics.fetch_add(slot + 8 * _AWAKE, -1)
+    return changed
+
+
+@njit(nogil=True, cache=True)
+def add_sleepers(delta):
+    """Count a worker going to sleep (+1) or waking (-1); returns the count before."""
+    return atomics.fetch_add(_slot() + 8 * _SLEEPERS, delta)
+
+
+@njit(nogil=True, cache=True)
+def has_work():
+    """Whether a shared product has chunks nobody took yet."""
+    return _has_chunk(_slot())
+
+
+def sleeping() -> int:
+    """How many workers sleep on the pipe."""
+    return int(SLOT[_SLEEPERS])
+
+
+def set_wake_fd(fd: int) -> None:
+    """The pipe end callers write a byte to, to wake a sleeping worker (-1: none)."""
+    SLOT[_WAKE_FD] = fd
+
+
+def reset() -> None:
+    """Forget every worker and job (in a forked child, where none of them exist)."""
+    SLOT[:] = 0
+    SLOT[_WAKE_FD] = -1
+    SLOT[_ONE] = 1

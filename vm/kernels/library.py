@@ -33,6 +33,7 @@ class KernelBuildError(RuntimeError):
 
 #: The modules whose source determines what a generated kernel does.
 _LIBRARY_MODULES = (
+    "atomics.py",
     "blas.py",
     "bridge.py",
     "codegen.py",

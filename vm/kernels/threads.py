@@ -12,8 +12,12 @@ parallelize themselves: a big product is cut into chunks that the calling thread
 pool's workers take from a shared counter. A worker that is slow to start leaves its
 chunks to the caller, so a busy core slows a product down to one thread's speed at worst.
 Waking a sleeping thread is slow (tens of microseconds, more in a virtual machine), so a
-worker polls for the next job for about 2 ms after each one, and a caller polls
+worker polls for the next job for a few milliseconds after each one, and a caller polls
 for its last chunk, before they block (:mod:`vm.kernels.spin`; the polls hold no GIL).
+While a worker polls it also takes chunks of the products compiled kernels share without
+the GIL (:mod:`vm.kernels.gemm`); asleep, it waits on a pipe that both Python callers and
+compiled code write a byte to. The workers start when the kernels' BLAS helpers are
+imported, so compiled code finds them.
 
 ``RELAYVM_NUM_THREADS`` sets the number of threads (the caller included); the default is
 the number of CPUs this process may run on, at most :data:`DEFAULT_MAX_THREADS`. When
@@ -30,6 +34,7 @@ import ctypes
 import itertools
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -158,7 +163,9 @@ class _Job:
         self.done.wait()
 
 
-def _worker(jobs: queue.SimpleQueue, posted: np.ndarray) -> None:
+def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int) -> None:
+    from vm.kernels import gemm
+
     setter = _setter()
     if setter is not None:
         setter(1)
@@ -167,22 +174,43 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray) -> None:
         try:
             job = jobs.get_nowait()
         except queue.Empty:
-            # A job posted after ``seen`` was read changes the counter: stop polling.
-            spin.wait_for_change(posted, seen, spin.POLLS)
-            job = jobs.get()
+            # Poll (sharing compiled code's products) until a Python job is posted ...
+            if gemm.serve(posted, seen, spin.POLLS):
+                continue
+            # ... or sleep until a job or a compiled caller writes to the pipe. Counting
+            # ourselves asleep before the last look means a poster either sees a sleeper
+            # (and writes) or we see its job.
+            gemm.add_sleepers(1)
+            try:
+                if int(posted[0]) == seen and not gemm.has_work():
+                    os.read(wake, 1)
+            finally:
+                gemm.add_sleepers(-1)
+            continue
         job.work()
 
 
 def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
+    from vm.kernels import gemm
+
     with _LOCK:
         if "jobs" not in _STATE:
             jobs: queue.SimpleQueue = queue.SimpleQueue()
             #: Counts posted jobs; polling workers watch it.
             posted = np.zeros(1, np.int64)
             workers = max(0, int(_STATE.get("threads", 1)) - 1)  # type: ignore[arg-type]
+            if workers:
+                # A full pipe already holds a wake-up for everyone: writers never block.
+                wake_read, wake_write = os.pipe()
+                os.set_blocking(wake_write, False)
+                gemm.set_wake_fd(wake_write)
+                _STATE["wake"] = wake_write
             for k in range(workers):
                 thread = threading.Thread(
-                    target=_worker, args=(jobs, posted), name=f"relayvm-kernel-{k}", daemon=True
+                    target=_worker,
+                    args=(jobs, posted, wake_read),
+                    name=f"relayvm-kernel-{k}",
+                    daemon=True,
                 )
                 thread.start()
             _STATE["jobs"] = jobs
@@ -191,10 +219,29 @@ def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
         return _STATE["jobs"], _STATE["posted"], _STATE["workers"]  # type: ignore[return-value]
 
 
+def start() -> None:
+    """Start the workers now (if this process may use more than one thread), so that
+    products compiled code shares find them polling."""
+    if threads() > 1:
+        _pool()
+
+
+def _wake(count: int) -> None:
+    from vm.kernels import gemm
+
+    sleeping = gemm.sleeping()
+    if sleeping > 0 and "wake" in _STATE:
+        with contextlib.suppress(BlockingIOError):
+            os.write(_STATE["wake"], b"\x01" * min(sleeping, count))  # type: ignore[arg-type]
+
+
 def _forget_pool() -> None:
     """In a forked child the workers do not exist: start a new pool when one is needed."""
-    for key in ("jobs", "posted", "workers"):
+    for key in ("jobs", "posted", "workers", "wake"):
         _STATE.pop(key, None)
+    gemm = sys.modules.get("vm.kernels.gemm")
+    if gemm is not None:
+        gemm.reset()
 
 
 if hasattr(os, "register_at_fork"):
@@ -213,6 +260,7 @@ def run(tasks: Sequence[Callable[[], None]]) -> None:
     for _ in range(min(workers, len(tasks) - 1)):
         jobs.put(job)
     posted[0] += 1  # after the put: a worker that sees the change finds the job queued
+    _wake(len(tasks) - 1)
     job.work()
     job.wait()
     if job.error is not None:

@@ -5,11 +5,18 @@ rows and columns, strided rows and empty operands; OpenBLAS's per-thread thread 
 the same after a call as before; the blas entry points take the direct path below the
 split size and give the same answers as the threaded path above it; the numpy fallback
 used when OpenBLAS is missing computes the same products through its C signature.
+Products big enough to share give the same answers when workers poll, when several
+threads share at once, after a worker slept and was woken, and in a forked child.
 """
 
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +25,7 @@ from numba import njit
 from vm.kernels import blas, gemm, threads
 
 RNG = np.random.default_rng(5)
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @njit
@@ -109,3 +117,119 @@ def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
     function(gemm._ROW_MAJOR, trans[ta], trans[tb], 5, 6, 7, 1.0, a.ctypes.data, a.shape[1],
              b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, 6)  # fmt: skip
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+# ---- products shared with the workers ----------------------------------------------------------
+
+
+def wait_until(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def workers_polling():
+    """Post a Python job (which wakes every worker) until one polls for products."""
+    return wait_until(lambda: threads.run([lambda: None] * 4) or gemm.polling())
+
+
+needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
+
+
+@needs_workers
+@pytest.mark.parametrize(("m", "n", "k", "ta", "tb"), [
+    (1, 512, 784, False, True), (1, 1000, 512, False, False), (300, 64, 128, True, False),
+    (64, 512, 784, False, True), (257, 3, 400, False, False),
+])  # fmt: skip
+def test_shared_products_equal_numpy(m, n, k, ta, tb):
+    a, b, expected = operands(m, n, k, ta, tb, "float32")
+    out = np.full((m, n), np.nan, "float32")
+    assert m * n * k >= gemm.PARALLEL_FLOPS
+    _gemm(a, b, out, ta, tb)  # compiled before the workers are woken
+    shared = False
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        out[...] = np.nan
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        _gemm(a, b, out, ta, tb)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+        shared = int(gemm.SLOT[gemm._JOB]) != jobs
+        if shared:
+            break
+    assert shared
+    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+
+@needs_workers
+def test_products_from_several_threads_at_once_are_all_right():
+    problems = [operands(1 + 7 * i, 256, 512, False, True, "float64") for i in range(8)]
+    errors = []
+
+    def caller(offset):
+        try:
+            for round_ in range(30):
+                a, b, expected = problems[(offset + round_) % len(problems)]
+                out = np.empty(expected.shape)
+                _gemm(a, b, out, False, True)
+                np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-9)
+        except AssertionError as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    assert workers_polling()
+    callers = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in callers)
+    assert not errors
+    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+
+@needs_workers
+def test_an_idle_worker_sleeps_and_a_product_wakes_it():
+    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
+    a, b, expected = operands(1, 512, 512, False, False, "float32")
+    out = np.empty((1, 512), "float32")
+    _gemm(a, b, out, False, False)  # done alone, but writes to the workers' pipe
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+    assert wait_until(gemm.polling)
+
+
+_CHILD = """
+import numpy as np
+from numba import njit
+from vm.kernels import gemm, threads
+
+@njit
+def product(a, b, out):
+    gemm.gemm(a, b, out, False, False)
+
+a, b = np.ones((1, 700)), np.ones((700, 600))
+out = np.empty((1, 600))
+product(a, b, out)  # the parent's workers poll now
+threads.run([lambda: None] * 4)
+pid = os.fork()
+if pid == 0:
+    threads.run([lambda: None] * 4)  # the child's own workers
+    for _ in range(50):
+        out[:] = 0
+        product(a, b, out)
+        assert (out == 700).all()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+print("ok")
+"""
+
+
+@needs_workers
+def test_a_forked_child_shares_products_with_workers_of_its_own():
+    script = "import os\n" + _CHILD
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -26,7 +26,7 @@ import ctypes
 
 import numpy as np
 from llvmlite import binding
-from numba import njit, types
+from numba import literal_unroll, njit, types
 
 from vm.kernels import atomics, threads
 
@@ -142,7 +142,7 @@ def _leading(a):
 PARALLEL_FLOPS = 1 << 17
 
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
-_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE = 24, 25, 26, 27, 28
+_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(32, 45)
 _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
@@ -222,8 +222,11 @@ def _has_chunk(slot):
 
 @njit(nogil=True)
 def _wake_sleepers(slot):
+    # One byte in flight at a time: every product made while a worker wakes up would
+    # otherwise leave a byte behind, each a later spurious wake-up and poll.
     fd = _word(slot, _WAKE_FD)
-    if fd >= 0 and _word(slot, _SLEEPERS) > 0:
+    sleeping = fd >= 0 and _word(slot, _SLEEPERS) > 0
+    if sleeping and atomics.compare_exchange(slot + 8 * _WAKING, 0, 1):
         _write(np.int32(fd), slot + 8 * _ONE, 1)
 
 
@@ -242,19 +245,10 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize):
     _set(slot, _JOB, job)
     _set(slot, _PARTS, parts)
     _set(slot, _DONE, 0)
-    _set(slot, _A, pa)
-    _set(slot, _B, pb)
-    _set(slot, _C, pc)
-    _set(slot, _M, m)
-    _set(slot, _N, n)
-    _set(slot, _K, k)
-    _set(slot, _LDA, lda)
-    _set(slot, _LDB, ldb)
-    _set(slot, _LDC, ldc)
-    _set(slot, _TA, ta)
-    _set(slot, _TB, tb)
-    _set(slot, _ITEMSIZE, itemsize)
-    _set(slot, _ROWS, 1 if rows else 0)
+    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0)
+    product = np.array([np.int64(w) for w in literal_unroll(words)])
+    for i in range(len(product)):  # the words _A to _ROWS, in order
+        _set(slot, _A + i, product[i])
     _set(slot, _TICKET, job << 32)
     previous = _blas_threads(1)
     _take_chunks(slot)
@@ -327,6 +321,13 @@ def add_sleepers(delta):
 
 
 @njit(nogil=True, cache=True)
+def woken():
+    """A worker read a byte from the pipe: compiled callers may write the next one."""
+    atomics.fetch_add(_slot() + 8 * _WAKES, 1)
+    atomics.store(_slot() + 8 * _WAKING, 0)
+
+
+@njit(nogil=True, cache=True)
 def has_work():
     """Whether a shared product has chunks nobody took yet."""
     return _has_chunk(_slot())
@@ -335,6 +336,11 @@ def has_work():
 def sleeping() -> int:
     """How many workers sleep on the pipe."""
     return int(SLOT[_SLEEPERS])
+
+
+def wake_ups() -> int:
+    """How many times a worker woke up from the pipe (for tests and diagnostics)."""
+    return int(SLOT[_WAKES])
 
 
 def set_wake_fd(fd: int) -> None:

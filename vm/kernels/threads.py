@@ -175,17 +175,29 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int) -> None:
             job = jobs.get_nowait()
         except queue.Empty:
             # Poll (sharing compiled code's products) until a Python job is posted ...
-            if gemm.serve(posted, seen, spin.POLLS):
+            try:
+                if gemm.serve(posted, seen, spin.POLLS):
+                    continue
+            except Exception:  # pragma: no cover - the poll loop failed to compile
+                # Products are then never shared (no worker polls), Python jobs still are.
+                spin.wait_for_change(posted, seen, spin.POLLS)
+                job = jobs.get()
+                job.work()
                 continue
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper
             # (and writes) or we see its job.
             gemm.add_sleepers(1)
+            woken = False
             try:
                 if int(posted[0]) == seen and not gemm.has_work():
                     os.read(wake, 1)
+                    woken = True
             finally:
                 gemm.add_sleepers(-1)
+            if woken:
+                # Only now, no longer counted asleep: a caller in between writes nothing.
+                gemm.woken()
             continue
         job.work()
 

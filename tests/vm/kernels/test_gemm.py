@@ -122,7 +122,8 @@ def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
 # ---- products shared with the workers ----------------------------------------------------------
 
 
-def wait_until(condition, seconds=5.0):
+def wait_until(condition, seconds=60.0):
+    # Generous: a worker's first poll compiles (or loads) its loop, seconds on a busy machine.
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
@@ -132,8 +133,14 @@ def wait_until(condition, seconds=5.0):
 
 
 def workers_polling():
-    """Post a Python job (which wakes every worker) until one polls for products."""
-    return wait_until(lambda: threads.run([lambda: None] * 4) or gemm.polling())
+    """Post a Python job (which wakes every worker) until one polls for products. A new job
+    draws a polling worker away to take it, so it is posted only now and then."""
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        threads.run([lambda: None] * 4)
+        if wait_until(gemm.polling, 0.02):
+            return True
+    return False
 
 
 needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
@@ -194,9 +201,25 @@ def test_an_idle_worker_sleeps_and_a_product_wakes_it():
     assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
     a, b, expected = operands(1, 512, 512, False, False, "float32")
     out = np.empty((1, 512), "float32")
-    _gemm(a, b, out, False, False)  # done alone, but writes to the workers' pipe
+    wake_ups = gemm.wake_ups()
+    _gemm(a, b, out, False, False)  # done alone, but writes a byte to the workers' pipe
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
-    assert wait_until(gemm.polling)
+    assert wait_until(lambda: gemm.wake_ups() > wake_ups)
+
+
+@needs_workers
+def test_a_burst_of_products_leaves_no_wake_ups_behind():
+    a, b, _ = operands(1, 512, 512, False, False, "float32")
+    out = np.empty((1, 512), "float32")
+    _gemm(a, b, out, False, False)
+    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
+    for _ in range(500):  # many products while the worker is still waking up
+        _gemm(a, b, out, False, False)
+    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
+    # A byte left in the pipe would wake the worker again.
+    wake_ups = gemm.wake_ups()
+    time.sleep(0.1)
+    assert gemm.wake_ups() == wake_ups
 
 
 _CHILD = """

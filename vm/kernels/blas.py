@@ -9,7 +9,8 @@ depend on, so the jitted functions at the end of this module leave compiled code
 enough to repay it) and call the plain-Python functions above them. Generated modules
 import this module as ``blas``; its source is part of the kernel cache key.
 
-Products too small to split go straight to OpenBLAS instead (:mod:`vm.kernels.gemm`).
+Products too small to split, and any product while a worker polls, go straight to OpenBLAS
+from compiled code instead and are shared without the GIL (:mod:`vm.kernels.gemm`).
 The Python functions run OpenBLAS on one thread per caller and cut a product of at least
 :data:`SPLIT_FLOPS` multiply-adds into chunks along its longer output dimension, which the
 caller and :mod:`vm.kernels.threads`' workers share (see there for why). A convolution's

@@ -203,7 +203,10 @@ def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     if callable(getattr(module, "get_graph_json", None)):
         name = _model_name(getattr(module, "libmod_name", "default"))
         graph_json = module.get_graph_json()
-        graph = _parse_graph(graph_json, "graph JSON", error=ValueError)
+        try:
+            graph = _parse_graph(graph_json, "graph JSON")
+        except FormatError as err:  # the caller's module is wrong, not a file
+            raise ValueError(f"graph JSON: {err.detail}") from None
         lib = module.get_lib()
         params = module.get_params()
         members = {
@@ -416,13 +419,11 @@ def _parse_metadata(payload: bytes | None) -> dict[str, Any]:
     return metadata
 
 
-def _parse_graph(
-    graph_json: Any, where: str, error: type[Exception] = FormatError
-) -> dict[str, Any]:
+def _parse_graph(graph_json: Any, where: str) -> dict[str, Any]:
     """The graph's JSON object, with the fields the memory map reads checked for shape."""
 
-    def fail(detail: str) -> Exception:
-        return FormatError(detail, where) if error is FormatError else error(f"{where}: {detail}")
+    def fail(detail: str) -> FormatError:
+        return FormatError(detail, where)
 
     if not isinstance(graph_json, str):
         raise fail(f"must be a str, got {type(graph_json).__name__}")

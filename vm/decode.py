@@ -479,7 +479,8 @@ def _decoder(opcode: Opcode) -> Callable:
     return register
 
 
-def _type_text(dtype: Any, shape: Sequence[int]) -> str:
+def type_text(dtype: Any, shape: Sequence[int]) -> str:
+    """``float32[1, 784]``: how profiles and kernel errors print a tensor's type."""
     return f"{dtype}[{', '.join(str(d) for d in shape)}]"
 
 
@@ -583,14 +584,14 @@ def _kernel_handler(
             if args[i].ndim != ndim:
                 raise KernelArgumentError(
                     f"argument {i} (${regs[i]}) of kernel {name} is "
-                    f"{_type_text(args[i].dtype, args[i].shape)}, "
+                    f"{type_text(args[i].dtype, args[i].shape)}, "
                     f"but the kernel takes a tensor of rank {ndim}"
                 )
         for i in half_checks:
             if args[i].dtype != _FLOAT16:
                 raise KernelArgumentError(
                     f"argument {i} (${regs[i]}) of kernel {name} is "
-                    f"{_type_text(args[i].dtype, args[i].shape)}, "
+                    f"{type_text(args[i].dtype, args[i].shape)}, "
                     "but the kernel takes a float16 tensor"
                 )
         for i in write_checks:
@@ -633,7 +634,7 @@ def _profiled_kernel(
         run_kernel(registers)
         elapsed = clock() - start
         shapes = ", ".join(
-            _type_text(a.dtype, a.shape) if isinstance(a, np.ndarray) else type(a).__name__
+            type_text(a.dtype, a.shape) if isinstance(a, np.ndarray) else type(a).__name__
             for a in (registers[r] for r in regs)
         )
         record(name, shapes, elapsed)
@@ -662,7 +663,7 @@ def _alloc_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
         regs[dst] = ndarray(shape, dtype, buffer, offset)
 
     if d.mode == "profile":
-        text = _type_text(dtype, shape)
+        text = type_text(dtype, shape)
         return d.timed("VM::AllocTensor", alloc, lambda regs: text)
     return (K_CALL, alloc)
 
@@ -683,7 +684,7 @@ def _check_storage(buffer: Any, reg: int) -> None:
 def _value_text(value: Any) -> str:
     if isinstance(value, np.ndarray):
         flag = "" if value.flags.writeable else "read-only "
-        return f"a {flag}tensor {_type_text(value.dtype, value.shape)}"
+        return f"a {flag}tensor {type_text(value.dtype, value.shape)}"
     if isinstance(value, tuple):
         return f"a tuple of {len(value)} fields"
     if isinstance(value, ADT):
@@ -715,7 +716,7 @@ def _alloc_tensor_reg(d: Decoder, ops: dict[str, Any]) -> tuple:
         regs[dst] = ndarray(_shape_from(regs[shape_reg], "shape"), dtype, buffer, offset)
 
     if d.mode == "profile":
-        return d.timed("VM::AllocTensorReg", alloc, lambda regs: _type_text(dtype, regs[dst].shape))
+        return d.timed("VM::AllocTensorReg", alloc, lambda regs: type_text(dtype, regs[dst].shape))
     return (K_CALL, alloc)
 
 
@@ -852,7 +853,7 @@ def _shape_of(d: Decoder, ops: dict[str, Any]) -> tuple:
         return d.timed(
             "VM::ShapeOf",
             shape_of,
-            lambda regs: _type_text(regs[tensor].dtype, regs[tensor].shape),
+            lambda regs: type_text(regs[tensor].dtype, regs[tensor].shape),
         )
     return (K_CALL, shape_of)
 
@@ -875,7 +876,7 @@ def _reshape_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
 
     if d.mode == "profile":
         return d.timed(
-            "VM::ReshapeTensor", reshape, lambda regs: _type_text(regs[dst].dtype, regs[dst].shape)
+            "VM::ReshapeTensor", reshape, lambda regs: type_text(regs[dst].dtype, regs[dst].shape)
         )
     return (K_CALL, reshape)
 
@@ -1035,7 +1036,7 @@ def explain(program: Program, findex: int, pc: int, regs: list, error: BaseExcep
             dtype = np.dtype(ops["dtype"])
             size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             detail = (
-                f"a {_type_text(dtype, shape)} tensor ({size} bytes) at byte offset "
+                f"a {type_text(dtype, shape)} tensor ({size} bytes) at byte offset "
                 f"{ops['offset']} does not fit in a storage of {buffer.nbytes} bytes"
             )
     elif opcode is Opcode.AllocStorage:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from vm.args import describe_shape, describe_value
+from vm.decode import type_text
 from vm.device import check_devices
 from vm.errors import VMError
 
@@ -501,7 +502,7 @@ class GraphExecutorModule:
                     f"graph node {node.name!r} (kernel {node.func_name}) failed: "
                     f"{type(err).__name__}: {err}"
                 ) from err
-            shapes = ", ".join(f"{a.dtype}[{', '.join(map(str, a.shape))}]" for a in args)
+            shapes = ", ".join(type_text(a.dtype, a.shape) for a in args)
             recorder.record(node.func_name, shapes, elapsed)
 
 

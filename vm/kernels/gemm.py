@@ -97,8 +97,6 @@ def _resolve() -> dict[str, int]:
 _FALLBACKS: dict[str, object] = {}
 for _name, _address in _resolve().items():
     binding.add_symbol(_name, _address)
-#: True when products run in OpenBLAS without the GIL.
-DIRECT = not _FALLBACKS
 
 
 def _gemm_type(real: types.Float) -> types.ExternalFunction:
@@ -149,8 +147,6 @@ _INDEX_MASK = (1 << 32) - 1
 
 #: The slot's words (a cache line apart where threads write them at once).
 SLOT = np.zeros(64, np.int64)
-SLOT[_WAKE_FD] = -1
-SLOT[_ONE] = 1
 binding.add_symbol("relayvm_gemm_slot", SLOT.ctypes.data)
 _slot = atomics.symbol_address("relayvm_gemm_slot")
 
@@ -349,7 +345,10 @@ def set_wake_fd(fd: int) -> None:
 
 
 def reset() -> None:
-    """Forget every worker and job (in a forked child, where none of them exist)."""
+    """Forget every worker and job (at import, and in a forked child, where none exist)."""
     SLOT[:] = 0
     SLOT[_WAKE_FD] = -1
     SLOT[_ONE] = 1
+
+
+reset()

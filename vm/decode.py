@@ -61,31 +61,33 @@ from vm.program import Instruction, VMFunction
 
 # ---- decoded kinds ------------------------------------------------------------------------------
 # The loop finds a kind with a small decision tree over these numbers (kernel kinds
-# 0-5, data and matching 6-9, calls and jumps 10-13, the rest after), so the numbers
+# 0-7, data and matching 8-11, calls and jumps 12-15, the rest after), so the numbers
 # are part of the loop's design: vm.interpreter checks them when it is imported.
 
-K_KERNEL_RUN = 0  # (k, steps): consecutive K_ALLOC_PACKED* pairs, run by an inner loop
+K_KERNEL_RUN = 0  # (k, steps, first pair): consecutive K_ALLOC_PACKED* pairs, one inner loop
 K_ALLOC_PACKED1 = 1  # (k, storage, shape, dtype, offset, dst, entry, a): alloc; entry(a, dst)
 K_ALLOC_PACKED2 = 2  # (k, storage, shape, dtype, offset, dst, entry, a, b): alloc; entry(a, b, dst)
-K_PACKED2 = 3  # (k, entry, r0, r1)
-K_PACKED3 = 4  # (k, entry, r0, r1, r2)
-K_ALLOC = 5  # (k, storage, shape, dtype, offset, dst); grouped: (k, slot, None, None, index, dst)
-K_SET = 6  # (k, value, dst): load_const, load_consti, kill_register
-K_MATCH_TAG = 7  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
-K_IF_CONST = 8  # (k, test, value, true_offset, false_offset, target)
-K_GET_FIELD = 9  # (k, object, index, dst)
-K_INVOKE = 10  # (k, callee code, args, pad, dst)
-K_RET = 11  # (k, result, caller code, return pc, caller registers, result register) slots
-K_MOVE = 12  # (k, src, dst)
-K_GOTO = 13  # (k, offset)
-K_CALL = 14  # (k, handler): handler(registers)
-K_GET_TAG = 15  # (k, object, dst)
-K_IF = 16  # (k, test, target, true_offset, false_offset)
-K_INVOKE_CLOSURE = 17  # (k, closure, args, dst)
-K_FATAL = 18  # (k,)
-K_INVOKE_HOOKED = 19  # (k, callee code, args, pad, dst, function, hook)
-K_INVOKE_CLOSURE_HOOKED = 20  # (k, closure, args, dst, hook)
-K_RET_HOOKED = 21  # (k, result, first caller slot)
+K_ALLOC_PACKEDN = 3  # (k, storage, shape, dtype, offset, dst, entry, gather): alloc; entry(*gather)
+K_PACKED2 = 4  # (k, entry, r0, r1)
+K_PACKED3 = 5  # (k, entry, r0, r1, r2)
+K_PACKEDN = 6  # (k, entry, gather, regs): entry(*gather(registers)); gather = itemgetter(*regs)
+K_ALLOC = 7  # (k, storage, shape, dtype, offset, dst); grouped: (k, slot, None, None, index, dst)
+K_SET = 8  # (k, value, dst): load_const, load_consti, kill_register
+K_MATCH_TAG = 9  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
+K_IF_CONST = 10  # (k, test, value, true_offset, false_offset, target)
+K_GET_FIELD = 11  # (k, object, index, dst)
+K_INVOKE = 12  # (k, callee code, args, pad, dst)
+K_RET = 13  # (k, result, caller code, return pc, caller registers, result register) slots
+K_MOVE = 14  # (k, src, dst)
+K_GOTO = 15  # (k, offset)
+K_CALL = 16  # (k, handler): handler(registers)
+K_GET_TAG = 17  # (k, object, dst)
+K_IF = 18  # (k, test, target, true_offset, false_offset)
+K_INVOKE_CLOSURE = 19  # (k, closure, args, dst)
+K_FATAL = 20  # (k,)
+K_INVOKE_HOOKED = 21  # (k, callee code, args, pad, dst, function, hook)
+K_INVOKE_CLOSURE_HOOKED = 22  # (k, closure, args, dst, hook)
+K_RET_HOOKED = 23  # (k, result, first caller slot)
 
 KIND_NAMES = {
     value: name for name, value in globals().items() if name.startswith("K_") and type(value) is int
@@ -189,14 +191,15 @@ def _operands(instruction: Instruction) -> dict[str, Any]:
 
 
 def analyse(
-    function: VMFunction, constants: Sequence[np.ndarray], entry_only: bool = False
+    function: VMFunction,
+    constants: Sequence[np.ndarray],
+    proven_params: dict[int, tuple[int, str]] | None = None,
 ) -> Facts:
     """Collect the writers of every register of ``function`` and what they prove.
 
-    ``entry_only`` says no instruction calls the function or makes a closure of it,
-    so its arguments only ever come through the machine's API, which checks them
-    against the parameter types: a tensor parameter no instruction overwrites then
-    has the rank and dtype of its type.
+    ``proven_params`` maps parameters whose rank and dtype are proven for every value
+    that can reach them (see :func:`analyse_program`) to that ``(ndim, dtype)``; it
+    applies only to parameters no instruction of the function overwrites.
     """
     writers: dict[int, list[tuple[Opcode, dict[str, Any]]]] = {}
     for instruction in function.instructions:
@@ -233,21 +236,84 @@ def analyse(
             values = {ops["value"] for _, ops in items}
             if len(values) == 1:
                 consti[reg] = values.pop()
-    if entry_only:
-        for reg, spec in enumerate(function.param_types):
-            if reg not in writers and spec[0] == "tensor":
-                tensor_type[reg] = (len(spec[1]), spec[2])
+    for reg, kind in (proven_params or {}).items():
+        if reg not in writers:
+            tensor_type[reg] = kind
     return Facts(tensor_type, vm_allocated, storage, consti)
 
 
-def called_functions(functions: Sequence[VMFunction]) -> set[int]:
-    """The indices of functions some instruction invokes or makes a closure of."""
-    called = set()
+def _written_params(function: VMFunction) -> set[int]:
+    arity = len(function.params)
+    written = set()
+    for instruction in function.instructions:
+        info = OPCODES[instruction.opcode]
+        if info.opcode is Opcode.KillRegister:
+            continue
+        for (_name, kind), value in zip(info.operands, instruction.operands):
+            if kind is OperandKind.DST and value < arity:
+                written.add(value)
+    return written
+
+
+def analyse_program(
+    functions: Sequence[VMFunction], constants: Sequence[np.ndarray]
+) -> list[Facts]:
+    """The :class:`Facts` of every function, with tensor parameters proven across calls.
+
+    A tensor parameter has the rank and dtype of its type when every value that can
+    reach it does: values passed through the machine's API are checked against the
+    parameter types, so only ``invoke`` sites matter, and each must pass a register
+    whose writers prove that rank and dtype, or a parameter of its own function that
+    is proven in turn. Parameters of a function some instruction makes a closure of
+    are never proven (``invoke_closure`` passes whatever the closure is called with).
+
+    This is the greatest fixpoint: every candidate starts proven and a call site that
+    fails disproves it, which disproves the parameters it fed in turn (a worklist, so
+    the work is linear in the program's size, and no recursion).
+    """
+    closures: set[int] = set()
     for function in functions:
         for instruction in function.instructions:
-            if instruction.opcode in (Opcode.Invoke, Opcode.AllocClosure):
-                called.add(_operands(instruction)["func_index"])
-    return called
+            if instruction.opcode is Opcode.AllocClosure:
+                closures.add(_operands(instruction)["func_index"])
+    candidates: dict[tuple[int, int], tuple[int, str]] = {}
+    for index, function in enumerate(functions):
+        if index in closures:
+            continue
+        written = _written_params(function)
+        for reg, spec in enumerate(function.param_types):
+            if spec[0] == "tensor" and reg not in written:
+                candidates[(index, reg)] = (len(spec[1]), spec[2])
+    base = [analyse(f, constants) for f in functions]
+    feeds: dict[tuple[int, int], list[tuple[int, int]]] = {}  # caller param -> callee params
+    disproven: list[tuple[int, int]] = []
+    for caller, function in enumerate(functions):
+        for instruction in function.instructions:
+            if instruction.opcode is not Opcode.Invoke:
+                continue
+            ops = _operands(instruction)
+            callee = ops["func_index"]
+            for param, reg in enumerate(ops["args"]):
+                key = (callee, param)
+                wanted = candidates.get(key)
+                if wanted is None:
+                    continue
+                source = (caller, reg)
+                if reg < len(function.params) and source in candidates:
+                    if candidates[source] == wanted:
+                        feeds.setdefault(source, []).append(key)
+                        continue
+                elif base[caller].tensor_type.get(reg) == wanted:
+                    continue
+                disproven.append(key)
+    while disproven:
+        key = disproven.pop()
+        if candidates.pop(key, None) is not None:
+            disproven.extend(feeds.get(key, ()))
+    proven: list[dict[int, tuple[int, str]]] = [{} for _ in functions]
+    for (index, reg), kind in candidates.items():
+        proven[index][reg] = kind
+    return [analyse(f, constants, p) for f, p in zip(functions, proven)]
 
 
 @dataclass(frozen=True)
@@ -393,10 +459,7 @@ class Decoder:
         exe = self.exe
         functions = exe.functions
         codes: list[list[tuple]] = [[] for _ in functions]
-        called = called_functions(functions)
-        self.facts_of = [
-            analyse(f, exe.constant_values, i not in called) for i, f in enumerate(functions)
-        ]
+        self.facts_of = analyse_program(functions, exe.constant_values)
         # Grouped views are a fast-mode optimization; other modes time or count each view.
         self.plans = [
             plan_groups(f, facts) if self.mode == "fast" else GroupPlan()
@@ -549,6 +612,8 @@ def _invoke_packed(d: Decoder, ops: dict[str, Any]) -> tuple:
             return (K_PACKED3, entry, *regs)
         if len(regs) == 2:
             return (K_PACKED2, entry, *regs)
+        if len(regs) > 3:
+            return (K_PACKEDN, entry, itemgetter(*regs), regs)
     handler = _kernel_handler(
         entry, regs, rank_checks, half_checks, write_checks, first_output, name
     )
@@ -920,6 +985,8 @@ def _fuse(decoded: list[tuple]) -> None:
                 decoded[pc] = (K_ALLOC_PACKED2, *first[1:], second[1], second[2], second[3])
             elif second[0] == K_PACKED2 and second[3] == dst:
                 decoded[pc] = (K_ALLOC_PACKED1, *first[1:], second[1], second[2])
+            elif second[0] == K_PACKEDN and dst in second[3]:
+                decoded[pc] = (K_ALLOC_PACKEDN, *first[1:], second[1], second[2])
         elif first[0] == K_GET_TAG and second[0] == K_SET and pc + 2 < len(decoded):
             test = decoded[pc + 2]
             _, obj, tag_dst = first
@@ -945,6 +1012,9 @@ def _fuse(decoded: list[tuple]) -> None:
     _chain_kernel_runs(decoded)
 
 
+_PAIRS = (K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_ALLOC_PACKEDN)
+
+
 def _chain_kernel_runs(decoded: list[tuple]) -> None:
     """Put a ``K_KERNEL_RUN`` before each run of two or more back-to-back fused kernel pairs.
 
@@ -955,9 +1025,12 @@ def _chain_kernel_runs(decoded: list[tuple]) -> None:
     while pc < len(decoded):
         steps = []
         at = pc
-        while at < len(decoded) and decoded[at][0] in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
+        while at < len(decoded) and decoded[at][0] in _PAIRS:
             ins = decoded[at]
-            steps.append((*ins[1:8], ins[8] if ins[0] == K_ALLOC_PACKED2 else None))
+            if ins[0] == K_ALLOC_PACKEDN:
+                steps.append((*ins[1:7], None, ins[7]))  # a None: b gathers every array
+            else:
+                steps.append((*ins[1:8], ins[8] if ins[0] == K_ALLOC_PACKED2 else None))
             at += 2
         if len(steps) >= 2:
             decoded[pc] = (K_KERNEL_RUN, tuple(steps), decoded[pc])
@@ -1003,7 +1076,7 @@ def failing_pc(code: list[tuple], pc: int, regs: list) -> int:
     ins = code[pc]
     if ins[0] == K_KERNEL_RUN:
         ins = ins[2]  # the fused pair this run replaced
-    if ins[0] not in (K_ALLOC_PACKED1, K_ALLOC_PACKED2):
+    if ins[0] not in _PAIRS:
         return pc
     try:
         if ins[2] is None:

@@ -49,6 +49,7 @@ from vm.decode import (
     K_ALLOC,
     K_ALLOC_PACKED1,
     K_ALLOC_PACKED2,
+    K_ALLOC_PACKEDN,
     K_CALL,
     K_FATAL,
     K_GET_FIELD,
@@ -65,6 +66,7 @@ from vm.decode import (
     K_MOVE,
     K_PACKED2,
     K_PACKED3,
+    K_PACKEDN,
     K_RET,
     K_RET_HOOKED,
     K_SET,
@@ -120,42 +122,56 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
         while True:
             ins = code[pc]
             op = ins[0]
-            if op < 6:
-                if op == 0:  # K_KERNEL_RUN: back-to-back alloc + kernel pairs
-                    for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
-                        if shape is None:  # a tensor of a group: its view's index
+            if op < 8:
+                if op < 4:
+                    if op == 0:  # K_KERNEL_RUN: back-to-back alloc + kernel pairs
+                        for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
+                            if shape is None:  # a tensor of a group: its view's index
+                                out = regs[storage][offset]
+                            else:
+                                out = ndarray(shape, dtype, regs[storage], offset)
+                            regs[dst] = out
+                            if b is None:
+                                entry(regs[a], out)
+                            elif a is None:  # b gathers every array
+                                entry(*b(regs))
+                            else:
+                                entry(regs[a], regs[b], out)
+                            pc += 2  # kept exact, so an error names the failing pair
+                    elif op == 1:  # K_ALLOC_PACKED1
+                        _, storage, shape, dtype, offset, dst, entry, a = ins
+                        if shape is None:
                             out = regs[storage][offset]
                         else:
                             out = ndarray(shape, dtype, regs[storage], offset)
                         regs[dst] = out
-                        if b is None:
-                            entry(regs[a], out)
+                        entry(regs[a], out)
+                        pc += 2
+                    elif op == 2:  # K_ALLOC_PACKED2
+                        _, storage, shape, dtype, offset, dst, entry, a, b = ins
+                        if shape is None:
+                            out = regs[storage][offset]
                         else:
-                            entry(regs[a], regs[b], out)
-                        pc += 2  # kept exact, so an error names the failing pair
-                elif op == 1:  # K_ALLOC_PACKED1
-                    _, storage, shape, dtype, offset, dst, entry, a = ins
-                    if shape is None:
-                        out = regs[storage][offset]
-                    else:
-                        out = ndarray(shape, dtype, regs[storage], offset)
-                    regs[dst] = out
-                    entry(regs[a], out)
-                    pc += 2
-                elif op == 2:  # K_ALLOC_PACKED2
-                    _, storage, shape, dtype, offset, dst, entry, a, b = ins
-                    if shape is None:
-                        out = regs[storage][offset]
-                    else:
-                        out = ndarray(shape, dtype, regs[storage], offset)
-                    regs[dst] = out
-                    entry(regs[a], regs[b], out)
-                    pc += 2
-                elif op == 3:  # K_PACKED2
+                            out = ndarray(shape, dtype, regs[storage], offset)
+                        regs[dst] = out
+                        entry(regs[a], regs[b], out)
+                        pc += 2
+                    else:  # K_ALLOC_PACKEDN
+                        _, storage, shape, dtype, offset, dst, entry, gather = ins
+                        if shape is None:
+                            regs[dst] = regs[storage][offset]
+                        else:
+                            regs[dst] = ndarray(shape, dtype, regs[storage], offset)
+                        entry(*gather(regs))
+                        pc += 2
+                elif op == 4:  # K_PACKED2
                     ins[1](regs[ins[2]], regs[ins[3]])
                     pc += 1
-                elif op == 4:  # K_PACKED3
+                elif op == 5:  # K_PACKED3
                     ins[1](regs[ins[2]], regs[ins[3]], regs[ins[4]])
+                    pc += 1
+                elif op == 6:  # K_PACKEDN
+                    ins[1](*ins[2](regs))
                     pc += 1
                 else:  # K_ALLOC
                     if ins[2] is None:
@@ -163,11 +179,11 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     else:
                         regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
                     pc += 1
-            elif op < 10:
-                if op == 6:  # K_SET
+            elif op < 12:
+                if op == 8:  # K_SET
                     regs[ins[2]] = ins[1]
                     pc += 1
-                elif op == 7:  # K_MATCH_TAG: get_tag, load_consti, if
+                elif op == 9:  # K_MATCH_TAG: get_tag, load_consti, if
                     value = regs[ins[1]]
                     tag = 0 if type(value) is tuple_type else value.tag
                     regs[ins[2]] = tags[tag]
@@ -176,7 +192,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         pc += ins[6]
                     else:
                         pc += ins[7]
-                elif op == 8:  # K_IF_CONST
+                elif op == 10:  # K_IF_CONST
                     if regs[ins[1]].item() == ins[2]:
                         pc += ins[3]
                     else:
@@ -188,8 +204,8 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     else:
                         regs[ins[3]] = value.fields[ins[2]]
                     pc += 1
-            elif op < 14:
-                if op == 10:  # K_INVOKE
+            elif op < 16:
+                if op == 12:  # K_INVOKE
                     _, callee, args, pad, dst = ins
                     if depth >= limit:
                         raise _depth_error(program, code, pc, limit)
@@ -205,7 +221,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         regs = [*[regs[r] for r in args], *pad, code, pc + 1, regs, dst]
                     code = callee
                     pc = 0
-                elif op == 11:  # K_RET
+                elif op == 13:  # K_RET
                     _, result, at_code, at_pc, at_regs, at_dst = ins
                     value = regs[result]
                     if not depth:
@@ -216,24 +232,24 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     dst = regs[at_dst]
                     regs = regs[at_regs]
                     regs[dst] = value
-                elif op == 12:  # K_MOVE
+                elif op == 14:  # K_MOVE
                     regs[ins[2]] = regs[ins[1]]
                     pc += 1
                 else:  # K_GOTO
                     pc += ins[1]
-            elif op == 14:  # K_CALL
+            elif op == 16:  # K_CALL
                 ins[1](regs)
                 pc += 1
-            elif op == 15:  # K_GET_TAG
+            elif op == 17:  # K_GET_TAG
                 value = regs[ins[1]]
                 regs[ins[2]] = tags[0 if type(value) is tuple_type else value.tag]
                 pc += 1
-            elif op == 16:  # K_IF
+            elif op == 18:  # K_IF
                 if regs[ins[1]].item() == regs[ins[2]].item():
                     pc += ins[3]
                 else:
                     pc += ins[4]
-            elif op == 17:  # K_INVOKE_CLOSURE
+            elif op == 19:  # K_INVOKE_CLOSURE
                 _, closure_reg, args, dst = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -246,10 +262,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs, dst]
                 code = codes[index]
                 pc = 0
-            elif op == 18:  # K_FATAL
+            elif op == 20:  # K_FATAL
                 raise _fatal_error(program, code, pc)
             # The instrumented kinds: only a machine with an instrument decodes to them.
-            elif op == 19:  # K_INVOKE_HOOKED
+            elif op == 21:  # K_INVOKE_HOOKED
                 _, callee, args, pad, dst, function, hook = ins
                 values = [regs[r] for r in args]
                 if call_hook(hook, function, function.name, True, None, *values) == skip_run:
@@ -262,7 +278,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pad, code, pc + 1, regs, dst, (hook, function, values)]
                 code = callee
                 pc = 0
-            elif op == 20:  # K_INVOKE_CLOSURE_HOOKED
+            elif op == 22:  # K_INVOKE_CLOSURE_HOOKED
                 _, closure_reg, args, dst, hook = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -280,7 +296,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pads[index], code, pc + 1, regs, dst, (hook, function, values)]
                 code = codes[index]
                 pc = 0
-            elif op == 21:  # K_RET_HOOKED
+            elif op == 23:  # K_RET_HOOKED
                 value = regs[ins[1]]
                 if not depth:
                     return value
@@ -301,8 +317,9 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
 
 
 # The loop above spells the kinds as numbers; they must be the decoder's.
-assert tuple(range(22)) == (
-    K_KERNEL_RUN, K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_PACKED2, K_PACKED3, K_ALLOC,
+assert tuple(range(24)) == (
+    K_KERNEL_RUN, K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_ALLOC_PACKEDN,
+    K_PACKED2, K_PACKED3, K_PACKEDN, K_ALLOC,
     K_SET, K_MATCH_TAG, K_IF_CONST, K_GET_FIELD,
     K_INVOKE, K_RET, K_MOVE, K_GOTO,
     K_CALL, K_GET_TAG, K_IF, K_INVOKE_CLOSURE, K_FATAL,

@@ -374,7 +374,11 @@ def kernel_programs() -> vm.Executable:
 
     - ``main(x: float32[10, 10])`` -> x + x (entry-only: the rank of x is proven)
     - ``twice(x)`` -> (x + x) + (x + x) through a helper ``double`` it invokes
-    - ``double(x)`` -> x + x (called, so its parameter is checked at the kernel)
+    - ``double(x)`` -> x + x (called only with proven tensors, so its rank is proven)
+    - ``strict(x: float32[10, 10])`` -> x + x, invoked by ``relay(x: any)`` with
+      whatever ``relay`` got, so the kernel checks the rank of x
+    - ``captured(x: float32[10, 10])`` -> x + x, made into a closure by
+      ``via_closure(x: any)`` and called with x, so the kernel checks the rank of x
     - ``pair(x)`` -> (x + x, x) as a tuple
     - ``mismatch(x: float32[?, ?], y: float32[?, ?])`` -> x + y into an output of x's
       static 10x10 shape (the kernel rejects other shapes)
@@ -428,6 +432,29 @@ def kernel_programs() -> vm.Executable:
 
     f = b.function("loose", ["x"], [("any",)], F32)
     f.emit(O.Ret, emit_add(f, prim, 0, 0, (10, 10)))
+    b.add_function(f)
+
+    strict = b.declare("strict")
+    f = b.function("strict", ["x"], [F32], F32)
+    f.emit(O.Ret, emit_add(f, prim, 0, 0, (10, 10)))
+    b.add_function(f)
+
+    f = b.function("relay", ["x"], [("any",)], F32)
+    r = f.reg()
+    f.emit(O.Invoke, strict, [0], r)
+    f.emit(O.Ret, r)
+    b.add_function(f)
+
+    captured = b.declare("captured")
+    f = b.function("captured", ["x"], [F32], F32)
+    f.emit(O.Ret, emit_add(f, prim, 0, 0, (10, 10)))
+    b.add_function(f)
+
+    f = b.function("via_closure", ["x"], [("any",)], F32)
+    clo, r = f.reg(), f.reg()
+    f.emit(O.AllocClosure, captured, [], clo)
+    f.emit(O.InvokeClosure, clo, [0], r)
+    f.emit(O.Ret, r)
     b.add_function(f)
 
     f = b.function("into_const", ["x"], [F32], F32)

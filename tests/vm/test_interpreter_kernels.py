@@ -63,13 +63,25 @@ def test_read_only_inputs_are_accepted_and_copied_if_returned(machine, x):
     assert same.flags.writeable and not np.shares_memory(same, x)
 
 
+def _code(machine, name):
+    return machine._fast.codes[machine.executable.globals.index(name)]
+
+
 def test_an_entry_only_function_fuses_allocation_and_kernel(machine):
     # main's parameter is only ever set through the checked API, so its rank is proven.
-    main = machine._fast.codes[machine.executable.globals.index("main")]
-    assert any(ins[0] == K_ALLOC_PACKED2 for ins in main)
-    # double is invoked by twice, so its parameter is checked at the kernel call.
-    double = machine._fast.codes[machine.executable.globals.index("double")]
-    assert any(ins[0] == K_CALL for ins in double)
+    assert any(ins[0] == K_ALLOC_PACKED2 for ins in _code(machine, "main"))
+
+
+def test_a_parameter_every_caller_passes_a_proven_tensor_is_proven(machine):
+    # double is invoked only by twice, with twice's own proven parameter.
+    assert any(ins[0] == K_ALLOC_PACKED2 for ins in _code(machine, "double"))
+
+
+@pytest.mark.parametrize("callee", ["strict", "captured"])
+def test_a_parameter_reached_by_unproven_values_is_checked_at_the_kernel(machine, callee):
+    # strict gets relay's parameter of type any; captured is called through a closure.
+    kinds = [ins[0] for ins in _code(machine, callee)]
+    assert K_ALLOC_PACKED2 not in kinds and K_CALL in kinds
 
 
 def test_back_to_back_kernel_pairs_run_in_one_inner_loop(machine, x):
@@ -125,6 +137,15 @@ def test_a_wrong_rank_never_reaches_a_kernel(machine):
         r"but the kernel takes a tensor of rank 2",
     ):
         machine.invoke("loose", np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("caller", ["relay", "via_closure"])
+def test_a_wrong_rank_passed_on_by_a_caller_never_reaches_a_kernel(machine, caller):
+    with pytest.raises(
+        vm.VMError, match=r"is float32\[3\], but the kernel takes a tensor of rank 2"
+    ):
+        machine.invoke(caller, np.ones(3, np.float32))
+    np.testing.assert_array_equal(machine.invoke(caller, np.ones((10, 10), np.float32)), 2)
 
 
 def test_a_wrong_dtype_is_explained_without_numba_wording(machine, x):

@@ -195,19 +195,32 @@ _SIGMOID = (
     "(({one} / ({one} + np.exp(-{a}))) if {a} >= {zero} else (np.exp({a}) / ({one} + np.exp({a}))))"
 )
 
+
+def _vectorizable(helper: str, template: str) -> Callable[[ExprCtx], str]:
+    """float32 calls ``vx.<helper>`` (see vm.kernels.vecmath); other dtypes use ``template``."""
+    other = _same(template)
+
+    def expr(ctx: ExprCtx) -> str:
+        if ctx.arg_specs[0].dtype == "float32":
+            return f"vx.{helper}({ctx.args[0]})"
+        return other(ctx)
+
+    return expr
+
+
 _UNARY: list[tuple[str, str | None, Callable[[ExprCtx], str], bool]] = [
     # name, dtype kind, expression, float16-exact
     ("negative", "numeric", _same("(-{a})"), True),
     ("abs", "numeric", _by_kind("abs({a})", "abs({a})", "{a}"), True),
-    ("exp", "float", _same("np.exp({a})"), False),
+    ("exp", "float", _vectorizable("exp_f32", "np.exp({a})"), False),
     ("log", "float", _same("np.log({a})"), False),
     ("sqrt", "float", _same("np.sqrt({a})"), False),
     ("rsqrt", "float", _same("({one} / np.sqrt({a}))"), False),
     ("sin", "float", _same("np.sin({a})"), False),
     ("cos", "float", _same("np.cos({a})"), False),
-    ("tanh", "float", _same("np.tanh({a})"), False),
-    ("sigmoid", "float", _same(_SIGMOID), False),
-    ("erf", "float", _same("math.erf(np.float64({a}))"), False),
+    ("tanh", "float", _vectorizable("tanh_f32", "np.tanh({a})"), False),
+    ("sigmoid", "float", _vectorizable("sigmoid_f32", _SIGMOID), False),
+    ("erf", "float", _vectorizable("erf_f32", "math.erf(np.float64({a}))"), False),
     ("floor", "numeric", _by_kind("np.floor({a})", "{a}", "{a}"), True),
     ("ceil", "numeric", _by_kind("np.ceil({a})", "{a}", "{a}"), True),
     ("round", "numeric", _by_kind("np.rint({a})", "{a}", "{a}"), True),

@@ -235,7 +235,8 @@ def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
                     src.line(f"{top} = {v}")
             src.line(f"{total} = 0.0")
             with src.block(f"for {j} in range({n}):"):
-                src.line(f"{v} = np.exp({x3}[{a}, {j}, {c}] - {top})")
+                exp = "vx.exp_f32" if dtype == "float32" else "np.exp"
+                src.line(f"{v} = {exp}({x3}[{a}, {j}, {c}] - {top})")
                 if not log:
                     src.line(f"{o3}[{a}, {j}, {c}] = {v}")
                 src.line(f"{total} += {v}")

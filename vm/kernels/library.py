@@ -56,6 +56,7 @@ _LIBRARY_MODULES = (
     "source.py",
     "spin.py",
     "threads.py",
+    "vecmath.py",
     "windows.py",
     "winograd.py",
 )

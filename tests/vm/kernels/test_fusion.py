@@ -114,7 +114,7 @@ def test_code_generation_walks_deep_chains_without_recursion() -> None:
         "results": [5000],
     }
     source = codegen.generate(parse_description(description), "deep")
-    assert source.count("np.exp(") == 5000
+    assert source.count("vx.exp_f32(") == 5000
     compile(source, "deep.py", "exec")
 
 

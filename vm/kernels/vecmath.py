@@ -1,0 +1,130 @@
+"""float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf`` that LLVM can vectorize.
+
+Runtime layer (``vm.kernels``); imports numpy, numba and llvmlite.
+
+numba turns ``np.exp`` and friends on a float32 into calls of the C library's scalar
+functions, and a loop with a call in it stays scalar: a fused ``sigmoid`` over 128
+values took 0.5 us, a GELU's ``erf`` about 15 ns a value. These versions are straight-line
+arithmetic with selects instead of branches, so the loops that call them (once LLVM
+has inlined them) run four or eight values at a time.
+
+Accuracy, measured against float64 on dense grids of float32 inputs: ``exp`` within
+2 ulp (overflow to ``inf`` above 88.72, underflow through subnormals to 0 below -103.97),
+``tanh`` and ``sigmoid`` within 3 ulp, ``erf`` within 3 ulp near zero and 2 ulp of 1
+beyond. NaN in gives NaN out. The polynomials were fitted here, on Chebyshev nodes,
+for these ranges.
+
+Generated kernel modules import this module as ``vx``; its source is part of the
+kernel cache key (see ``vm.kernels.library``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic, register_jitable
+
+_F = np.float32
+
+
+@intrinsic
+def _float_from_bits(typingctx, bits):
+    """The float32 whose IEEE bit pattern is the int32 ``bits``."""
+    signature = types.float32(types.int32)
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return signature, codegen
+
+
+_LOG2E = _F(1.4426950408889634)
+# ln 2 split so that n * _LN2_HI is exact for the |n| <= 150 used here.
+_LN2_HI = _F(0.693359375)
+_LN2_LO = _F(-2.12194440e-4)
+
+
+@register_jitable(inline="always")
+def exp_f32(x):
+    """``e ** x`` for a float32 ``x``."""
+    # Clamped so that 2 ** n stays a product of two normal powers of two; the clamp
+    # keeps NaN (max and min return their first argument when comparisons fail).
+    x = min(max(x, _F(-104.0)), _F(89.0))
+    n = np.floor(x * _LOG2E + _F(0.5))
+    r = x - n * _LN2_HI
+    r = r - n * _LN2_LO
+    # e ** r on [-ln 2 / 2, ln 2 / 2]: Taylor to degree 7 is within 1 ulp there.
+    p = _F(1.0 / 5040.0)
+    p = p * r + _F(1.0 / 720.0)
+    p = p * r + _F(1.0 / 120.0)
+    p = p * r + _F(1.0 / 24.0)
+    p = p * r + _F(1.0 / 6.0)
+    p = p * r + _F(0.5)
+    p = p * r + _F(1.0)
+    p = p * r + _F(1.0)
+    k = np.int32(n)
+    half = k >> np.int32(1)
+    scale_a = _float_from_bits((half + np.int32(127)) << np.int32(23))
+    scale_b = _float_from_bits((k - half + np.int32(127)) << np.int32(23))
+    return p * scale_a * scale_b
+
+
+@register_jitable(inline="always")
+def sigmoid_f32(x):
+    """``1 / (1 + e ** -x)`` for a float32 ``x``."""
+    return _F(1.0) / (_F(1.0) + exp_f32(-x))
+
+
+@register_jitable(inline="always")
+def tanh_f32(x):
+    """``tanh(x)`` for a float32 ``x``."""
+    a = abs(x)
+    # Small |x|: x + x**3 Q(x**2), fitted on [0, 0.625]; there 1 - 2 / (e**2x + 1) would
+    # lose the low bits to cancellation.
+    z = x * x
+    q = _F(0.0021114798728376627)
+    q = q * z + _F(-0.008153002709150314)
+    q = q * z + _F(0.021695885807275772)
+    q = q * z + _F(-0.05394705757498741)
+    q = q * z + _F(0.13333220779895782)
+    q = q * z + _F(-0.3333333134651184)
+    small = x + x * z * q
+    large = _F(1.0) - _F(2.0) / (exp_f32(a + a) + _F(1.0))
+    large = large if x >= _F(0.0) else -large
+    return small if a < _F(0.625) else large
+
+
+@register_jitable(inline="always")
+def erf_f32(x):
+    """``erf(x)`` for a float32 ``x``."""
+    a = abs(x)
+    # |x| <= 1: x P(x**2).
+    z = x * x
+    p = _F(8.006874122656882e-05)
+    p = p * z + _F(-0.0008053751080296934)
+    p = p * z + _F(0.005192957818508148)
+    p = p * z + _F(-0.0268560703843832)
+    p = p * z + _F(0.11283634603023529)
+    p = p * z + _F(-0.3761262893676758)
+    p = p * z + _F(1.128379225730896)
+    near = x * p
+    # 1 < |x| < 4: 1 - e ** -x**2 R(|x|), R fitted to erfc(x) e ** x**2 in |x| - 2.5.
+    u = min(a, _F(4.0)) - _F(2.5)
+    r = _F(1.6403465679104556e-06)
+    r = r * u + _F(-6.259424480958842e-06)
+    r = r * u + _F(1.4516683222609572e-05)
+    r = r * u + _F(-5.417071588453837e-05)
+    r = r * u + _F(0.00021267948613967746)
+    r = r * u + _F(-0.000738109287340194)
+    r = r * u + _F(0.0024661938659846783)
+    r = r * u + _F(-0.007999836467206478)
+    r = r * u + _F(0.024938151240348816)
+    r = r * u + _F(-0.07434752583503723)
+    r = r * u + _F(0.21080635488033295)
+    far = _F(1.0) - exp_f32(-(a * a)) * r
+    # Beyond 4, erf rounds to 1 in float32.
+    far = far if a < _F(4.0) else _F(1.0)
+    far = far if x >= _F(0.0) else -far
+    # Written so that NaN (every comparison false) takes the near branch, which keeps it.
+    return far if a > _F(1.0) else near

@@ -186,12 +186,12 @@ class ExecutableBuilder:
         self.declare(name)
         return FunctionBuilder(name, params, param_types, ret_type)
 
-    def add_function(self, fb: FunctionBuilder) -> int:
-        """Finish ``fb`` and store it at its declared index."""
+    def add_function(self, fb: FunctionBuilder | VMFunction) -> int:
+        """Finish ``fb`` (or take a finished function) and store it at its declared index."""
         index = self.declare(fb.name)
         if fb.name in self._functions:
             raise ValueError(f"function {fb.name} is defined twice")
-        self._functions[fb.name] = fb.finish()
+        self._functions[fb.name] = fb.finish() if isinstance(fb, FunctionBuilder) else fb
         return index
 
     def add_constant(self, value: np.ndarray) -> int:

@@ -36,9 +36,15 @@ from collections.abc import Callable
 from typing import Any as AnyT
 
 from compiler.backend import dynamic
-from compiler.backend.kernel_desc import KernelDescriptionError, PrimitiveNames, describe_primitive
+from compiler.backend.kernel_desc import (
+    KernelDescriptionError,
+    PrimitiveNames,
+    describe_primitive,
+    drop_unused_inputs,
+)
 from compiler.backend.match_compiler import emit_pattern, is_irrefutable
 from compiler.backend.memory_plan import ALIGNMENT, FunctionPlan, memory_plan_enabled, plan_body
+from compiler.backend.prune import prune
 from compiler.backend.type_specs import tensor_leaves, type_spec
 from compiler.ir.expr import (
     Call,
@@ -114,7 +120,8 @@ def compile_module(mod: IRModule, memory_plan: bool | None = None) -> AnyT:
             )
         builder.declare(gvar.name_hint)
     for gvar, func in mod.functions.items():
-        builder.add_function(_FunctionCompiler(context, gvar.name_hint, func, planned).compile())
+        compiled = _FunctionCompiler(context, gvar.name_hint, func, planned).compile()
+        builder.add_function(prune(compiled.finish()))
     return builder.build()
 
 
@@ -137,8 +144,9 @@ class _ModuleContext:
             ) from None
         return self.builder.function_index(gvar.name_hint), func
 
-    def kernel_index(self, func: Function, where: str) -> int:
-        """The primitive index of a primitive function (described, checked and named once).
+    def kernel_index(self, func: Function, where: str) -> tuple[int, list[int]]:
+        """The primitive index of a primitive function (described, checked and named once),
+        and the positions of the flattened inputs its kernel reads.
 
         Kernels the runtime cannot build are refused here, naming the function they are
         called from, rather than later when the executable is verified.
@@ -148,6 +156,7 @@ class _ModuleContext:
             ops = _op_names(func)
             try:
                 base, description = describe_primitive(func)
+                description, kept = drop_unused_inputs(description)
                 name = self.names.name(base, description)
                 if name not in self._checked:
                     check_description(description)
@@ -157,9 +166,9 @@ class _ModuleContext:
                     f"in @{where}: the primitive function calling {ops} cannot become a "
                     f"kernel: {err}"
                 ) from None
-            cached = (self.builder.add_primitive(name, description), func)
+            cached = (self.builder.add_primitive(name, description), kept, func)
             self._kernels[id(func)] = cached  # the function is kept alive with its id
-        return cached[0]
+        return cached[0], cached[1]
 
 
 Task = tuple[Callable[[AnyT], None], AnyT]
@@ -500,7 +509,8 @@ class _FunctionCompiler:
             )
             self._hold(frozenset((obj,)), dst)
             outputs.append(dst)
-        index = self.context.kernel_index(func, self.name)
+        index, kept = self.context.kernel_index(func, self.name)
+        inputs = [inputs[i] for i in kept]
         fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
         assert call._checked_type is not None
         self.regs.append(self._assemble(call._checked_type, outputs, plan.alias(call)))

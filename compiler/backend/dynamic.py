@@ -177,7 +177,7 @@ def _emit_dynamic(
     leaves = tensor_leaves(ty)
     in_types = [leaf for p in func.params for leaf in tensor_leaves(_param_type(compiler, p))]
     # The kernel first: if the runtime cannot build it, that is the error to report.
-    index = compiler.context.kernel_index(func, compiler.name)
+    index, kept = compiler.context.kernel_index(func, compiler.name)
     shapes, sizes = _emit_shape_function(compiler, func, inputs, in_types)
     outputs: list[int] = []
     for k, leaf in enumerate(leaves):
@@ -201,7 +201,8 @@ def _emit_dynamic(
         if obj is not None:
             compiler._hold(frozenset((obj,)), dst)
         outputs.append(dst)
-    fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
+    read = [inputs[i] for i in kept]  # the shape function above reads them all
+    fb.emit(Opcode.InvokePacked, index, read + outputs, len(outputs))
     return compiler._assemble(ty, outputs, plan.alias(call))
 
 

@@ -71,6 +71,36 @@ def describe_primitive(func: Function) -> tuple[str, dict[str, AnyT]]:
     return kernel_base_name([node["op"] for node in builder.nodes]), description
 
 
+def drop_unused_inputs(description: dict[str, AnyT]) -> tuple[dict[str, AnyT], list[int]]:
+    """``description`` without the inputs no node or result reads, and the kept positions.
+
+    A fused function takes a whole tuple when its body projects a few fields (the four
+    parts of a ``split``, say); every array a kernel takes costs its call some unboxing,
+    so the unread ones are left out. Values are renumbered to stay consecutive.
+    """
+    count = len(description["inputs"])
+    read = {arg for node in description["nodes"] for arg in node["args"]}
+    read.update(description["results"])
+    kept = [i for i in range(count) if i in read]
+    if len(kept) == count:
+        return description, kept
+    renumber = {old: new for new, old in enumerate(kept)}
+    dropped = count - len(kept)
+    produced = count
+    for node in description["nodes"]:
+        for _ in node["outputs"]:
+            renumber[produced] = produced - dropped
+            produced += 1
+    return {
+        "inputs": [description["inputs"][i] for i in kept],
+        "outputs": description["outputs"],
+        "nodes": [
+            {**node, "args": [renumber[a] for a in node["args"]]} for node in description["nodes"]
+        ],
+        "results": [renumber[r] for r in description["results"]],
+    }, kept
+
+
 #: TVM's cap on the readable part of a kernel name (``fused_<op>_<op>...``).
 MAX_READABLE_NAME = 80
 

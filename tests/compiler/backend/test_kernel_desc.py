@@ -8,6 +8,7 @@ from compiler.backend.kernel_desc import (
     KernelDescriptionError,
     PrimitiveNames,
     describe_primitive,
+    drop_unused_inputs,
 )
 from compiler.ir.expr import Function
 from compiler.typing import infer_types
@@ -116,3 +117,56 @@ def test_names_are_unique_per_description_in_order_of_first_appearance() -> None
     assert names.name("vm_mod_fused_add", b) == "vm_mod_fused_add_1"
     assert names.name("vm_mod_fused_add", dict(a)) == "vm_mod_fused_add"
     assert names.name("vm_mod_fused_exp", b) == "vm_mod_fused_exp"
+
+
+# ---- unread inputs ------------------------------------------------------------------------
+
+
+def test_inputs_no_node_reads_are_dropped_and_values_renumbered() -> None:
+    _, desc = describe_primitive(
+        primitive("""
+        def @main(%t: (Tensor[(4), float32], Tensor[(4), float32], Tensor[(4), float32])) {
+          %0 = fn (%p: (Tensor[(4), float32], Tensor[(4), float32], Tensor[(4), float32]),
+                   Primitive=1) {
+            multiply(sigmoid(%p.2), %p.2)
+          };
+          %0(%t)
+        }""")
+    )
+    assert len(desc["inputs"]) == 3
+    pruned, kept = drop_unused_inputs(desc)
+    assert kept == [2]
+    assert pruned == {
+        "inputs": [["float32", 1]],
+        "outputs": [["float32", 1]],
+        "nodes": [
+            {"op": "sigmoid", "args": [0], "attrs": {}, "outputs": [["float32", 1]]},
+            {"op": "multiply", "args": [1, 0], "attrs": {}, "outputs": [["float32", 1]]},
+        ],
+        "results": [2],
+    }
+    check_description(pruned)
+
+
+def test_a_description_reading_every_input_is_returned_unchanged() -> None:
+    _, desc = describe_primitive(
+        primitive("""
+        def @main(%x: Tensor[(2, 3), float32], %y: float32) {
+          %0 = fn (%a: Tensor[(2, 3), float32], %b: float32, Primitive=1) { add(%a, %b) };
+          %0(%x, %y)
+        }""")
+    )
+    assert drop_unused_inputs(desc) == (desc, [0, 1])
+
+
+def test_an_input_returned_as_it_is_counts_as_read() -> None:
+    _, desc = describe_primitive(
+        primitive("""
+        def @main(%x: Tensor[(4), float32], %y: Tensor[(4), float32]) {
+          %0 = fn (%a: Tensor[(4), float32], %b: Tensor[(4), float32], Primitive=1) {
+            (negative(%b), %a)
+          };
+          %0(%x, %y)
+        }""")
+    )
+    assert drop_unused_inputs(desc)[1] == [0, 1]

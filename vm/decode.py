@@ -55,7 +55,7 @@ import numpy as np
 
 from vm.errors import VMError
 from vm.instrument import VMInstrumentReturnKind
-from vm.isa import OPCODES, Opcode, OperandKind
+from vm.isa import OPCODES, Opcode, OperandKind, register_written
 from vm.objects import ADT, Closure
 from vm.program import Instruction, VMFunction
 
@@ -246,12 +246,11 @@ def _written_params(function: VMFunction) -> set[int]:
     arity = len(function.params)
     written = set()
     for instruction in function.instructions:
-        info = OPCODES[instruction.opcode]
-        if info.opcode is Opcode.KillRegister:
+        if instruction.opcode is Opcode.KillRegister:
             continue
-        for (_name, kind), value in zip(info.operands, instruction.operands):
-            if kind is OperandKind.DST and value < arity:
-                written.add(value)
+        reg = register_written(instruction.opcode, instruction.operands)
+        if reg is not None and reg < arity:
+            written.add(reg)
     return written
 
 

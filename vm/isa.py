@@ -20,7 +20,9 @@ Adding an opcode is one row here plus a handler in the interpreter, and bumps
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class OperandKind(enum.Enum):
@@ -200,5 +202,25 @@ BY_MNEMONIC: dict[str, Opcode] = {row.mnemonic: row.opcode for row in _ROWS}
 REGISTER_KINDS = frozenset({OperandKind.REG, OperandKind.DST})
 
 assert len(OPCODES) == len(Opcode), "every Opcode needs exactly one row"
+
+
+def registers_read(opcode: Opcode, operands: Sequence[Any]) -> list[int]:
+    """The registers an instruction reads, in operand order (``kill_register`` reads none)."""
+    regs: list[int] = []
+    for (_name, kind), value in zip(OPCODES[opcode].operands, operands):
+        if kind is OperandKind.REG:
+            regs.append(value)
+        elif kind is OperandKind.REGS:
+            regs.extend(value)
+    return regs
+
+
+def register_written(opcode: Opcode, operands: Sequence[Any]) -> int | None:
+    """The register an instruction writes (or empties, for ``kill_register``), if any."""
+    for (_name, kind), value in zip(OPCODES[opcode].operands, operands):
+        if kind is OperandKind.DST:
+            return value
+    return None
+
 
 del R, D, RS, C, F, P, I, O, T, S, DT

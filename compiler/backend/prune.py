@@ -13,7 +13,7 @@ use counts keeps it linear in the function's size.
 
 from __future__ import annotations
 
-from vm.isa import OPCODES, Opcode, OperandKind
+from vm.isa import OPCODES, Opcode, OperandKind, register_written, registers_read
 from vm.program import Instruction, VMFunction
 
 #: Opcodes that only compute their destination: removable when nobody reads it. In
@@ -35,22 +35,11 @@ _PURE = frozenset(
 
 
 def _reads(instruction: Instruction) -> list[int]:
-    info = OPCODES[instruction.opcode]
-    regs: list[int] = []
-    for (_name, kind), value in zip(info.operands, instruction.operands):
-        if kind is OperandKind.REG:
-            regs.append(value)
-        elif kind is OperandKind.REGS:
-            regs.extend(value)
-    return regs
+    return registers_read(instruction.opcode, instruction.operands)
 
 
 def _dst(instruction: Instruction) -> int | None:
-    info = OPCODES[instruction.opcode]
-    for (_name, kind), value in zip(info.operands, instruction.operands):
-        if kind is OperandKind.DST:
-            return value
-    return None
+    return register_written(instruction.opcode, instruction.operands)
 
 
 def prune(function: VMFunction) -> VMFunction:

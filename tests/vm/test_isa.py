@@ -11,7 +11,7 @@ from tests.vm.executable_samples import every_opcode_executable
 from vm.builder import ExecutableBuilder
 from vm.decode import DECODERS
 from vm.executable import Executable
-from vm.isa import OPCODES, Opcode, OperandKind
+from vm.isa import OPCODES, Opcode, OperandKind, register_written, registers_read
 from vm.text import format_instruction
 from vm.verify import verify
 
@@ -57,3 +57,12 @@ def test_every_opcode_is_built_verified_printed_saved_and_decoded(opcode):
 
     assert ROUND_TRIPPED.functions[0].instructions[where] == ins
     assert opcode in DECODERS
+
+
+def test_registers_read_and_written_follow_the_operand_kinds() -> None:
+    assert registers_read(Opcode.InvokePacked, (0, (3, 4, 5), 1)) == [3, 4, 5]
+    assert register_written(Opcode.InvokePacked, (0, (3, 4, 5), 1)) is None
+    assert registers_read(Opcode.If, (1, 2, 1, 3)) == [1, 2]
+    assert registers_read(Opcode.Move, (7, 8)) == [7] and register_written(Opcode.Move, (7, 8)) == 8
+    assert registers_read(Opcode.KillRegister, (4,)) == []
+    assert register_written(Opcode.KillRegister, (4,)) == 4

@@ -159,12 +159,15 @@ def _relayvm_engine(workload: Workload, name: str, compile_fn, note: str) -> Eng
 
 
 def relayvm_engines(workload: Workload, mod, params) -> list[Engine]:
-    """relayvm as a user runs it: ``relay.vm.compile(mod, params=params)`` then ``invoke``."""
+    """relayvm as a TVM user runs a model: ``relay.vm.compile(mod, params=params)`` under
+    ``PassContext(opt_level=3)``, then ``invoke``."""
     from compiler import relay
 
-    return [
-        _relayvm_engine(workload, "relayvm", lambda: relay.vm.compile(mod, params=params), note="")
-    ]
+    def compile_fn():
+        with relay.transform.PassContext(opt_level=3):
+            return relay.vm.compile(mod, params=params)
+
+    return [_relayvm_engine(workload, "relayvm", compile_fn, note="opt_level=3; ")]
 
 
 # --- peers --------------------------------------------------------------------------------------

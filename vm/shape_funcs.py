@@ -675,6 +675,41 @@ def _conv2d(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list
     return [(n, o, out_h, out_w)]
 
 
+@_rule("nn.contrib_conv2d_winograd_weight_transform")
+def _winograd_weight_transform(
+    shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[Shape]:
+    (weight,) = shapes
+    _rank(weight, 4, 4, "weight")
+    o, i, kh, kw = weight
+    if (kh, kw) != (3, 3):
+        raise _Bad(f"weight {fmt_shape(weight)} must have a 3x3 kernel")
+    if attrs.get("tile_size", 2) != 2:
+        raise _Bad(f"attribute tile_size={attrs['tile_size']} is not supported; only 2 is")
+    return [(4, 4, o, i)]
+
+
+@_rule("nn.contrib_conv2d_winograd_without_weight_transform")
+def _winograd_conv2d(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    data, weight = shapes
+    _rank(data, 4, 4, "data")
+    _rank(weight, 4, 4, "weight")
+    (n, c, h, w), (a, b, o, ci) = data, weight
+    strides, dilation, (top, left, bottom, right), groups = _conv_attrs(attrs)
+    if (a, b) != (4, 4) or ci != c:
+        raise _Bad(
+            f"data {fmt_shape(data)} has {c} input channels, but the transformed weight "
+            f"{fmt_shape(weight)} must be (4, 4, out_channels, {c})"
+        )
+    if strides != (1, 1) or dilation != (1, 1) or groups != 1:
+        raise _Bad("strides, dilation and groups must be 1")
+    if attrs.get("channels") is not None:
+        _expect(o, attrs["channels"], "output channels (attribute channels)")
+    out_h = _window_output(h, 3, 1, 1, top, bottom, 0, "kernel")
+    out_w = _window_output(w, 3, 1, 1, left, right, 1, "kernel")
+    return [(n, o, out_h, out_w)]
+
+
 @_rule("nn.conv2d_transpose")
 def _conv2d_transpose(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
     data, weight = shapes

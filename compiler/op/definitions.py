@@ -15,4 +15,5 @@ from compiler.op import (  # noqa: F401  (registration on import)
     defs_reduce,
     defs_spatial,
     defs_transform,
+    defs_winograd,
 )

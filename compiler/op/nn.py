@@ -20,7 +20,9 @@ from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm",
-    "bias_add", "conv2d", "conv2d_transpose", "dense", "dropout", "dropout_raw",
+    "bias_add", "contrib_conv2d_winograd_weight_transform",
+    "contrib_conv2d_winograd_without_weight_transform", "conv2d", "conv2d_transpose", "dense",
+    "dropout", "dropout_raw",
     "global_avg_pool2d", "global_max_pool2d", "group_norm", "layer_norm", "leaky_relu",
     "log_softmax", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
 ]  # fmt: skip
@@ -103,6 +105,45 @@ def conv2d(
     return call_op(
         "nn.conv2d",
         [data, weight],
+        strides=pair_tuple(strides),
+        padding=padding_tuple(padding),
+        dilation=pair_tuple(dilation),
+        groups=groups,
+        channels=channels,
+        kernel_size=pair_tuple(kernel_size),
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+        out_layout=out_layout,
+        out_dtype=out_dtype,
+    )
+
+
+def contrib_conv2d_winograd_weight_transform(weight: object, tile_size: int = 2) -> Call:
+    """OIHW 3x3 ``weight`` transformed for Winograd F(2x2, 3x3): ``(4, 4, O, I)``."""
+    return call_op("nn.contrib_conv2d_winograd_weight_transform", [weight], tile_size=tile_size)
+
+
+def contrib_conv2d_winograd_without_weight_transform(
+    data: object,
+    weight: object,
+    tile_size: int = 2,
+    strides: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    dilation: IntOrPair = (1, 1),
+    groups: int = 1,
+    channels: int | None = None,
+    kernel_size: IntOrPair | None = (3, 3),
+    data_layout: str = "NCHW",
+    kernel_layout: str = "OIHW",
+    out_layout: str = "",
+    out_dtype: str = "",
+) -> Call:
+    """A 3x3, stride-1 ``nn.conv2d`` of NCHW ``data`` whose ``weight`` is already transformed
+    by :func:`contrib_conv2d_winograd_weight_transform`."""
+    return call_op(
+        "nn.contrib_conv2d_winograd_without_weight_transform",
+        [data, weight],
+        tile_size=tile_size,
         strides=pair_tuple(strides),
         padding=padding_tuple(padding),
         dilation=pair_tuple(dilation),

@@ -10,7 +10,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
 2. optimize, each pass run when the context enables it: ``SimplifyInference``
    (batch_norm, dropout and the norms become arithmetic), ``FoldConstant`` (opt_level 2:
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
-   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3);
+   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3),
+   ``AlterOpLayout`` (opt_level 3: 3x3 convolutions with constant weights become Winograd
+   convolutions) and ``FoldConstant`` again (the Winograd weight transforms);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
 4. eta-expand constructors used as values, infer types, write down the axes of each
@@ -76,14 +78,22 @@ def _lowering_pass(name: str, func: Callable[[IRModule], IRModule]) -> Any:
 def _optimizations() -> Any:
     """The optimizing passes, filtered by the current PassContext like any Sequential."""
     from compiler.transform import (
+        AlterOpLayout,
         EliminateCommonSubexpr,
         FoldConstant,
         Sequential,
         SimplifyInference,
     )
 
+    # The second FoldConstant computes the weight transforms AlterOpLayout introduced.
     return Sequential(
-        [SimplifyInference(), FoldConstant(), EliminateCommonSubexpr()],
+        [
+            SimplifyInference(),
+            FoldConstant(),
+            EliminateCommonSubexpr(),
+            AlterOpLayout(),
+            FoldConstant(),
+        ],
         name="VMOptimize",
     )
 

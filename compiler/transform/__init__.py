@@ -10,6 +10,7 @@ Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` 
         mod = seq(mod)
 """
 
+from compiler.transform.alter_op_layout import AlterOpLayout
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
@@ -32,6 +33,7 @@ from compiler.transform.pass_manager import (
 from compiler.transform.simplify_inference import SimplifyInference
 
 for _pass in (
+    AlterOpLayout,
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
@@ -56,6 +58,7 @@ def __getattr__(name: str) -> object:
 register_pass("FuseOps", lambda: __getattr__("FuseOps")())  # type: ignore[operator]
 
 __all__ = [
+    "AlterOpLayout",
     "DeadCodeElimination",
     "EliminateCommonSubexpr",
     "FoldConstant",

@@ -146,6 +146,11 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((2, 6, 7, 8), F), ((6, 1, 3, 3), F)], {"groups": 6, "dilation": [2, 1]}),
         ([((1, 4, 5, 5), F), ((2, 2, 1, 1), F)], {"groups": 2, "padding": [0, 1, 2, 3]}),
     ],
+    "nn.contrib_conv2d_winograd_weight_transform": [([((8, 4, 3, 3), F)], {})],
+    "nn.contrib_conv2d_winograd_without_weight_transform": [
+        ([((1, 4, 9, 9), F), ((4, 4, 8, 4), F)], {"padding": [1, 1], "kernel_size": [3, 3]}),
+        ([((2, 3, 7, 6), F), ((4, 4, 5, 3), F)], {"padding": [0, 1, 2, 0], "kernel_size": [3, 3]}),
+    ],
     "nn.conv2d_transpose": [
         ([((1, 4, 5, 5), F), ((4, 3, 3, 3), F)], {"strides": [2, 2], "padding": [1, 1]}),
         (

@@ -170,16 +170,29 @@ def conv_winograd(x, w, out3, n, pt, pl, out_h, out_w) -> None:
     """Image ``n`` of a 3x3, stride-1, ungrouped float convolution by Winograd F(2x2, 3x3)
     (see :mod:`vm.kernels.winograd`): transform the weights and the input tiles, 16
     products, transform the output tiles; each step split between threads."""
-    out_channels, channels = w.shape[0], w.shape[1]
+    u = _planes("winograd u", w.shape[0], w.shape[1], w.dtype)
+    _winograd(x, w, u, out3, n, pt, pl, out_h, out_w)
+
+
+def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w) -> None:
+    """:func:`conv_winograd` with the weights already transformed into ``u`` (16, out
+    channels, in channels), as ``nn.contrib_conv2d_winograd_without_weight_transform``
+    takes them."""
+    _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
+
+
+def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
+    out_channels, channels = u.shape[1], u.shape[2]
     tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
     tiles = tiles_h * tiles_w
-    u = _planes("winograd u", out_channels, channels, w.dtype)
-    v = _planes("winograd v", channels, tiles, w.dtype)
-    m = _planes("winograd m", out_channels, tiles, w.dtype)
+    v = _planes("winograd v", channels, tiles, x.dtype)
+    m = _planes("winograd m", out_channels, tiles, x.dtype)
     flops = out_channels * channels * tiles * 16
     with threads.single_threaded_blas():
-        tasks = [_call(winograd.transform_weights, w, u, lo, hi)
-                 for lo, hi in _ranges(out_channels, flops)]  # fmt: skip
+        tasks = []
+        if w is not None:
+            tasks += [_call(winograd.transform_weights, w, u, lo, hi)
+                      for lo, hi in _ranges(out_channels, flops)]  # fmt: skip
         tasks += [_call(winograd.transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                   for lo, hi in _ranges(channels, flops)]  # fmt: skip
         threads.run(tasks)
@@ -230,6 +243,7 @@ _DENSE = bridge.register(_dense, 3)
 _MATMUL = bridge.register(_matmul, 3)
 _CONV_IMAGE = bridge.register(conv_image, 3)
 _CONV_WINOGRAD = bridge.register(conv_winograd, 3)
+_CONV_WINOGRAD_TRANSFORMED = bridge.register(conv_winograd_transformed, 3)
 _CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
 
 
@@ -296,6 +310,19 @@ def conv_winograd_into(x, w, out3, n, pt, pl, out_h, out_w):
         block[at] = value
         at += 1
     bridge.invoke(_CONV_WINOGRAD, block, at)
+
+
+@njit(nogil=True)
+def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w):
+    """:func:`conv_winograd_transformed` from compiled code."""
+    block = np.empty(48, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, u)
+    at = bridge.put(block, at, out3)
+    for value in (n, pt, pl, out_h, out_w):
+        block[at] = value
+        at += 1
+    bridge.invoke(_CONV_WINOGRAD_TRANSFORMED, block, at)
 
 
 @njit(nogil=True)

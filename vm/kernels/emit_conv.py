@@ -232,6 +232,88 @@ register(
 )
 
 
+# --- nn.contrib_conv2d_winograd_without_weight_transform -----------------------------------------
+
+
+def _winograd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    dtype = require_same_dtype(["data", "weight"], args)
+    require_kind("data", args[0], "float")
+    require_rank("data", args[0], 4, 4)
+    require_rank("weight", args[1], 4, 4)
+    check_layout(attrs, "data_layout", (NCHW,))
+    check_layout(attrs, "kernel_layout", ("OIHW",))
+    check_layout(attrs, "out_layout", _OUT_LAYOUTS)
+    if attrs["tile_size"] != 2:
+        raise RuleError(f"attribute tile_size={attrs['tile_size']} is not supported; only 2 is")
+    for name in ("strides", "dilation"):
+        if pair(name, attrs[name]) != (1, 1):
+            raise RuleError(f"attribute {name}={attrs[name]} must be 1")
+    if attrs["groups"] != 1:
+        raise RuleError(f"attribute groups={attrs['groups']} must be 1")
+    if attrs["kernel_size"] is None or pair("kernel_size", attrs["kernel_size"]) != (3, 3):
+        raise RuleError(f"attribute kernel_size={attrs['kernel_size']} must be (3, 3)")
+    padding4(attrs["padding"])
+    if attrs["out_dtype"] not in ("", dtype):
+        raise RuleError(f"attribute out_dtype={attrs['out_dtype']} must be {dtype}")
+    return (Spec(dtype, 4),)
+
+
+def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
+    (n, c, h, w), (a, b, o, ci) = ctx.arg_dims
+    ctx.expect(a, "4", "first dimension of the transformed weight (tile size + 2)")
+    ctx.expect(b, "4", "second dimension of the transformed weight (tile size + 2)")
+    ctx.expect(ci, c, "input channels of data (the transformed weight's last dimension)")
+    if ctx.attrs["channels"] is not None:
+        ctx.expect(o, str(ctx.attrs["channels"]), "output channels (attribute channels)")
+    top, left, bottom, right = padding4(ctx.attrs["padding"])
+    out_h = window_output(ctx, 0, h, "3", 1, 1, top, bottom, "kernel")
+    out_w = window_output(ctx, 1, w, "3", 1, 1, left, right, "kernel")
+    return [[n, o, out_h, out_w]]
+
+
+def _winograd_emit(ctx: EmitCtx) -> None:
+    s = ctx.src
+    (n, c, _, _), (_, _, o, _) = ctx.arg_dims
+    _, _, out_h, out_w = ctx.out_dims[0]
+    top, left, _, _ = padding4(ctx.attrs["padding"])
+    u, o3, b = s.fresh("u"), s.fresh("o"), s.fresh("b")
+    s.line(f"{u} = {ctx.args[1]}.reshape((16, {o}, {c}))")
+    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
+    with s.block(f"for {b} in range({n}):"):
+        s.line(
+            f"blas.conv_winograd_transformed_into({ctx.args[0]}, {u}, {o3}, {b}, "
+            f"{plain(top)}, {plain(left)}, {out_h}, {out_w})"
+        )
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+
+
+register(
+    OpRule(
+        "nn.contrib_conv2d_winograd_without_weight_transform",
+        2,
+        (
+            Attr("tile_size", "int", 2),
+            Attr("strides", "ints", (1, 1)),
+            Attr("padding", "ints", (0, 0)),
+            Attr("dilation", "ints", (1, 1)),
+            Attr("groups", "int", 1),
+            Attr("channels", "int", None, optional=True),
+            Attr("kernel_size", "ints", None, optional=True),
+            Attr("data_layout", "str", NCHW),
+            Attr("kernel_layout", "str", "OIHW"),
+            Attr("out_layout", "str", ""),
+            Attr("out_dtype", "dtype_or_empty", ""),
+        ),
+        _winograd_infer,
+        _winograd_shape,
+        emit=_winograd_emit,
+        numeric=True,
+        epilogue=True,
+    )
+)
+
+
 # --- nn.conv2d_transpose -----------------------------------------------------------------------
 
 

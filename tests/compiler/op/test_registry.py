@@ -42,6 +42,8 @@ EXPECTED_PATTERNS = {
     "nn.softmax": X,
     "nn.log_softmax": X,
     # Convolutions, pools, normalization and the other CNN operators.
+    "nn.contrib_conv2d_winograd_weight_transform": X,
+    "nn.contrib_conv2d_winograd_without_weight_transform": O,
     "nn.conv2d": O,
     "nn.conv2d_transpose": O,
     "nn.max_pool2d": O,
@@ -81,7 +83,7 @@ REQUIRED_ATTRS = {
 
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
-    assert len(list_ops()) == 85
+    assert len(list_ops()) == 87
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PATTERNS))

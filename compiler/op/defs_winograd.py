@@ -1,0 +1,188 @@
+"""Winograd convolution with the weights transformed ahead of time (TVM's ``contrib`` ops).
+
+Compiler layer (``compiler.op``).
+
+A 3x3, stride-1 convolution computes each 2x2 output tile from a 4x4 input tile
+(Winograd F(2x2, 3x3), Lavin and Gray 2016): ``U = G g G^T`` transforms each 3x3
+kernel, ``V = B^T d B`` each input tile, and ``A^T (sum over channels U * V) A`` is the
+output tile. The weight transform depends on the weights alone, so when they are
+constants ``AlterOpLayout`` splits ``nn.conv2d`` into the two operators below and
+``FoldConstant`` computes the transform once, at compile time, as TVM does:
+
+- ``nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=2)``: OIHW ``(O, I, 3, 3)``
+  to ``(4, 4, O, I)``;
+- ``nn.contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size=2, ...)``:
+  NCHW data and a transformed weight; the attributes are ``nn.conv2d``'s, and only
+  ``kernel_size`` 3x3, strides and dilation 1, one group and tile size 2 are implemented.
+
+The references compute in float64 with the matrices above and round once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import Any, TensorType, Type
+from compiler.op.defs_common import define, result
+from compiler.op.defs_window import (
+    NCHW,
+    OUT_LAYOUTS,
+    check_layout,
+    fmt_attr,
+    nchw_data,
+    padding4,
+    pair,
+    window_output,
+)
+from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
+
+TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
+CONV = "nn.contrib_conv2d_winograd_without_weight_transform"
+
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+_BT = np.array(
+    [[1.0, 0.0, -1.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, -1.0, 1.0, 0.0], [0.0, 1.0, 0.0, -1.0]]
+)
+_AT = np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]])
+
+
+def _tile_size(op: str, attrs: Attrs) -> int:
+    tile = attrs["tile_size"]
+    if tile != 2:
+        raise OpTypeError(f"{op}: attribute tile_size={tile} is not supported; only 2 is")
+    return 2
+
+
+# --- the weight transform ----------------------------------------------------------------------
+
+
+def _transform_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """(O, I, 3, 3) -> (tile_size + 2, tile_size + 2, O, I)."""
+    op = TRANSFORM
+    tile = _tile_size(op, attrs)
+    weight = tensor_arg(op, arg_types[0], "weight")
+    require_dtype(op, weight, "weight", "float")
+    if weight.ndim != 4 or any(not isinstance(d, Any) and d != 3 for d in weight.shape[2:]):
+        raise OpTypeError(
+            f"{op}: argument weight must be a 4-D OIHW tensor with a 3x3 kernel, "
+            f"found {fmt_type(weight)}"
+        )
+    alpha = tile + 2
+    return TensorType([alpha, alpha, weight.shape[0], weight.shape[1]], weight.dtype)
+
+
+def _transform(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    (weight,) = args
+    _transform_rel([TensorType(weight.shape, weight.dtype.name)], attrs)
+    u = np.einsum("ar,oirs,bs->aboi", _G, weight.astype(np.float64), _G)
+    return result(u, weight.dtype)
+
+
+define(
+    TRANSFORM,
+    ("weight",),
+    _transform_rel,
+    _transform,
+    OpPattern.OPAQUE,
+    attrs=(AttrSpec("tile_size", "int", 2),),
+    doc="Winograd F(2x2, 3x3) transform of OIHW 3x3 weights to (4, 4, O, I)",
+)
+
+
+# --- the convolution ---------------------------------------------------------------------------
+
+
+def _conv_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """(N, C, H, W) x (4, 4, O, C) -> (N, O, H + pads - 2, W + pads - 2)."""
+    op = CONV
+    _tile_size(op, attrs)
+    data = nchw_data(op, arg_types[0])
+    weight = tensor_arg(op, arg_types[1], "weight")
+    dtype = require_same_dtype(op, [("data", data), ("weight", weight)])
+    require_dtype(op, data, "data", "float")
+    check_layout(op, attrs, "data_layout", (NCHW,))
+    check_layout(op, attrs, "kernel_layout", ("OIHW",))
+    check_layout(op, attrs, "out_layout", OUT_LAYOUTS)
+    for name in ("strides", "dilation"):
+        if pair(op, attrs, name) != (1, 1):
+            raise OpTypeError(f"{op}: attribute {name}={fmt_attr(attrs[name])} must be 1")
+    if attrs["groups"] != 1:
+        raise OpTypeError(f"{op}: attribute groups={attrs['groups']} must be 1")
+    if attrs["kernel_size"] is None or pair(op, attrs, "kernel_size") != (3, 3):
+        raise OpTypeError(
+            f"{op}: attribute kernel_size must be (3, 3), found {fmt_attr(attrs['kernel_size'])}"
+        )
+    if attrs["out_dtype"] not in ("", dtype):
+        raise OpTypeError(f"{op}: attribute out_dtype={attrs['out_dtype']} must be {dtype}")
+    if weight.ndim != 4 or any(not isinstance(d, Any) and d != 4 for d in weight.shape[:2]):
+        raise OpTypeError(
+            f"{op}: argument weight must be a transformed (4, 4, out_channels, in_channels) "
+            f"tensor, found {fmt_type(weight)}"
+        )
+    in_channels, weight_channels = data.shape[1], weight.shape[3]
+    known = not isinstance(in_channels, Any) and not isinstance(weight_channels, Any)
+    if known and in_channels != weight_channels:
+        raise OpTypeError(
+            f"{op}: data {fmt_type(data)} has {in_channels} channels, but weight "
+            f"{fmt_type(weight)} takes {weight_channels}"
+        )
+    out_channels = weight.shape[2]
+    channels = attrs["channels"]
+    if channels is not None and not isinstance(out_channels, Any) and channels != out_channels:
+        raise OpTypeError(
+            f"{op}: attribute channels={channels} does not match weight {fmt_type(weight)}"
+        )
+    top, left, bottom, right = padding4(op, attrs)
+    out_h = window_output(op, data, 0, 3, 1, 1, top, bottom, "kernel")
+    out_w = window_output(op, data, 1, 3, 1, 1, left, right, "kernel")
+    return TensorType([data.shape[0], out_channels, out_h, out_w], dtype)
+
+
+def _conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, weight = args
+    out_type = _conv_rel([TensorType(a.shape, a.dtype.name) for a in args], attrs)
+    _, _, out_h, out_w = out_type.shape
+    top, left, bottom, right = padding4(CONV, attrs)
+    tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
+    # Pad so that every 4x4 tile (stepping by 2) lies inside; extra rows are cropped later.
+    height, width = data.shape[2] + top + bottom, data.shape[3] + left + right
+    extra_h, extra_w = 2 * tiles_h + 2 - height, 2 * tiles_w + 2 - width
+    x = np.pad(
+        data.astype(np.float64),
+        ((0, 0), (0, 0), (top, bottom + max(extra_h, 0)), (left, right + max(extra_w, 0))),
+    )
+    tiles = sliding_window_view(x, (4, 4), axis=(2, 3))[:, :, : 2 * tiles_h : 2, : 2 * tiles_w : 2]
+    v = np.einsum("ar,nchwrs,bs->abnchw", _BT, tiles, _BT, optimize=True)
+    m = np.einsum("aboc,abnchw->abnohw", weight.astype(np.float64), v, optimize=True)
+    y = np.einsum("ia,abnohw,jb->nohiwj", _AT, m, _AT, optimize=True)
+    n, o = y.shape[0], y.shape[1]
+    out = y.reshape(n, o, 2 * tiles_h, 2 * tiles_w)[:, :, :out_h, :out_w]
+    return result(out, out_type.dtype)
+
+
+define(
+    CONV,
+    ("data", "weight"),
+    _conv_rel,
+    _conv,
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    attrs=(
+        AttrSpec("tile_size", "int", 2),
+        AttrSpec("strides", "ints", (1, 1)),
+        AttrSpec("padding", "ints", (0, 0)),
+        AttrSpec("dilation", "ints", (1, 1)),
+        AttrSpec("groups", "int", 1),
+        AttrSpec("channels", "int", None, optional=True),
+        AttrSpec("kernel_size", "ints", None, optional=True),
+        AttrSpec("data_layout", "str", NCHW),
+        AttrSpec("kernel_layout", "str", "OIHW"),
+        AttrSpec("out_layout", "str", ""),
+        AttrSpec("out_dtype", "dtype_or_empty", ""),
+    ),
+    doc="3x3 stride-1 convolution of NCHW data with Winograd-transformed (4, 4, O, I) weights",
+)

@@ -1,0 +1,78 @@
+"""The Winograd contrib operators: references against nn.conv2d, type relations, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.op.registry import OpTypeError
+from tests.compiler.op._helpers import T, ref, rel
+
+TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
+CONV = "nn.contrib_conv2d_winograd_without_weight_transform"
+RNG = np.random.default_rng(5)
+
+
+# ---- returns ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "out_channels", "padding"),
+    [
+        ((2, 3, 7, 9), 5, (1, 1, 1, 1)),  # odd output sizes: the last tiles are cropped
+        ((1, 8, 14, 14), 4, (1, 1, 1, 1)),
+        ((1, 2, 6, 5), 3, (0, 0, 0, 0)),
+        ((1, 2, 5, 5), 2, (2, 1, 0, 1)),
+        ((1, 1, 3, 3), 1, (0, 0, 0, 0)),  # one output pixel
+    ],
+)
+def test_the_transform_then_the_convolution_equal_nn_conv2d(data, out_channels, padding) -> None:
+    x = RNG.standard_normal(data).astype("float32")
+    w = RNG.standard_normal((out_channels, data[1], 3, 3)).astype("float32")
+    u = ref(TRANSFORM, w)
+    assert u.shape == (4, 4, out_channels, data[1]) and u.dtype == np.float32
+    got = ref(CONV, x, u, padding=padding, kernel_size=(3, 3))
+    want = ref("nn.conv2d", x, w, padding=padding)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_types_follow_tvm() -> None:
+    assert rel(TRANSFORM, T((64, 32, 3, 3))) == T((4, 4, 64, 32))
+    assert rel(TRANSFORM, T((None, 32, 3, 3), "float64")) == T((4, 4, None, 32), "float64")
+    out = rel(CONV, T((None, 32, 14, 14)), T((4, 4, 64, 32)), padding=(1, 1), kernel_size=(3, 3))
+    assert out == T((None, 64, 14, 14))
+
+
+# ---- invalid ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "attrs", "message"),
+    [
+        ((T((4, 8, 3, 3)),), {"tile_size": 4}, "tile_size=4 is not supported"),
+        ((T((4, 8, 5, 5)),), {}, "3x3 kernel"),
+        ((T((4, 8, 3, 3), "int32"),), {}, "float"),
+    ],
+)
+def test_the_transform_refuses_what_it_cannot_do(args, attrs, message) -> None:
+    with pytest.raises(OpTypeError, match=message):
+        rel(TRANSFORM, *args, **attrs)
+
+
+@pytest.mark.parametrize(
+    ("weight", "attrs", "message"),
+    [
+        (T((4, 4, 16, 8)), {"strides": (2, 2)}, "strides=.* must be 1"),
+        (T((4, 4, 16, 8)), {"dilation": (2, 2)}, "dilation=.* must be 1"),
+        (T((4, 4, 16, 8)), {"groups": 2}, "groups=2 must be 1"),
+        (T((4, 4, 16, 8)), {"kernel_size": None}, "kernel_size must be"),
+        (T((16, 8, 3, 3)), {}, "transformed"),
+        (T((4, 4, 16, 4)), {}, "has 8 channels, but weight"),
+        (T((4, 4, 16, 8)), {"channels": 32}, "channels=32 does not match"),
+    ],
+)
+def test_the_convolution_refuses_what_it_cannot_do(weight, attrs, message) -> None:
+    full = {"kernel_size": (3, 3), "padding": (1, 1), **attrs}
+    with pytest.raises(OpTypeError, match=message):
+        rel(CONV, T((1, 8, 14, 14)), weight, **full)

@@ -1,0 +1,96 @@
+"""AlterOpLayout: which convolutions become Winograd ones, and that results do not change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from compiler import relay
+from tests.compiler.transform.util import assert_results_match, calls
+
+alter = relay.transform.AlterOpLayout()
+RNG = np.random.default_rng(3)
+WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
+
+
+def conv_module(
+    channels: int = 8,
+    out_channels: int = 8,
+    size: int = 14,
+    kernel: int = 3,
+    constant: bool = True,
+    **attrs: object,
+) -> relay.IRModule:
+    """``main(x) = relu(conv2d(x, W) + 1)`` on a (1, channels, size, size) input."""
+    x = relay.var("x", shape=(1, channels, size, size), dtype="float32")
+    shape = (out_channels, channels // attrs.get("groups", 1), kernel, kernel)
+    weight_value = RNG.standard_normal(shape).astype("float32")
+    params = [x]
+    if constant:
+        weight = relay.const(weight_value)
+    else:
+        weight = relay.var("w", shape=shape, dtype="float32")
+        params.append(weight)
+    attrs.setdefault("padding", (1, 1))
+    body = relay.nn.relu(relay.nn.conv2d(x, weight, **attrs) + relay.const(1.0))
+    mod = relay.IRModule()
+    mod["main"] = relay.Function(params, body)
+    return mod
+
+
+def image(channels: int = 8, size: int = 14) -> np.ndarray:
+    return RNG.standard_normal((1, channels, size, size)).astype("float32")
+
+
+# ---- returns: rewritten ------------------------------------------------------------------------
+
+
+def test_a_qualifying_convolution_becomes_a_winograd_one_with_a_foldable_transform() -> None:
+    before = conv_module()
+    after = alter(before)
+    (conv,) = calls(after["main"], WINOGRAD)
+    (transform,) = calls(after["main"], TRANSFORM)
+    assert conv.args[1] is transform
+    assert not calls(after["main"], "nn.conv2d")
+    assert_results_match(before, after, [image()], rtol=1e-4)
+    folded = relay.transform.FoldConstant()(after)
+    assert not calls(folded["main"], TRANSFORM)  # the transform is computed at compile time
+
+
+def test_opt_level_3_compiles_and_runs_it_like_the_reference() -> None:
+    mod = conv_module(channels=16, out_channels=24, size=15)
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod)
+    assert any(WINOGRAD.replace(".", "_") in p.name for p in exe.primitives)
+    x = image(16, 15)
+    want = relay.create_executor("debug", mod).evaluate()(x)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_default_opt_level_keeps_nn_conv2d() -> None:
+    exe = relay.vm.compile(conv_module())
+    assert not any("winograd" in p.name for p in exe.primitives)
+
+
+# ---- returns: left alone ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"strides": (2, 2)},
+        {"dilation": (2, 2), "padding": (2, 2)},
+        {"groups": 2},
+        {"kernel": 1, "padding": (0, 0)},
+        {"size": 8},  # 16 output tiles: im2col and BLAS win
+        {"channels": 4},
+        {"constant": False},  # the transform could not be folded
+    ],
+)
+def test_other_convolutions_are_left_alone(changes: dict) -> None:
+    after = alter(conv_module(**changes))
+    assert len(calls(after["main"], "nn.conv2d")) == 1
+    assert not calls(after["main"], WINOGRAD)

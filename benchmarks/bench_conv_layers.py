@@ -1,19 +1,19 @@
-"""Per-layer timing of ResNet-18's convolutions: relayvm's fused conv kernels against
-onnxruntime on the same shapes.
+"""Per-layer timing of ResNet-18's convolutions: relayvm against onnxruntime on the same shapes.
 
-Test support (``tests/vm/kernels``), not a test: run it by hand on a quiet machine::
+Run it by hand on a quiet machine (it needs the ``bench`` extra)::
 
-    .venv/bin/python -m tests.vm.kernels.conv_layers_bench [--rounds 3] [--threads 2]
+    .venv/bin/python -m benchmarks.bench_conv_layers [--rounds 3] [--threads 2]
 
 Each layer is a convolution followed by its folded batch norm and, where ResNet-18 has
-them, the residual add and relu: for relayvm one kernel description ``nn.conv2d ->
-multiply -> add [-> add] [-> nn.relu]`` (what operator fusion produces), for
-onnxruntime a two- or three-node ONNX graph (Conv with bias [-> Add] [-> Relu]; its
-optimizer folds the same things). Each engine is timed in its own phase, because thread
-pools that spin after a call (onnxruntime's, OpenBLAS's) would otherwise steal the cores
-from the other; phases alternate ``--rounds`` times and each layer's best time is kept.
-The whole-network figure weights each layer by how often ResNet-18 runs it. Needs the
-``onnx`` and ``onnxruntime`` packages.
+them, the residual add and relu: for relayvm a Relay function ``nn.conv2d -> multiply ->
+add [-> add] [-> nn.relu]`` with constant weights compiled as ``benchmarks`` compiles
+the models (``PassContext(opt_level=3)``: one fused kernel, a Winograd one where
+``AlterOpLayout`` chooses it) and run by the VM, for onnxruntime a two- or three-node
+ONNX graph (Conv with bias [-> Add] [-> Relu]; its optimizer folds the same things).
+Each engine is timed in its own phase, because thread pools that spin after a call
+(onnxruntime's, OpenBLAS's) would otherwise steal the cores from the other; phases
+alternate ``--rounds`` times and each layer's best time is kept. The whole-network
+figure weights each layer by how often ResNet-18 runs it.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.vm.kernels.harness import Program
-from vm.kernels import load_kernel
+import vm
 
 
 @dataclass(frozen=True)
@@ -83,25 +82,33 @@ def arrays(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def relayvm_runner(layer: Layer, data: dict[str, np.ndarray]) -> Callable[[], np.ndarray]:
-    """The fused kernel for ``layer``, ready to call; returns its output array."""
-    names = ["x", "w", "scale", "shift"] + (["res"] if layer.residual else [])
-    program = Program([data[n] for n in names])
+    """``layer`` compiled and loaded in a VM, ready to call; returns its output array."""
+    from compiler import relay
+
+    x = relay.var("x", shape=data["x"].shape, dtype="float32")
+    params = [x]
     p = layer.padding
-    (value,) = program.add("nn.conv2d", [0, 1], strides=(layer.stride,) * 2, padding=(p,) * 4)
-    (value,) = program.add("multiply", [value, 2])
-    (value,) = program.add("add", [value, 3])
+    value = relay.nn.conv2d(
+        x, relay.const(data["w"]), strides=(layer.stride,) * 2, padding=(p,) * 4
+    )
+    value = value * relay.const(data["scale"]) + relay.const(data["shift"])
+    feeds = [data["x"]]
     if layer.residual:
-        (value,) = program.add("add", [value, 4])
+        res = relay.var("res", shape=data["res"].shape, dtype="float32")
+        params.append(res)
+        feeds.append(data["res"])
+        value = value + res
     if layer.relu:
-        (value,) = program.add("nn.relu", [value])
-    kernel = load_kernel(program.description([value]))
-    inputs = program.inputs
-    out = np.empty_like(program.values[value])
-    expected = program.values[value]
+        value = relay.nn.relu(value)
+    mod = relay.IRModule()
+    mod["main"] = relay.Function(params, value)
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod)
+    machine = vm.VirtualMachine(exe, vm.cpu())
+    expected = relay.create_executor("debug", mod).evaluate()(*feeds)
 
     def run() -> np.ndarray:
-        kernel.entry(*inputs, out)
-        return out
+        return machine.invoke("main", *feeds)
 
     np.testing.assert_allclose(run(), expected, rtol=1e-4, atol=1e-4)
     return run

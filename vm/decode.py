@@ -76,7 +76,7 @@ K_SET = 8  # (k, value, dst): load_const, load_consti, kill_register
 K_MATCH_TAG = 9  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
 K_IF_CONST = 10  # (k, test, value, true_offset, false_offset, target)
 K_GET_FIELD = 11  # (k, object, index, dst)
-K_INVOKE = 12  # (k, callee code, args, pad, dst)
+K_INVOKE = 12  # (k, callee code, args, pad, dst, gather): gather(regs) -> the arguments
 K_RET = 13  # (k, result, caller code, return pc, caller registers, result register) slots
 K_MOVE = 14  # (k, src, dst)
 K_GOTO = 15  # (k, offset)
@@ -569,7 +569,21 @@ def _invoke(d: Decoder, ops: dict[str, Any]) -> tuple:
     args = tuple(ops["args"])
     if d.mode == "hooked":
         return (K_INVOKE_HOOKED, code, args, pad, ops["dst"], d.exe.functions[callee], d.hook)
-    return (K_INVOKE, code, args, pad, ops["dst"])
+    return (K_INVOKE, code, args, pad, ops["dst"], _gather(args))
+
+
+def _no_arguments(registers: list) -> tuple:
+    return ()
+
+
+def _gather(regs: tuple[int, ...]) -> Callable[[list], tuple]:
+    """A function of the register list returning the values of ``regs`` as a tuple."""
+    if len(regs) >= 2:
+        return itemgetter(*regs)  # gathers in C
+    if regs:
+        (only,) = regs
+        return lambda registers: (registers[only],)
+    return _no_arguments
 
 
 @_decoder(Opcode.InvokeClosure)

@@ -206,19 +206,16 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     pc += 1
             elif op < 16:
                 if op == 12:  # K_INVOKE
-                    _, callee, args, pad, dst = ins
+                    _, callee, args, pad, dst, gather = ins
                     if depth >= limit:
                         raise _depth_error(program, code, pc, limit)
                     depth += 1
                     # The callee's registers end with the caller's frame: code, return
                     # pc, registers and the register that receives the result.
-                    count = len(args)
-                    if count == 1:
+                    if len(args) == 1:
                         regs = [regs[args[0]], *pad, code, pc + 1, regs, dst]
-                    elif count == 2:
-                        regs = [regs[args[0]], regs[args[1]], *pad, code, pc + 1, regs, dst]
                     else:
-                        regs = [*[regs[r] for r in args], *pad, code, pc + 1, regs, dst]
+                        regs = [*gather(regs), *pad, code, pc + 1, regs, dst]
                     code = callee
                     pc = 0
                 elif op == 13:  # K_RET

@@ -684,9 +684,10 @@ def _winograd_weight_transform(
     o, i, kh, kw = weight
     if (kh, kw) != (3, 3):
         raise _Bad(f"weight {fmt_shape(weight)} must have a 3x3 kernel")
-    if attrs.get("tile_size", 2) != 2:
-        raise _Bad(f"attribute tile_size={attrs['tile_size']} is not supported; only 2 is")
-    return [(4, 4, o, i)]
+    tile = attrs.get("tile_size", 2)
+    if tile not in (2, 4):
+        raise _Bad(f"attribute tile_size={tile} is not supported; only 2 and 4 are")
+    return [(tile + 2, tile + 2, o, i)]
 
 
 @_rule("nn.contrib_conv2d_winograd_without_weight_transform")
@@ -696,10 +697,11 @@ def _winograd_conv2d(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple
     _rank(weight, 4, 4, "weight")
     (n, c, h, w), (a, b, o, ci) = data, weight
     strides, dilation, (top, left, bottom, right), groups = _conv_attrs(attrs)
-    if (a, b) != (4, 4) or ci != c:
+    alpha = attrs.get("tile_size", 2) + 2
+    if (a, b) != (alpha, alpha) or ci != c:
         raise _Bad(
             f"data {fmt_shape(data)} has {c} input channels, but the transformed weight "
-            f"{fmt_shape(weight)} must be (4, 4, out_channels, {c})"
+            f"{fmt_shape(weight)} must be ({alpha}, {alpha}, out_channels, {c})"
         )
     if strides != (1, 1) or dilation != (1, 1) or groups != 1:
         raise _Bad("strides, dilation and groups must be 1")

@@ -10,10 +10,14 @@ constants ``AlterOpLayout`` splits ``nn.conv2d`` into the two operators below an
 ``FoldConstant`` computes the transform once, at compile time, as TVM does:
 
 - ``nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=2)``: OIHW ``(O, I, 3, 3)``
-  to ``(4, 4, O, I)``;
+  to ``(tile_size + 2, tile_size + 2, O, I)``;
 - ``nn.contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size=2, ...)``:
   NCHW data and a transformed weight; the attributes are ``nn.conv2d``'s, and only
-  ``kernel_size`` 3x3, strides and dilation 1, one group and tile size 2 are implemented.
+  ``kernel_size`` 3x3, strides and dilation 1 and one group are implemented.
+
+Tile sizes 2 (F(2x2, 3x3), 16 products) and 4 (F(4x4, 3x3): 4x4 output tiles from 6x6
+input tiles, 36 products, 2.25 times fewer multiplications again, slightly less exact)
+are implemented.
 
 The references compute in float64 with the matrices above and round once.
 """
@@ -49,13 +53,28 @@ _BT = np.array(
     [[1.0, 0.0, -1.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, -1.0, 1.0, 0.0], [0.0, 1.0, 0.0, -1.0]]
 )
 _AT = np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]])
+# F(4x4, 3x3): interpolation points 0, 1, -1, 2, -2 and infinity.
+_G4 = np.array(
+    [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+     [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+)  # fmt: skip
+_BT4 = np.array(
+    [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+     [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=float
+)  # fmt: skip
+_AT4 = np.array(
+    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+    dtype=float,
+)
+#: tile size -> (G, B^T, A^T)
+_MATRICES = {2: (_G, _BT, _AT), 4: (_G4, _BT4, _AT4)}
 
 
 def _tile_size(op: str, attrs: Attrs) -> int:
     tile = attrs["tile_size"]
-    if tile != 2:
-        raise OpTypeError(f"{op}: attribute tile_size={tile} is not supported; only 2 is")
-    return 2
+    if tile not in _MATRICES:
+        raise OpTypeError(f"{op}: attribute tile_size={tile} is not supported; only 2 and 4 are")
+    return tile  # type: ignore[return-value]
 
 
 # --- the weight transform ----------------------------------------------------------------------
@@ -79,7 +98,8 @@ def _transform_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
 def _transform(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     (weight,) = args
     _transform_rel([TensorType(weight.shape, weight.dtype.name)], attrs)
-    u = np.einsum("ar,oirs,bs->aboi", _G, weight.astype(np.float64), _G)
+    g = _MATRICES[attrs["tile_size"]][0]  # type: ignore[index]
+    u = np.einsum("ar,oirs,bs->aboi", g, weight.astype(np.float64), g)
     return result(u, weight.dtype)
 
 
@@ -119,10 +139,11 @@ def _conv_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
         )
     if attrs["out_dtype"] not in ("", dtype):
         raise OpTypeError(f"{op}: attribute out_dtype={attrs['out_dtype']} must be {dtype}")
-    if weight.ndim != 4 or any(not isinstance(d, Any) and d != 4 for d in weight.shape[:2]):
+    alpha = attrs["tile_size"] + 2  # type: ignore[operator]
+    if weight.ndim != 4 or any(not isinstance(d, Any) and d != alpha for d in weight.shape[:2]):
         raise OpTypeError(
-            f"{op}: argument weight must be a transformed (4, 4, out_channels, in_channels) "
-            f"tensor, found {fmt_type(weight)}"
+            f"{op}: argument weight must be a transformed ({alpha}, {alpha}, out_channels, "
+            f"in_channels) tensor, found {fmt_type(weight)}"
         )
     in_channels, weight_channels = data.shape[1], weight.shape[3]
     known = not isinstance(in_channels, Any) and not isinstance(weight_channels, Any)
@@ -148,20 +169,24 @@ def _conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     out_type = _conv_rel([TensorType(a.shape, a.dtype.name) for a in args], attrs)
     _, _, out_h, out_w = out_type.shape
     top, left, bottom, right = padding4(CONV, attrs)
-    tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
-    # Pad so that every 4x4 tile (stepping by 2) lies inside; extra rows are cropped later.
+    tile: int = attrs["tile_size"]  # type: ignore[assignment]
+    _, bt, at = _MATRICES[tile]
+    alpha = tile + 2
+    tiles_h, tiles_w = -(-out_h // tile), -(-out_w // tile)
+    # Pad so that every tile (stepping by ``tile``) lies inside; extra rows are cropped later.
     height, width = data.shape[2] + top + bottom, data.shape[3] + left + right
-    extra_h, extra_w = 2 * tiles_h + 2 - height, 2 * tiles_w + 2 - width
+    extra_h, extra_w = tile * tiles_h + 2 - height, tile * tiles_w + 2 - width
     x = np.pad(
         data.astype(np.float64),
         ((0, 0), (0, 0), (top, bottom + max(extra_h, 0)), (left, right + max(extra_w, 0))),
     )
-    tiles = sliding_window_view(x, (4, 4), axis=(2, 3))[:, :, : 2 * tiles_h : 2, : 2 * tiles_w : 2]
-    v = np.einsum("ar,nchwrs,bs->abnchw", _BT, tiles, _BT, optimize=True)
+    windows = sliding_window_view(x, (alpha, alpha), axis=(2, 3))
+    tiles = windows[:, :, : tile * tiles_h : tile, : tile * tiles_w : tile]
+    v = np.einsum("ar,nchwrs,bs->abnchw", bt, tiles, bt, optimize=True)
     m = np.einsum("aboc,abnchw->abnohw", weight.astype(np.float64), v, optimize=True)
-    y = np.einsum("ia,abnohw,jb->nohiwj", _AT, m, _AT, optimize=True)
+    y = np.einsum("ia,abnohw,jb->nohiwj", at, m, at, optimize=True)
     n, o = y.shape[0], y.shape[1]
-    out = y.reshape(n, o, 2 * tiles_h, 2 * tiles_w)[:, :, :out_h, :out_w]
+    out = y.reshape(n, o, tile * tiles_h, tile * tiles_w)[:, :, :out_h, :out_w]
     return result(out, out_type.dtype)
 
 

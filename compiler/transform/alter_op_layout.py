@@ -6,15 +6,16 @@ TVM's ``AlterOpLayout`` lets each operator's strategy replace a call by a form t
 faster; here it does the one replacement the CPU kernels gain from. A float
 ``nn.conv2d`` with a constant OIHW 3x3 weight, stride and dilation 1, one group, NCHW
 data of static channels and size, and at least :data:`MIN_CHANNELS` input and output
-channels and :data:`MIN_TILES` output tiles becomes::
+channels becomes::
 
     nn.contrib_conv2d_winograd_without_weight_transform(
-        data, nn.contrib_conv2d_winograd_weight_transform(weight), tile_size=2, ...)
+        data, nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=t), tile_size=t, ...)
 
-and the ``FoldConstant`` after it in ``relay.vm.compile`` computes the transform once, so
+with ``t`` 4 if the output has at least :data:`MIN_TILES` 4x4 tiles, else 2 if it has that
+many 2x2 tiles (else the call stays as it is); the ``FoldConstant`` after it in ``relay.vm.compile`` computes the transform once, so
 the kernels never transform weights (about 0.4 ms per call for 256x256 channels). Smaller
-convolutions keep the im2col and BLAS path, which wins there (measured on ResNet-18's
-layers). The pass runs at ``opt_level`` 3, as in TVM.
+convolutions keep the im2col and BLAS path, which wins there. The pass runs at
+``opt_level`` 3, as in TVM.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ __all__ = ["AlterOpLayout", "alter_op_layout"]
 
 #: Fewest input and output channels for which the tile transforms pay off.
 MIN_CHANNELS = 8
-#: Fewest 2x2 output tiles per image (ResNet-18: 14x14 outputs, 49 tiles, win; 7x7 do not).
+#: Fewest output tiles per image for a tile size to pay off (measured on ResNet-18's
+#: layers: F(4x4, 3x3) wins at 28x28 outputs and above, 49 tiles; F(2x2, 3x3) at 14x14,
+#: 49 tiles; 7x7 outputs stay with im2col and BLAS).
 MIN_TILES = 40
 
 
@@ -70,12 +73,13 @@ def _winograd_call(call: Call, data_type: object) -> Call | None:
         len(padding), (0, 0, 0, 0)
     )
     out_h, out_w = height + top + bottom - 2, width + left + right - 2
-    if out_h < 1 or out_w < 1 or ((out_h + 1) // 2) * ((out_w + 1) // 2) < MIN_TILES:
+    tile = next((t for t in (4, 2) if -(-out_h // t) * -(-out_w // t) >= MIN_TILES), None)
+    if out_h < 1 or out_w < 1 or tile is None:
         return None
     return nn.contrib_conv2d_winograd_without_weight_transform(
         call.args[0],
-        nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=2),
-        tile_size=2,
+        nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=tile),
+        tile_size=tile,
         padding=(top, left, bottom, right),
         channels=out_channels,
         kernel_size=(3, 3),

@@ -170,23 +170,26 @@ def conv_winograd(x, w, out3, n, pt, pl, out_h, out_w) -> None:
     """Image ``n`` of a 3x3, stride-1, ungrouped float convolution by Winograd F(2x2, 3x3)
     (see :mod:`vm.kernels.winograd`): transform the weights and the input tiles, 16
     products, transform the output tiles; each step split between threads."""
-    u = _planes("winograd u", w.shape[0], w.shape[1], w.dtype)
+    u = _planes("winograd u", 16, w.shape[0], w.shape[1], w.dtype)
     _winograd(x, w, u, out3, n, pt, pl, out_h, out_w)
 
 
 def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w) -> None:
-    """:func:`conv_winograd` with the weights already transformed into ``u`` (16, out
-    channels, in channels), as ``nn.contrib_conv2d_winograd_without_weight_transform``
-    takes them."""
-    _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
+    """:func:`conv_winograd` with the weights already transformed into ``u`` (16 or 36,
+    out channels, in channels: F(2x2, 3x3) or F(4x4, 3x3)), as
+    ``nn.contrib_conv2d_winograd_without_weight_transform`` takes them."""
+    if u.shape[0] == 36:
+        _winograd4(x, u, out3, n, pt, pl, out_h, out_w)
+    else:
+        _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
 
 
 def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
     out_channels, channels = u.shape[1], u.shape[2]
     tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
     tiles = tiles_h * tiles_w
-    v = _planes("winograd v", channels, tiles, x.dtype)
-    m = _planes("winograd m", out_channels, tiles, x.dtype)
+    v = _planes("winograd v", 16, channels, tiles, x.dtype)
+    m = _planes("winograd m", 16, out_channels, tiles, x.dtype)
     flops = out_channels * channels * tiles * 16
     with threads.single_threaded_blas():
         tasks = []
@@ -201,14 +204,29 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
                      for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
 
 
-def _planes(name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
-    """A (16, rows, cols) scratch array whose planes are a cache line apart beyond their
+def _winograd4(x, u, out3, n, pt, pl, out_h, out_w) -> None:
+    out_channels, channels = u.shape[1], u.shape[2]
+    tiles_h, tiles_w = (out_h + 3) // 4, (out_w + 3) // 4
+    tiles = tiles_h * tiles_w
+    v = _planes("winograd v", 36, channels, tiles, x.dtype)
+    m = _planes("winograd m", 36, out_channels, tiles, x.dtype)
+    flops = out_channels * channels * tiles * 36
+    with threads.single_threaded_blas():
+        threads.run([_call(winograd.transform_input4, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
+                     for lo, hi in _ranges(channels, flops)])  # fmt: skip
+        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(36)])
+        threads.run([_call(winograd.transform_output4, m, out3, n, lo, hi, tiles_w, out_h, out_w)
+                     for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
+
+
+def _planes(name: str, count: int, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
+    """A (count, rows, cols) scratch array whose planes are a cache line apart beyond their
     size: planes a multiple of 4 KiB apart map to the same cache sets, and a transform
-    writing one element to each of the 16 planes in turn would evict its own lines."""
+    writing one element to each plane in turn would evict its own lines."""
     size = rows * cols
     stride = size + 64 // np.dtype(dtype).itemsize
-    storage = workspace(name, 16 * stride, dtype).reshape(16, stride)
-    return storage[:, :size].reshape(16, rows, cols)
+    storage = workspace(name, count * stride, dtype).reshape(count, stride)
+    return storage[:, :size].reshape(count, rows, cols)
 
 
 def _call(function, *args, **kwargs):

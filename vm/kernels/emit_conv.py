@@ -243,8 +243,10 @@ def _winograd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
     check_layout(attrs, "data_layout", (NCHW,))
     check_layout(attrs, "kernel_layout", ("OIHW",))
     check_layout(attrs, "out_layout", _OUT_LAYOUTS)
-    if attrs["tile_size"] != 2:
-        raise RuleError(f"attribute tile_size={attrs['tile_size']} is not supported; only 2 is")
+    if attrs["tile_size"] not in (2, 4):
+        raise RuleError(
+            f"attribute tile_size={attrs['tile_size']} is not supported; only 2 and 4 are"
+        )
     for name in ("strides", "dilation"):
         if pair(name, attrs[name]) != (1, 1):
             raise RuleError(f"attribute {name}={attrs[name]} must be 1")
@@ -260,8 +262,9 @@ def _winograd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
 
 def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
     (n, c, h, w), (a, b, o, ci) = ctx.arg_dims
-    ctx.expect(a, "4", "first dimension of the transformed weight (tile size + 2)")
-    ctx.expect(b, "4", "second dimension of the transformed weight (tile size + 2)")
+    alpha = str(ctx.attrs["tile_size"] + 2)
+    ctx.expect(a, alpha, "first dimension of the transformed weight (tile size + 2)")
+    ctx.expect(b, alpha, "second dimension of the transformed weight (tile size + 2)")
     ctx.expect(ci, c, "input channels of data (the transformed weight's last dimension)")
     if ctx.attrs["channels"] is not None:
         ctx.expect(o, str(ctx.attrs["channels"]), "output channels (attribute channels)")
@@ -273,11 +276,11 @@ def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
 
 def _winograd_emit(ctx: EmitCtx) -> None:
     s = ctx.src
-    (n, c, _, _), (_, _, o, _) = ctx.arg_dims
+    (n, c, _, _), (a, _, o, _) = ctx.arg_dims
     _, _, out_h, out_w = ctx.out_dims[0]
     top, left, _, _ = padding4(ctx.attrs["padding"])
     u, o3, b = s.fresh("u"), s.fresh("o"), s.fresh("b")
-    s.line(f"{u} = {ctx.args[1]}.reshape((16, {o}, {c}))")
+    s.line(f"{u} = {ctx.args[1]}.reshape(({a} * {a}, {o}, {c}))")
     s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
     with s.block(f"for {b} in range({n}):"):
         s.line(

@@ -59,12 +59,19 @@ def test_a_qualifying_convolution_becomes_a_winograd_one_with_a_foldable_transfo
     assert not calls(folded["main"], TRANSFORM)  # the transform is computed at compile time
 
 
-def test_opt_level_3_compiles_and_runs_it_like_the_reference() -> None:
-    mod = conv_module(channels=16, out_channels=24, size=15)
+@pytest.mark.parametrize(("size", "tile"), [(14, 2), (15, 2), (28, 4), (30, 4)])
+def test_the_tile_size_follows_the_output_size(size: int, tile: int) -> None:
+    (conv,) = calls(alter(conv_module(size=size))["main"], WINOGRAD)
+    assert conv.attrs["tile_size"] == tile
+
+
+@pytest.mark.parametrize("size", [15, 30])
+def test_opt_level_3_compiles_and_runs_it_like_the_reference(size: int) -> None:
+    mod = conv_module(channels=16, out_channels=24, size=size)
     with relay.transform.PassContext(opt_level=3):
         exe = relay.vm.compile(mod)
     assert any(WINOGRAD.replace(".", "_") in p.name for p in exe.primitives)
-    x = image(16, 15)
+    x = image(16, size)
     want = relay.create_executor("debug", mod).evaluate()(x)
     got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -12,10 +12,10 @@ channels becomes::
         data, nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=t), tile_size=t, ...)
 
 with ``t`` 4 if the output has at least :data:`MIN_TILES` 4x4 tiles, else 2 if it has that
-many 2x2 tiles (else the call stays as it is); the ``FoldConstant`` after it in ``relay.vm.compile`` computes the transform once, so
-the kernels never transform weights (about 0.4 ms per call for 256x256 channels). Smaller
-convolutions keep the im2col and BLAS path, which wins there. The pass runs at
-``opt_level`` 3, as in TVM.
+many 2x2 tiles (else the call stays as it is). The ``FoldConstant`` after it in
+``relay.vm.compile`` computes the transform once, so the kernels never transform weights
+(about 0.4 ms per call for 256x256 channels). Smaller convolutions keep the im2col and
+BLAS path, which wins there. The pass runs at ``opt_level`` 3, as in TVM.
 """
 
 from __future__ import annotations

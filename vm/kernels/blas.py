@@ -178,44 +178,34 @@ def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w) -> None:
     """:func:`conv_winograd` with the weights already transformed into ``u`` (16 or 36,
     out channels, in channels: F(2x2, 3x3) or F(4x4, 3x3)), as
     ``nn.contrib_conv2d_winograd_without_weight_transform`` takes them."""
-    if u.shape[0] == 36:
-        _winograd4(x, u, out3, n, pt, pl, out_h, out_w)
-    else:
-        _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
+    _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
+
+
+#: planes -> (tile size, input transform, output transform)
+_WINOGRAD = {
+    16: (2, winograd.transform_input, winograd.transform_output),
+    36: (4, winograd.transform_input4, winograd.transform_output4),
+}
 
 
 def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
-    out_channels, channels = u.shape[1], u.shape[2]
-    tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
+    planes, out_channels, channels = u.shape
+    tile, transform_input, transform_output = _WINOGRAD[planes]
+    tiles_h, tiles_w = -(-out_h // tile), -(-out_w // tile)
     tiles = tiles_h * tiles_w
-    v = _planes("winograd v", 16, channels, tiles, x.dtype)
-    m = _planes("winograd m", 16, out_channels, tiles, x.dtype)
-    flops = out_channels * channels * tiles * 16
+    v = _planes("winograd v", planes, channels, tiles, x.dtype)
+    m = _planes("winograd m", planes, out_channels, tiles, x.dtype)
+    flops = out_channels * channels * tiles * planes
     with threads.single_threaded_blas():
         tasks = []
         if w is not None:
             tasks += [_call(winograd.transform_weights, w, u, lo, hi)
                       for lo, hi in _ranges(out_channels, flops)]  # fmt: skip
-        tasks += [_call(winograd.transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
+        tasks += [_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                   for lo, hi in _ranges(channels, flops)]  # fmt: skip
         threads.run(tasks)
-        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(16)])
-        threads.run([_call(winograd.transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
-                     for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
-
-
-def _winograd4(x, u, out3, n, pt, pl, out_h, out_w) -> None:
-    out_channels, channels = u.shape[1], u.shape[2]
-    tiles_h, tiles_w = (out_h + 3) // 4, (out_w + 3) // 4
-    tiles = tiles_h * tiles_w
-    v = _planes("winograd v", 36, channels, tiles, x.dtype)
-    m = _planes("winograd m", 36, out_channels, tiles, x.dtype)
-    flops = out_channels * channels * tiles * 36
-    with threads.single_threaded_blas():
-        threads.run([_call(winograd.transform_input4, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
-                     for lo, hi in _ranges(channels, flops)])  # fmt: skip
-        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(36)])
-        threads.run([_call(winograd.transform_output4, m, out3, n, lo, hi, tiles_w, out_h, out_w)
+        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
+        threads.run([_call(transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
                      for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
 
 

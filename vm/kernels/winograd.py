@@ -48,23 +48,29 @@ def transform_weights(w, u, o0, o1):
 
 
 @njit(nogil=True, cache=True)
+def _pad_channel(x, n, c, pt, pl, padded):
+    """Channel ``c`` of image ``n`` into ``padded`` at ``(pt, pl)``, zeros around it, so
+    that every tile reads inside the buffer."""
+    height, width = x.shape[2], x.shape[3]
+    padded[:] = 0
+    rows = min(height, padded.shape[0] - pt)
+    span = min(width, padded.shape[1] - pl)
+    for i in range(rows):
+        for j in range(span):
+            padded[i + pt, j + pl] = x[n, c, i, j]
+
+
+@njit(nogil=True, cache=True)
 def transform_input(x, n, c0, c1, pt, pl, tiles_h, tiles_w, v):
     """``v[:, c, tile] = B^T d B`` (flattened 4x4) for channels ``c0:c1`` of image ``n``,
     ``d`` the 4x4 input tile starting at ``(2 * row - pt, 2 * col - pl)`` (0 outside).
 
     Each tile row is transformed in two passes of loops over its tiles (columns, then
     rows), which vectorize, instead of one 4x4 tile at a time."""
-    height, width = x.shape[2], x.shape[3]
     padded = np.zeros((2 * tiles_h + 2, 2 * tiles_w + 2), v.dtype)
     cols = np.empty((4, 4, tiles_w), v.dtype)
     for c in range(c0, c1):
-        # The channel, padded so that every tile reads inside the buffer.
-        padded[:] = 0
-        rows = min(height, padded.shape[0] - pt)
-        span = min(width, padded.shape[1] - pl)
-        for i in range(rows):
-            for j in range(span):
-                padded[i + pt, j + pl] = x[n, c, i, j]
+        _pad_channel(x, n, c, pt, pl, padded)
         for th in range(tiles_h):
             for a in range(4):
                 row = padded[2 * th + a]
@@ -142,17 +148,11 @@ def _constants(dtype, third=5.0):
 def transform_input4(x, n, c0, c1, pt, pl, tiles_h, tiles_w, v):
     """``v[:, c, tile] = B^T d B`` (flattened 6x6) for channels ``c0:c1`` of image ``n``,
     ``d`` the 6x6 input tile starting at ``(4 * row - pt, 4 * col - pl)`` (0 outside)."""
-    height, width = x.shape[2], x.shape[3]
     padded = np.zeros((4 * tiles_h + 2, 4 * tiles_w + 2), v.dtype)
     cols = np.empty((6, 6, tiles_w), v.dtype)
     two, four, five = _constants(v.dtype)
     for c in range(c0, c1):
-        padded[:] = 0
-        rows = min(height, padded.shape[0] - pt)
-        span = min(width, padded.shape[1] - pl)
-        for i in range(rows):
-            for j in range(span):
-                padded[i + pt, j + pl] = x[n, c, i, j]
+        _pad_channel(x, n, c, pt, pl, padded)
         for th in range(tiles_h):
             # B^T applied along each of the tile's six rows (to every tile of the row) ...
             for a in range(6):

@@ -529,6 +529,7 @@ class _Generator:
             "from vm.kernels import pool_loops as pool  # noqa: F401",
             "from vm.kernels import helpers as h  # noqa: F401",
             "from vm.kernels import vecmath as vx  # noqa: F401",
+            "from vm.kernels import winograd as wino  # noqa: F401",
             "",
             "SIGNATURE = types.void(",
             *[f"    {t}," for t in arg_types],

@@ -314,6 +314,44 @@ register(
 )
 
 
+def _weight_transform_infer(
+    args: tuple[Spec, ...], attrs: dict, declared: tuple
+) -> tuple[Spec, ...]:
+    require_kind("weight", args[0], "float")
+    require_rank("weight", args[0], 4, 4)
+    if attrs["tile_size"] not in (2, 4):
+        raise RuleError(
+            f"attribute tile_size={attrs['tile_size']} is not supported; only 2 and 4 are"
+        )
+    return (args[0],)
+
+
+def _weight_transform_shape(ctx: ShapeCtx) -> list[list[str]]:
+    ((o, i, kh, kw),) = ctx.arg_dims
+    ctx.expect(kh, "3", "kernel height of weight")
+    ctx.expect(kw, "3", "kernel width of weight")
+    alpha = str(ctx.attrs["tile_size"] + 2)
+    return [[alpha, alpha, o, i]]
+
+
+def _weight_transform_emit(ctx: EmitCtx) -> None:
+    tile = ctx.attrs["tile_size"]
+    ctx.src.line(f"wino.weight_transform({ctx.args[0]}, {ctx.outs[0]}, {tile})")
+
+
+register(
+    OpRule(
+        "nn.contrib_conv2d_winograd_weight_transform",
+        1,
+        (Attr("tile_size", "int", 2),),
+        _weight_transform_infer,
+        _weight_transform_shape,
+        emit=_weight_transform_emit,
+        numeric=True,
+    )
+)
+
+
 # --- nn.conv2d_transpose -----------------------------------------------------------------------
 
 

@@ -221,3 +221,42 @@ def transform_output4(m, out3, n, o0, o1, tiles_w, out_h, out_w):
                     for k in range(4):
                         if col + k < out_w:
                             out3[n, o, row + col + k] = values[k]
+
+
+# --- the weight transform as an operator -------------------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def weight_transform(w, u, tile):
+    """``u[a, b, o, i] = (G w[o, i] G^T)[a, b]`` for F(2x2, 3x3) (``tile`` 2) or F(4x4, 3x3)
+    (``tile`` 4), summed in float64: ``nn.contrib_conv2d_winograd_weight_transform`` when
+    its weight is not a constant the compiler folds it on."""
+    alpha = tile + 2
+    g = np.zeros((alpha, 3))
+    if tile == 2:
+        g[0, 0] = 1.0
+        g[1, 0], g[1, 1], g[1, 2] = 0.5, 0.5, 0.5
+        g[2, 0], g[2, 1], g[2, 2] = 0.5, -0.5, 0.5
+        g[3, 2] = 1.0
+    else:
+        g[0, 0] = 0.25
+        g[1, 0], g[1, 1], g[1, 2] = -1.0 / 6, -1.0 / 6, -1.0 / 6
+        g[2, 0], g[2, 1], g[2, 2] = -1.0 / 6, 1.0 / 6, -1.0 / 6
+        g[3, 0], g[3, 1], g[3, 2] = 1.0 / 24, 1.0 / 12, 1.0 / 6
+        g[4, 0], g[4, 1], g[4, 2] = 1.0 / 24, -1.0 / 12, 1.0 / 6
+        g[5, 2] = 1.0
+    half = np.empty((alpha, 3))
+    for o in range(w.shape[0]):
+        for i in range(w.shape[1]):
+            for a in range(alpha):
+                for s in range(3):
+                    total = 0.0
+                    for r in range(3):
+                        total += g[a, r] * w[o, i, r, s]
+                    half[a, s] = total
+            for a in range(alpha):
+                for b in range(alpha):
+                    total = 0.0
+                    for s in range(3):
+                        total += half[a, s] * g[b, s]
+                    u[a, b, o, i] = total

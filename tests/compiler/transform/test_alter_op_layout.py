@@ -101,3 +101,21 @@ def test_other_convolutions_are_left_alone(changes: dict) -> None:
     after = alter(conv_module(**changes))
     assert len(calls(after["main"], "nn.conv2d")) == 1
     assert not calls(after["main"], WINOGRAD)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_a_weight_transform_of_a_parameter_runs_as_a_kernel(tile: int) -> None:
+    x = relay.var("x", shape=(1, 6, 9, 9), dtype="float32")
+    w = relay.var("w", shape=(8, 6, 3, 3), dtype="float32")
+    u = relay.nn.contrib_conv2d_winograd_weight_transform(w, tile_size=tile)
+    y = relay.nn.contrib_conv2d_winograd_without_weight_transform(
+        x, u, tile_size=tile, padding=(1, 1)
+    )
+    mod = relay.IRModule()
+    mod["main"] = relay.Function([x, w], y)
+    exe = relay.vm.compile(mod)
+    xv, wv = image(6, 9), RNG.standard_normal((8, 6, 3, 3)).astype("float32")
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", xv, wv)
+    want = relay.create_executor("debug", relay.IRModule.from_expr(relay.nn.conv2d(
+        x, w, padding=(1, 1)))).evaluate()(xv, wv)  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -310,6 +310,17 @@ def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
 @njit(nogil=True)
 def conv_winograd_into(x, w, out3, n, pt, pl, out_h, out_w):
     """:func:`conv_winograd` from compiled code."""
+    _winograd_into(_CONV_WINOGRAD, x, w, out3, n, pt, pl, out_h, out_w)
+
+
+@njit(nogil=True)
+def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w):
+    """:func:`conv_winograd_transformed` from compiled code."""
+    _winograd_into(_CONV_WINOGRAD_TRANSFORMED, x, u, out3, n, pt, pl, out_h, out_w)
+
+
+@njit(nogil=True)
+def _winograd_into(code, x, w, out3, n, pt, pl, out_h, out_w):
     block = np.empty(48, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, w)
@@ -317,20 +328,7 @@ def conv_winograd_into(x, w, out3, n, pt, pl, out_h, out_w):
     for value in (n, pt, pl, out_h, out_w):
         block[at] = value
         at += 1
-    bridge.invoke(_CONV_WINOGRAD, block, at)
-
-
-@njit(nogil=True)
-def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w):
-    """:func:`conv_winograd_transformed` from compiled code."""
-    block = np.empty(48, np.int64)
-    at = bridge.put(block, 1, x)
-    at = bridge.put(block, at, u)
-    at = bridge.put(block, at, out3)
-    for value in (n, pt, pl, out_h, out_w):
-        block[at] = value
-        at += 1
-    bridge.invoke(_CONV_WINOGRAD_TRANSFORMED, block, at)
+    bridge.invoke(code, block, at)
 
 
 @njit(nogil=True)

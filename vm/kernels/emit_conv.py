@@ -210,19 +210,22 @@ _CONV_LAYOUT_ATTRS = (
     Attr("out_dtype", "dtype_or_empty", ""),
 )
 
+#: nn.conv2d's attributes, which the Winograd convolution shares (after its tile size).
+_CONV2D_ATTRS = (
+    Attr("strides", "ints", (1, 1)),
+    Attr("padding", "ints", (0, 0)),
+    Attr("dilation", "ints", (1, 1)),
+    Attr("groups", "int", 1),
+    Attr("channels", "int", None, optional=True),
+    Attr("kernel_size", "ints", None, optional=True),
+    *_CONV_LAYOUT_ATTRS,
+)
+
 register(
     OpRule(
         "nn.conv2d",
         2,
-        (
-            Attr("strides", "ints", (1, 1)),
-            Attr("padding", "ints", (0, 0)),
-            Attr("dilation", "ints", (1, 1)),
-            Attr("groups", "int", 1),
-            Attr("channels", "int", None, optional=True),
-            Attr("kernel_size", "ints", None, optional=True),
-            *_CONV_LAYOUT_ATTRS,
-        ),
+        _CONV2D_ATTRS,
         _conv2d_infer,
         _conv2d_shape,
         emit=_conv2d_emit,
@@ -295,16 +298,7 @@ register(
     OpRule(
         "nn.contrib_conv2d_winograd_without_weight_transform",
         2,
-        (
-            Attr("tile_size", "int", 2),
-            Attr("strides", "ints", (1, 1)),
-            Attr("padding", "ints", (0, 0)),
-            Attr("dilation", "ints", (1, 1)),
-            Attr("groups", "int", 1),
-            Attr("channels", "int", None, optional=True),
-            Attr("kernel_size", "ints", None, optional=True),
-            *_CONV_LAYOUT_ATTRS,
-        ),
+        (Attr("tile_size", "int", 2), *_CONV2D_ATTRS),
         _winograd_infer,
         _winograd_shape,
         emit=_winograd_emit,

@@ -76,7 +76,7 @@ K_SET = 8  # (k, value, dst): load_const, load_consti, kill_register
 K_MATCH_TAG = 9  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
 K_IF_CONST = 10  # (k, test, value, true_offset, false_offset, target)
 K_GET_FIELD = 11  # (k, object, index, dst)
-K_INVOKE = 12  # (k, callee code, args, pad, dst, gather): gather(regs) -> the arguments
+K_INVOKE = 12  # (k, callee code, args, pad, dst, gather); gather is None for one argument
 K_RET = 13  # (k, result, caller code, return pc, caller registers, result register) slots
 K_MOVE = 14  # (k, src, dst)
 K_GOTO = 15  # (k, offset)
@@ -190,16 +190,11 @@ def _operands(instruction: Instruction) -> dict[str, Any]:
     return dict(zip(OPCODES[instruction.opcode].operand_names, instruction.operands))
 
 
-def analyse(
-    function: VMFunction,
-    constants: Sequence[np.ndarray],
-    proven_params: dict[int, tuple[int, str]] | None = None,
-) -> Facts:
+def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
     """Collect the writers of every register of ``function`` and what they prove.
 
-    ``proven_params`` maps parameters whose rank and dtype are proven for every value
-    that can reach them (see :func:`analyse_program`) to that ``(ndim, dtype)``; it
-    applies only to parameters no instruction of the function overwrites.
+    Parameters are left out: what they hold depends on the callers, which
+    :func:`analyse_program` looks at.
     """
     writers: dict[int, list[tuple[Opcode, dict[str, Any]]]] = {}
     for instruction in function.instructions:
@@ -236,9 +231,6 @@ def analyse(
             values = {ops["value"] for _, ops in items}
             if len(values) == 1:
                 consti[reg] = values.pop()
-    for reg, kind in (proven_params or {}).items():
-        if reg not in writers:
-            tensor_type[reg] = kind
     return Facts(tensor_type, vm_allocated, storage, consti)
 
 
@@ -309,10 +301,10 @@ def analyse_program(
         key = disproven.pop()
         if candidates.pop(key, None) is not None:
             disproven.extend(feeds.get(key, ()))
-    proven: list[dict[int, tuple[int, str]]] = [{} for _ in functions]
+    # Candidates are never written by their function, so their facts are exactly these.
     for (index, reg), kind in candidates.items():
-        proven[index][reg] = kind
-    return [analyse(f, constants, p) for f, p in zip(functions, proven)]
+        base[index].tensor_type[reg] = kind
+    return base
 
 
 @dataclass(frozen=True)
@@ -576,14 +568,12 @@ def _no_arguments(registers: list) -> tuple:
     return ()
 
 
-def _gather(regs: tuple[int, ...]) -> Callable[[list], tuple]:
-    """A function of the register list returning the values of ``regs`` as a tuple."""
+def _gather(regs: tuple[int, ...]) -> Callable[[list], tuple] | None:
+    """A function of the register list returning the values of ``regs`` as a tuple (None
+    for one register, which the loop reads directly)."""
     if len(regs) >= 2:
         return itemgetter(*regs)  # gathers in C
-    if regs:
-        (only,) = regs
-        return lambda registers: (registers[only],)
-    return _no_arguments
+    return None if regs else _no_arguments
 
 
 @_decoder(Opcode.InvokeClosure)

@@ -25,6 +25,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType
 from compiler.ir.visitor import post_order
 from compiler.op import nn
+from compiler.op.defs_window import padding4, pair
 from compiler.op.registry import get_def
 from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import Pass, PassContext
@@ -60,7 +61,8 @@ def _winograd_call(call: Call, data_type: object) -> Call | None:
         ("NCHW", "OIHW", "NCHW"),
     ):
         return None
-    if tuple(attrs["strides"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1):
+    op = "nn.conv2d"
+    if pair(op, attrs, "strides") != (1, 1) or pair(op, attrs, "dilation") != (1, 1):
         return None
     out_channels, in_channels, kh, kw = weight.data.shape
     if (kh, kw) != (3, 3) or min(out_channels, in_channels) < MIN_CHANNELS:
@@ -68,10 +70,7 @@ def _winograd_call(call: Call, data_type: object) -> Call | None:
     _, channels, height, width = data_type.shape
     if any(isinstance(d, Any) for d in (channels, height, width)) or channels != in_channels:
         return None
-    padding = tuple(attrs["padding"])
-    top, left, bottom, right = {1: padding * 4, 2: padding * 2, 4: padding}.get(
-        len(padding), (0, 0, 0, 0)
-    )
+    top, left, bottom, right = padding4(op, attrs)
     out_h, out_w = height + top + bottom - 2, width + left + right - 2
     tile = next((t for t in (4, 2) if -(-out_h // t) * -(-out_w // t) >= MIN_TILES), None)
     if out_h < 1 or out_w < 1 or tile is None:

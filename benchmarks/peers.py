@@ -20,6 +20,7 @@ import numpy as np
 
 def best_time(fn: Callable[[], object], number: int, repeat: int = 3) -> float:
     """The median over ``repeat`` rounds of the mean seconds per call over ``number`` calls."""
+    wait_until_idle()  # another engine's polling threads would share the cores
     fn()  # warm-up: compile, allocate, fill caches
     rounds = []
     for _ in range(repeat):
@@ -125,8 +126,10 @@ def measure_interleaved(
     at least ``min_round_seconds``, which keeps timer resolution out of microsecond
     workloads. The rounds are interleaved (round 1 of every function, then round 2, ...) so
     that load from other processes on a shared machine falls on every engine alike rather
-    than on whichever happened to run during it. ``contexts[i]()`` is entered around each
-    of function ``i``'s rounds (for example ``torch.inference_mode``).
+    than on whichever happened to run during it. Before each round the process waits until
+    the previous engine's threads have gone idle (:func:`wait_until_idle`), so no engine is
+    timed against another's leftovers. ``contexts[i]()`` is entered around each of function
+    ``i``'s rounds (for example ``torch.inference_mode``).
     """
     enter = list(contexts) if contexts is not None else [contextlib.nullcontext] * len(fns)
     numbers = []
@@ -141,12 +144,32 @@ def measure_interleaved(
     per_call: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for k, (fn, context, number) in enumerate(zip(fns, enter, numbers)):
+            wait_until_idle()
             with context():
                 t0 = time.perf_counter()
                 for _ in range(number):
                     fn()
                 per_call[k].append((time.perf_counter() - t0) / number)
     return [float(np.median(times)) for times in per_call]
+
+
+def wait_until_idle(limit: float = 1.0, window: float = 0.005, busy: float = 0.25) -> float:
+    """Sleep until this process's threads stop using the CPU; return the seconds waited.
+
+    Thread pools keep polling for work after a call returns: onnxruntime's worker for about
+    40 ms, OpenBLAS's (numpy's) for about 100 ms, torch's for a few ms, each holding a core.
+    On a 2-core machine the engine timed next would share its cores with them, and whichever
+    engine follows the longest poller would look up to 2x slower. While the calling thread
+    sleeps, any CPU time the process spends is those pollers', so this waits for a
+    ``window`` in which it stays under ``busy`` of the wall time (or ``limit`` seconds).
+    """
+    start = time.perf_counter()
+    while True:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        time.sleep(window)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        if cpu < busy * wall or wall0 - start > limit:
+            return time.perf_counter() - start
 
 
 def is_relayvm(engine: str) -> bool:

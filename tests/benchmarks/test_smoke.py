@@ -9,12 +9,15 @@ engine runner's n/a and mismatch handling) are checked on made-up rows.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
 from benchmarks import bench_models, models
 from benchmarks import numpy_models as npm
-from benchmarks.peers import Row, measure, print_peer_table
+from benchmarks.peers import Row, measure, print_peer_table, wait_until_idle
 
 # Tiny instances: (relay builder, onnx builder, torch builder, inputs, reference).
 TINY_MLP = {"sizes": (12, 8, 8, 4), "batch": 3}
@@ -380,3 +383,22 @@ def test_benchmarks_main_refuses_an_unknown_benchmark(capsys):
     with pytest.raises(SystemExit):
         runner.main(["--only", "models,speed"])
     assert "unknown benchmark(s) speed" in capsys.readouterr().err
+
+
+def test_wait_until_idle_outlasts_a_busy_thread() -> None:
+    # A pool that keeps polling after its call must be idle before the next engine is timed.
+    stop_at = time.perf_counter() + 0.2
+
+    def busy() -> None:
+        while time.perf_counter() < stop_at:
+            pass
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    waited = wait_until_idle(limit=5.0)
+    thread.join()
+    assert waited >= 0.1
+
+
+def test_wait_until_idle_returns_at_once_when_nothing_runs() -> None:
+    assert wait_until_idle(limit=5.0) < 1.0

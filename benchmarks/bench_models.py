@@ -9,7 +9,8 @@ the same input. Each answer is compared with a float64 numpy reference (the max 
 printed for every engine and a mismatch fails the run), then timed: the median over several
 rounds, after warm-up, with the engines' rounds interleaved so load from other processes
 falls on all of them alike, each round started once the previous engine's thread pool has
-stopped polling (:func:`benchmarks.peers.wait_until_idle`), and 2 threads for onnxruntime and torch (``$RELAYVM_BENCH_THREADS``).
+stopped polling (:func:`benchmarks.peers.wait_until_idle`), and 2 threads for onnxruntime
+and torch (``$RELAYVM_BENCH_THREADS``).
 Every time is printed with its ratio to the fastest peer. An engine that cannot run a model
 prints ``n/a`` and the reason, never a number. ResNet-18 (and the MLP, for comparison) is
 also timed from a fresh process: load the saved executable and return the first result, with

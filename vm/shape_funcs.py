@@ -622,6 +622,25 @@ def _dense(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[
     return [(*data[:-1], weight[0])]
 
 
+@_rule("nn.matmul")
+def _matmul(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    a, b = shapes
+    transpose_a = attrs.get("transpose_a", False)
+    _rank(a, 2 if transpose_a else 1, 2 if transpose_a else None, "tensor_a")
+    _rank(b, 2, 2, "tensor_b")
+    lead, ka = ((a[1],), a[0]) if transpose_a else (a[:-1], a[-1])
+    n, kb = (b[0], b[1]) if attrs.get("transpose_b", False) else (b[1], b[0])
+    if ka != kb:
+        raise _Bad(
+            f"the reduction dimensions of tensor_a {fmt_shape(a)} and tensor_b {fmt_shape(b)} "
+            "differ"
+        )
+    units = attrs.get("units")
+    if units is not None:
+        _expect(n, units, "output units of tensor_b (attribute units)")
+    return [(*lead, n)]
+
+
 @_rule("nn.batch_matmul")
 def _batch_matmul(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
     x, y = shapes

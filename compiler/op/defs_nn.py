@@ -1,8 +1,9 @@
-"""Neural-network operators (``nn.*``): dense, bias_add, softmax, log_softmax,
+"""Neural-network operators (``nn.*``): dense, matmul, bias_add, softmax, log_softmax,
 batch_flatten and batch_matmul (``nn.relu`` lives with the element-wise operators).
 
 Compiler layer (``compiler.op``). Shapes follow TVM: ``nn.dense`` takes the weight as
-``(units, in_features)``; ``nn.batch_matmul`` defaults to ``transpose_b=True`` and
+``(units, in_features)``, ``nn.matmul`` as ``(in_features, units)`` unless
+``transpose_b``; ``nn.batch_matmul`` defaults to ``transpose_b=True`` and
 broadcasts a batch of 1. ``out_dtype=""`` means the input dtype; the references compute
 in ``out_dtype`` (so ``int8`` inputs with ``out_dtype="int32"`` accumulate in 32 bits).
 """
@@ -81,6 +82,73 @@ define(
         AttrSpec("out_dtype", "dtype_or_empty", ""),
     ),
     doc="data @ weight.T",
+)
+
+
+# --- nn.matmul ---------------------------------------------------------------------------------
+
+
+def _matmul_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """nn.matmul(tensor_a, tensor_b; units, out_dtype, transpose_a, transpose_b):
+    (..., K) x (K, N) -> (..., N); ``transpose_a`` takes a 2-D (K, M), ``transpose_b`` (N, K)."""
+    op = "nn.matmul"
+    a = tensor_arg(op, arg_types[0], "tensor_a")
+    b = tensor_arg(op, arg_types[1], "tensor_b")
+    dtype = require_same_dtype(op, [("tensor_a", a), ("tensor_b", b)])
+    require_dtype(op, a, "tensor_a", "numeric")
+    if attrs["transpose_a"] and a.ndim != 2:
+        raise OpTypeError(
+            f"{op}: with transpose_a=True argument tensor_a must be a 2-D tensor (K, M), "
+            f"found {fmt_type(a)}"
+        )
+    if a.ndim < 1:
+        raise OpTypeError(f"{op}: argument tensor_a must have rank >= 1, found {fmt_type(a)}")
+    if b.ndim != 2:
+        layout = "(N, K)" if attrs["transpose_b"] else "(K, N)"
+        raise OpTypeError(
+            f"{op}: argument tensor_b must be a 2-D tensor of shape {layout}, found {fmt_type(b)}"
+        )
+    rows, ka = (a.shape[1], a.shape[0]) if attrs["transpose_a"] else (None, a.shape[-1])
+    n, kb = (b.shape[0], b.shape[1]) if attrs["transpose_b"] else (b.shape[1], b.shape[0])
+    what = (
+        f"the reduction dimensions of tensor_a {fmt_type(a)} and tensor_b {fmt_type(b)} differ "
+        f"(transpose_a={attrs['transpose_a']}, transpose_b={attrs['transpose_b']})"
+    )
+    merge_dims(op, what, ka, kb)
+    units = attrs.get("units")
+    if units is not None:
+        if not isinstance(n, Any) and n != units:
+            raise OpTypeError(
+                f"{op}: attribute units={units} does not match tensor_b {fmt_type(b)} "
+                f"with {n} output units"
+            )
+        n = units  # type: ignore[assignment]
+    lead = [rows] if attrs["transpose_a"] else list(a.shape[:-1])
+    return TensorType([*lead, n], attrs.get("out_dtype") or dtype)
+
+
+def _matmul(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    a, b = args
+    dtype = attrs["out_dtype"] or a.dtype
+    a, b = a.astype(dtype), b.astype(dtype)
+    with np.errstate(all="ignore"):
+        value = np.matmul(a.T if attrs["transpose_a"] else a, b.T if attrs["transpose_b"] else b)
+    return result(value, dtype)
+
+
+define(
+    "nn.matmul",
+    ("tensor_a", "tensor_b"),
+    _matmul_rel,
+    _matmul,
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    attrs=(
+        AttrSpec("units", "int", None, optional=True),
+        AttrSpec("out_dtype", "dtype_or_empty", ""),
+        AttrSpec("transpose_a", "bool", False),
+        AttrSpec("transpose_b", "bool", False),
+    ),
+    doc="op(tensor_a) @ op(tensor_b), op transposing when asked",
 )
 
 

@@ -24,7 +24,7 @@ __all__ = [
     "contrib_conv2d_winograd_without_weight_transform", "conv2d", "conv2d_transpose", "dense",
     "dropout", "dropout_raw",
     "global_avg_pool2d", "global_max_pool2d", "group_norm", "layer_norm", "leaky_relu",
-    "log_softmax", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
+    "log_softmax", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
 ]  # fmt: skip
 
 IntOrPair = int | Sequence[int]
@@ -36,6 +36,29 @@ def dense(data: object, weight: object, units: int | None = None, out_dtype: str
     ``out_dtype=""`` keeps the input dtype; otherwise the product accumulates in ``out_dtype``.
     """
     return call_op("nn.dense", [data, weight], units=units, out_dtype=out_dtype)
+
+
+def matmul(
+    tensor_a: object,
+    tensor_b: object,
+    units: int | None = None,
+    out_dtype: str = "",
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> Call:
+    """``tensor_a @ tensor_b`` with ``tensor_b`` of shape ``(in_features, units)``.
+
+    ``transpose_b=True`` takes ``tensor_b`` as ``(units, in_features)`` (``nn.dense``);
+    ``transpose_a=True`` takes a 2-D ``tensor_a`` as ``(in_features, rows)``.
+    """
+    return call_op(
+        "nn.matmul",
+        [tensor_a, tensor_b],
+        units=units,
+        out_dtype=out_dtype,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+    )
 
 
 def bias_add(data: object, bias: object, axis: int = 1) -> Call:

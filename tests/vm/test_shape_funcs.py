@@ -137,6 +137,11 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((2, 5), F), ((3, 5), F)], {}),
         ([((4, 2, 5), F), ((3, 5), F)], {"units": 3}),
     ],
+    "nn.matmul": [
+        ([((2, 5), F), ((5, 3), F)], {}),
+        ([((4, 2, 5), F), ((3, 5), F)], {"units": 3, "transpose_b": True}),
+        ([((5, 2), F), ((3, 5), F)], {"transpose_a": True, "transpose_b": True}),
+    ],
     "nn.batch_matmul": [
         ([((2, 3, 4), F), ((2, 5, 4), F)], {}),
         ([((1, 4, 3), F), ((6, 4, 5), F)], {"transpose_a": True, "transpose_b": False}),
@@ -307,6 +312,13 @@ def test_reshape_infers_minus_one_from_a_run_time_batch() -> None:
         ("add", [(3, 4), (5, 4)], {}, r"add: cannot broadcast \(3, 4\) and \(5, 4\)"),
         ("where", [(2,), (3,), (3,)], {}, r"where: cannot broadcast"),
         ("nn.dense", [(2, 5), (3, 4)], {}, r"nn.dense: the input features differ.*\(2, 5\)"),
+        (
+            "nn.matmul",
+            [(2, 5), (4, 3)],
+            {},
+            r"nn.matmul: the reduction dimensions of tensor_a \(2, 5\) and tensor_b \(4, 3\)",
+        ),
+        ("nn.matmul", [(2, 3, 5), (5, 3)], {"transpose_a": True}, r"tensor_a .* must have rank 2"),
         (
             "nn.batch_matmul",
             [(2, 3, 4), (2, 5, 3)],

@@ -234,8 +234,8 @@ def conv_transpose_columns(w, c0, c1, x, n, cols) -> None:
 # --- the entry points compiled code calls ------------------------------------------------------
 
 
-def _dense(x, w, out) -> None:
-    matmul(x, w.T, out)
+def _product(x, y, out, transpose_x, transpose_y) -> None:
+    matmul(x.T if transpose_x else x, y.T if transpose_y else y, out)
 
 
 def _matmul(x, y, out, transpose_x, transpose_y) -> None:
@@ -247,7 +247,7 @@ def _matmul(x, y, out, transpose_x, transpose_y) -> None:
 # Workers polling from the start can share the first products of compiled code.
 threads.start()
 
-_DENSE = bridge.register(_dense, 3)
+_PRODUCT = bridge.register(_product, 3)
 _MATMUL = bridge.register(_matmul, 3)
 _CONV_IMAGE = bridge.register(conv_image, 3)
 _CONV_WINOGRAD = bridge.register(conv_winograd, 3)
@@ -256,18 +256,22 @@ _CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
 
 
 @njit(nogil=True)
-def dense_into(x, w, out):
-    """``out[...] = x @ w.T`` for 2-D ``x`` (m, k), ``w`` (n, k) and ``out`` (m, n)."""
-    m, k = x.shape
-    small = m * w.shape[0] * k < SPLIT_FLOPS
-    if (small or gemm.polling()) and gemm.fits(x) and gemm.fits(w) and gemm.fits(out):
-        gemm.gemm(x, w, out, False, True)
+def product_into(x, y, out, transpose_x, transpose_y):
+    """``out[...] = op(x) @ op(y)`` for 2-D C-contiguous operands, ``op`` transposing when
+    asked: ``nn.dense`` is ``product_into(x, w, out, False, True)``."""
+    m, n = out.shape
+    k = x.shape[0] if transpose_x else x.shape[1]
+    small = m * n * k < SPLIT_FLOPS
+    if (small or gemm.polling()) and gemm.fits(x) and gemm.fits(y) and gemm.fits(out):
+        gemm.gemm(x, y, out, transpose_x, transpose_y)
         return
     block = np.empty(32, np.int64)
     at = bridge.put(block, 1, x)
-    at = bridge.put(block, at, w)
+    at = bridge.put(block, at, y)
     at = bridge.put(block, at, out)
-    bridge.invoke(_DENSE, block, at)
+    block[at] = 1 if transpose_x else 0
+    block[at + 1] = 1 if transpose_y else 0
+    bridge.invoke(_PRODUCT, block, at + 2)
 
 
 @njit(nogil=True)

@@ -1,4 +1,4 @@
-"""Kernel rules for nn.dense, nn.batch_matmul, nn.softmax and nn.log_softmax.
+"""Kernel rules for nn.dense, nn.matmul, nn.batch_matmul, nn.softmax and nn.log_softmax.
 
 Runtime layer (``vm.kernels``); standard library only.
 
@@ -41,45 +41,74 @@ def _acc(out_dtype: str) -> str:
     return "uint64" if out_dtype in dtypes.UNSIGNED else "int64"
 
 
-# --- nn.dense ----------------------------------------------------------------------------------
+# --- nn.dense and nn.matmul --------------------------------------------------------------------
+# nn.dense is nn.matmul with transpose_b: one emitter serves both, reading the transposes
+# from the attributes (dense has none, so the defaults below apply).
 
 
-def _dense_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
-    dtype = require_same_dtype(["data", "weight"], args)
-    require_kind("data", args[0], "numeric")
-    require_rank("data", args[0], 1)
-    require_rank("weight", args[1], 2, 2)
-    return (Spec(attrs["out_dtype"] or dtype, args[0].ndim),)
+def _transposes(ctx_attrs: dict, op: str) -> tuple[bool, bool]:
+    if op == "nn.dense":
+        return False, True
+    return bool(ctx_attrs["transpose_a"]), bool(ctx_attrs["transpose_b"])
 
 
-def _dense_shape(ctx: ShapeCtx) -> list[list[str]]:
-    data, weight = ctx.arg_dims
-    ctx.expect(weight[1], data[-1], "input features of weight (second dimension)")
-    return [[*data[:-1], weight[0]]]
+def _product_infer(op: str) -> Callable:
+    first, second = ("data", "weight") if op == "nn.dense" else ("tensor_a", "tensor_b")
+
+    def infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+        dtype = require_same_dtype([first, second], args)
+        require_kind(first, args[0], "numeric")
+        transpose_a = op == "nn.matmul" and attrs["transpose_a"]
+        require_rank(first, args[0], 2 if transpose_a else 1, 2 if transpose_a else None)
+        require_rank(second, args[1], 2, 2)
+        return (Spec(attrs["out_dtype"] or dtype, args[0].ndim),)
+
+    return infer
 
 
-def _dense_emit(ctx: EmitCtx) -> None:
-    src = ctx.src
-    data, weight = ctx.args
-    data_dims, weight_dims = ctx.arg_dims
-    in_dtype = ctx.arg_specs[0].dtype
-    out_dtype = ctx.out_specs[0].dtype
-    m, k, n = src.fresh("m"), src.fresh("k"), src.fresh("n")
-    src.line(f"{m} = {product(data_dims[:-1])}")
-    src.line(f"{k} = {data_dims[-1]}")
-    src.line(f"{n} = {weight_dims[0]}")
-    x2, o2 = src.fresh("x"), src.fresh("o")
-    src.line(f"{x2} = {data}.reshape(({m}, {k}))")
-    src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {n}))")
-    loop = _dense_loop(ctx, x2, weight, o2, m, k, n, in_dtype, out_dtype)
-    if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
-        with src.block(f"if {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
-            src.line(f"blas.dense_into({x2}, {weight}, {o2})")
-        with src.block("else:"):
+def _product_shape(op: str) -> Callable:
+    second = "weight" if op == "nn.dense" else "tensor_b"
+
+    def shape(ctx: ShapeCtx) -> list[list[str]]:
+        a, b = ctx.arg_dims
+        ta, tb = _transposes(ctx.attrs, op)
+        lead, ka = ([a[1]], a[0]) if ta else (list(a[:-1]), a[-1])
+        n, kb = (b[0], b[1]) if tb else (b[1], b[0])
+        which = "second" if tb else "first"
+        ctx.expect(kb, ka, f"input features of {second} ({which} dimension)")
+        return [[*lead, n]]
+
+    return shape
+
+
+def _product_emit(op: str) -> Callable:
+    def emit(ctx: EmitCtx) -> None:
+        src = ctx.src
+        a, b = ctx.args
+        a_dims, b_dims = ctx.arg_dims
+        ta, tb = _transposes(ctx.attrs, op)
+        in_dtype = ctx.arg_specs[0].dtype
+        out_dtype = ctx.out_specs[0].dtype
+        m, k, n = src.fresh("m"), src.fresh("k"), src.fresh("n")
+        src.line(f"{m} = {a_dims[1] if ta else product(a_dims[:-1])}")
+        src.line(f"{k} = {a_dims[0] if ta else a_dims[-1]}")
+        src.line(f"{n} = {b_dims[0] if tb else b_dims[1]}")
+        a2, o2 = a, src.fresh("o")
+        if not ta:
+            a2 = src.fresh("x")
+            src.line(f"{a2} = {a}.reshape(({m}, {k}))")
+        src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {n}))")
+        loop = _product_loop(ctx, a2, b, o2, (m, k, n), (ta, tb), in_dtype, out_dtype)
+        if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
+            with src.block(f"if {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
+                src.line(f"blas.product_into({a2}, {b}, {o2}, {ta}, {tb})")
+            with src.block("else:"):
+                loop()
+        else:
             loop()
-    else:
-        loop()
-    _whole_epilogue(ctx)
+        _whole_epilogue(ctx)
+
+    return emit
 
 
 def _whole_epilogue(ctx: EmitCtx) -> None:
@@ -89,38 +118,61 @@ def _whole_epilogue(ctx: EmitCtx) -> None:
         ctx.epilogue(["0"] * len(dims), list(dims))
 
 
-def _dense_loop(
-    ctx: EmitCtx, x2: str, w: str, o2: str, m: str, k: str, n: str, in_dtype: str, out_dtype: str
+def _product_loop(
+    ctx: EmitCtx,
+    a: str,
+    b: str,
+    o2: str,
+    sizes: tuple[str, str, str],
+    transposes: tuple[bool, bool],
+    in_dtype: str,
+    out_dtype: str,
 ) -> Callable[[], None]:
-    """Statements computing ``o2 = x2 @ w.T`` as loops, accumulating in 64 bits."""
+    """Statements computing ``o2 = op(a) @ op(b)`` as loops, accumulating in 64 bits."""
 
     def emit() -> None:
         src = ctx.src
+        m, k, n = sizes
+        ta, tb = transposes
         acc = _acc(out_dtype)
         i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
         with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({n}):"):
             src.line(f"{s} = {const(0, acc)}")
             with src.block(f"for {p} in range({k}):"):
-                a = cast(cast(f"{x2}[{i}, {p}]", in_dtype, out_dtype), out_dtype, acc)
-                b = cast(cast(f"{w}[{j}, {p}]", in_dtype, out_dtype), out_dtype, acc)
-                src.line(f"{s} += {a} * {b}")
+                left = f"{a}[{p}, {i}]" if ta else f"{a}[{i}, {p}]"
+                right = f"{b}[{j}, {p}]" if tb else f"{b}[{p}, {j}]"
+                x = cast(cast(left, in_dtype, out_dtype), out_dtype, acc)
+                y = cast(cast(right, in_dtype, out_dtype), out_dtype, acc)
+                src.line(f"{s} += {x} * {y}")
             src.line(f"{o2}[{i}, {j}] = {cast(s, acc, out_dtype)}")
 
     return emit
 
 
-register(
-    OpRule(
-        "nn.dense",
-        2,
-        (Attr("units", "int", None, optional=True), Attr("out_dtype", "dtype_or_empty", "")),
-        _dense_infer,
-        _dense_shape,
-        emit=_dense_emit,
-        numeric=True,
-        epilogue=True,
-    )
+_PRODUCT_ATTRS = (
+    Attr("units", "int", None, optional=True),
+    Attr("out_dtype", "dtype_or_empty", ""),
 )
+
+for _op, _attrs in (
+    ("nn.dense", _PRODUCT_ATTRS),
+    (
+        "nn.matmul",
+        (*_PRODUCT_ATTRS, Attr("transpose_a", "bool", False), Attr("transpose_b", "bool", False)),
+    ),
+):
+    register(
+        OpRule(
+            _op,
+            2,
+            _attrs,
+            _product_infer(_op),
+            _product_shape(_op),
+            emit=_product_emit(_op),
+            numeric=True,
+            epilogue=True,
+        )
+    )
 
 
 # --- nn.batch_matmul ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``nn.*`` operators: dense, bias_add, relu, softmax, log_softmax, batch_flatten, batch_matmul."""
+"""``nn.*`` operators: dense, matmul, bias_add, relu, softmax, log_softmax, batch_flatten,
+batch_matmul."""
 
 from __future__ import annotations
 
@@ -147,6 +148,67 @@ def test_batch_flatten():
         rel("nn.batch_flatten", T(()))
     x = np.arange(8, dtype="int8").reshape(2, 2, 2)
     check_array(ref("nn.batch_flatten", x), [[0, 1, 2, 3], [4, 5, 6, 7]], "int8")
+
+
+# --- nn.matmul ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "attrs", "expected"),
+    [
+        ((2, 3), (3, 4), {}, (2, 4)),
+        ((5, 2, 3), (3, 4), {}, (5, 2, 4)),
+        ((3,), (3, 4), {}, (4,)),
+        ((2, 3), (4, 3), {"transpose_b": True}, (2, 4)),
+        ((3, 2), (3, 4), {"transpose_a": True}, (2, 4)),
+        ((3, 2), (4, 3), {"transpose_a": True, "transpose_b": True}, (2, 4)),
+        ((None, 3), (3, None), {"units": 4}, (None, 4)),
+    ],
+)
+def test_matmul_shapes(a, b, attrs, expected):
+    assert rel("nn.matmul", T(a), T(b), **attrs) == T(expected)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "attrs", "message"),
+    [
+        (T((2, 3)), T((4, 3)), {}, "nn.matmul: the reduction dimensions of tensor_a "
+         "Tensor[(2, 3), float32] and tensor_b Tensor[(4, 3), float32] differ (transpose_a=False, "
+         "transpose_b=False): dimension 3 vs 4"),
+        (T((2, 3)), T((3,)), {}, "nn.matmul: argument tensor_b must be a 2-D tensor of shape "
+         "(K, N)"),
+        (T((2, 3)), T((3,)), {"transpose_b": True}, "nn.matmul: argument tensor_b must be a 2-D "
+         "tensor of shape (N, K)"),
+        (T((2, 3, 4)), T((3, 5)), {"transpose_a": True}, "nn.matmul: with transpose_a=True "
+         "argument tensor_a must be a 2-D tensor (K, M)"),
+        (T(()), T((3, 4)), {}, "nn.matmul: argument tensor_a must have rank >= 1"),
+        (T((2, 3)), T((3, 4)), {"units": 5}, "nn.matmul: attribute units=5 does not match "
+         "tensor_b"),
+        (T((2, 3)), T((3, 4), "float64"), {}, "nn.matmul: argument tensor_a has dtype float32 "
+         "but argument tensor_b has dtype float64"),
+    ],
+)  # fmt: skip
+def test_matmul_errors(a, b, attrs, message):
+    with pytest.raises(OpTypeError) as info:
+        rel("nn.matmul", a, b, **attrs)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(("transpose_a", "transpose_b"), [(False, False), (True, True)])
+def test_matmul_reference(transpose_a, transpose_b):
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, size=(2, 3)).astype("float32")  # (M, K)
+    b = rng.integers(-3, 4, size=(3, 4)).astype("float32")  # (K, N)
+    expected = [[sum(a[i, p] * b[p, j] for p in range(3)) for j in range(4)] for i in range(2)]
+    x = a.T.copy() if transpose_a else a
+    y = b.T.copy() if transpose_b else b
+    out = ref("nn.matmul", x, y, transpose_a=transpose_a, transpose_b=transpose_b)
+    check_array(out, expected, "float32")
+
+
+def test_matmul_accumulates_in_out_dtype():
+    x = np.full((1, 3), 100, "int8")
+    check_array(ref("nn.matmul", x, x.T.copy(), out_dtype="int32"), [[30000]], "int32")
 
 
 # --- nn.batch_matmul ---------------------------------------------------------------------------

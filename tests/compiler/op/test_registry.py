@@ -38,6 +38,7 @@ EXPECTED_PATTERNS = {
     **dict.fromkeys(INJECTIVE_OPS, I),
     **dict.fromkeys(REDUCE_OPS, R),
     "nn.dense": O,
+    "nn.matmul": O,
     "nn.batch_matmul": O,
     "nn.softmax": X,
     "nn.log_softmax": X,
@@ -83,7 +84,7 @@ REQUIRED_ATTRS = {
 
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
-    assert len(list_ops()) == 87
+    assert len(list_ops()) == 88
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PATTERNS))

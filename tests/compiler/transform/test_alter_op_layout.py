@@ -1,4 +1,5 @@
-"""AlterOpLayout: which convolutions become Winograd ones, and that results do not change."""
+"""AlterOpLayout: which convolutions become Winograd ones, which dense layers become products
+by a transposed weight, and that results do not change."""
 
 from __future__ import annotations
 
@@ -119,3 +120,65 @@ def test_a_weight_transform_of_a_parameter_runs_as_a_kernel(tile: int) -> None:
     want = relay.create_executor("debug", relay.IRModule.from_expr(relay.nn.conv2d(
         x, w, padding=(1, 1)))).evaluate()(xv, wv)  # fmt: skip
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# ---- dense layers ------------------------------------------------------------------------------
+
+
+def dense_module(
+    rows: object = 4, features: int = 256, units: int = 128, constant: bool = True
+) -> relay.IRModule:
+    """``main(x) = relu(dense(x, W) + b)`` on a (rows, features) input."""
+    x = relay.var("x", shape=(rows, features), dtype="float32")
+    weight_value = RNG.standard_normal((units, features)).astype("float32")
+    params = [x]
+    if constant:
+        weight = relay.const(weight_value)
+    else:
+        weight = relay.var("w", shape=(units, features), dtype="float32")
+        params.append(weight)
+    bias = relay.const(RNG.standard_normal(units).astype("float32"))
+    body = relay.nn.relu(relay.nn.bias_add(relay.nn.dense(x, weight), bias))
+    mod = relay.IRModule()
+    mod["main"] = relay.Function(params, body)
+    return mod
+
+
+def test_a_dense_layer_with_a_big_constant_weight_becomes_a_product_by_its_transpose() -> None:
+    before = dense_module()
+    after = alter(before)
+    (product,) = calls(after["main"], "nn.matmul")
+    assert not calls(after["main"], "nn.dense")
+    assert not product.attrs["transpose_a"] and not product.attrs["transpose_b"]
+    x = RNG.standard_normal((4, 256)).astype("float32")
+    assert_results_match(before, after, [x], rtol=1e-5)
+    folded = relay.transform.FoldConstant()(after)
+    (product,) = calls(folded["main"], "nn.matmul")
+    weight = product.args[1]
+    assert isinstance(weight, relay.Constant) and weight.data.shape == (256, 128)
+
+
+def test_opt_level_3_runs_the_product_in_the_vm_for_any_batch() -> None:
+    mod = dense_module(rows=relay.Any())
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod)
+    assert any("nn_matmul" in p.name for p in exe.primitives)
+    machine = vm.VirtualMachine(exe, vm.cpu())
+    run = relay.create_executor("debug", mod).evaluate()
+    for rows in (1, 5, 64):
+        x = RNG.standard_normal((rows, 256)).astype("float32")
+        np.testing.assert_allclose(machine.invoke("main", x), run(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"rows": 1},  # a matrix-vector product: as fast either way
+        {"features": 64, "units": 64},  # small enough for the compiled loops
+        {"constant": False},  # the transpose could not be folded
+    ],
+)
+def test_other_dense_layers_are_left_alone(changes: dict) -> None:
+    after = alter(dense_module(**changes))
+    assert len(calls(after["main"], "nn.dense")) == 1
+    assert not calls(after["main"], "nn.matmul")

@@ -123,6 +123,16 @@ def test_dense_bias_prelu_on_three_dimensional_data() -> None:
     assert "as its epilogue" in source_of(program, [value])
 
 
+def test_matmul_bias_relu_by_a_row_major_weight() -> None:
+    for shape, units in [((3, 8), 5), ((64, 128), 96)]:
+        program = Program([f32(*shape), f32(shape[-1], units), f32(units)])
+        (product,) = program.add("nn.matmul", [0, 1])
+        (biased,) = program.add("nn.bias_add", [product, 2], axis=-1)
+        (value,) = program.add("nn.relu", [biased])
+        check(program, [value], tolerances=SUMS)
+    assert "as its epilogue" in source_of(program, [value])
+
+
 def test_batch_matmul_scaled_and_activated() -> None:
     program = Program([f32(3, 20, 30), f32(3, 40, 30), f32(1, 1, 40)])
     (product,) = program.add("nn.batch_matmul", [0, 1])

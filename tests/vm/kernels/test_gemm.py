@@ -89,12 +89,15 @@ def test_the_thread_count_is_restored_after_a_call():
 
 
 @pytest.mark.parametrize("m", [1, 64])
-def test_dense_into_agrees_on_both_sides_of_the_split(m):
+@pytest.mark.parametrize(("ta", "tb"), [(False, True), (False, False), (True, False), (True, True)])
+def test_product_into_agrees_on_both_sides_of_the_split(m, ta, tb):
     x = RNG.standard_normal((m, 784)).astype("float32")
     w = RNG.standard_normal((512, 784)).astype("float32")
     out = np.empty((m, 512), "float32")
     assert (m * 512 * 784 < blas.SPLIT_FLOPS) == (m == 1)
-    blas.dense_into(x, w, out)
+    left = np.ascontiguousarray(x.T) if ta else x
+    right = w if tb else np.ascontiguousarray(w.T)
+    blas.product_into(left, right, out, ta, tb)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-3)
 
 

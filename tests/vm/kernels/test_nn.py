@@ -1,4 +1,4 @@
-"""nn.dense, nn.batch_matmul, nn.softmax and nn.log_softmax kernels match the references.
+"""nn.dense, nn.matmul, nn.batch_matmul, nn.softmax and nn.log_softmax kernels match the references.
 
 Returns group: products small enough for the compiled loop and big enough for BLAS (the
 same kernel picks by size), integer products with a wider out_dtype, float16, batch
@@ -47,6 +47,37 @@ def test_dense_of_large_float64_operands_matches() -> None:
     w = RNG.standard_normal((60, 50)).astype("float64")
     program = Program([x, w])
     check(program, program.add("nn.dense", [0, 1]), tolerances=SUMS)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 4, 5), (64, 128, 96), (1, 300, 200), (0, 4, 2)])
+def test_matmul_every_transpose_combination_by_loops_or_blas(m: int, k: int, n: int) -> None:
+    combos = [(False, False), (False, True), (True, False), (True, True)]
+    arrays = []
+    for ta, tb in combos:
+        arrays += [
+            RNG.standard_normal((k, m) if ta else (m, k)).astype("float32"),
+            RNG.standard_normal((n, k) if tb else (k, n)).astype("float32"),
+        ]
+    program = Program(arrays)
+    results = [
+        program.add("nn.matmul", [2 * i, 2 * i + 1], transpose_a=ta, transpose_b=tb)[0]
+        for i, (ta, tb) in enumerate(combos)
+    ]
+    names = [f"transpose_a={ta} transpose_b={tb}" for ta, tb in combos]
+    check(program, results, names, tolerances=SUMS)
+
+
+def test_matmul_of_three_dimensional_data_and_integers() -> None:
+    x = RNG.standard_normal((2, 3, 8)).astype("float32")
+    w = RNG.standard_normal((8, 5)).astype("float32")
+    xi = RNG.integers(-100, 100, (4, 16)).astype("int8")
+    wi = RNG.integers(-100, 100, (16, 3)).astype("int8")
+    program = Program([x, w, xi, wi])
+    results = [
+        program.add("nn.matmul", [0, 1])[0],
+        program.add("nn.matmul", [2, 3], out_dtype="int32")[0],
+    ]
+    check(program, results, tolerances=SUMS)
 
 
 @pytest.mark.parametrize(
@@ -110,3 +141,11 @@ def test_products_with_disagreeing_inner_dimensions_raise() -> None:
     desc = program.description(program.add("nn.dense", [0, 1]))
     with pytest.raises(ValueError, match=r"nn\.dense.*expected 5, found 4"):
         run(desc, [RNG.standard_normal((3, 5)).astype("float32"), w], [np.zeros((3, 5), "float32")])
+    program = Program([x, w.T.copy()])
+    desc = program.description(program.add("nn.matmul", [0, 1]))
+    with pytest.raises(ValueError, match=r"nn\.matmul.*expected 5, found 4"):
+        run(
+            desc,
+            [RNG.standard_normal((3, 5)).astype("float32"), w.T.copy()],
+            [np.zeros((3, 5), "float32")],
+        )

@@ -14,6 +14,7 @@ all read this one registry.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -180,7 +181,9 @@ def register_op(opdef: OpDef) -> OpDef:
 
 
 def _ensure_loaded() -> None:
-    if not _REGISTRY:
+    # Not "if the registry is empty": importing one definitions module directly (for a
+    # helper it exports) registers its operators only, and every other would go missing.
+    if "compiler.op.definitions" not in sys.modules:
         import compiler.op.definitions  # noqa: F401  (registers every operator)
 
 

@@ -12,7 +12,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
    one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3),
    ``AlterOpLayout`` (opt_level 3: 3x3 convolutions with constant weights become Winograd
-   convolutions) and ``FoldConstant`` again (the Winograd weight transforms);
+   convolutions, dense layers with constant weights take them transposed),
+   ``FoldConstant`` again (the weight transforms) and ``SplitToSlices`` (opt_level 1:
+   projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
 4. eta-expand constructors used as values, infer types, write down the axes of each
@@ -83,6 +85,7 @@ def _optimizations() -> Any:
         FoldConstant,
         Sequential,
         SimplifyInference,
+        SplitToSlices,
     )
 
     # The second FoldConstant computes the weight transforms AlterOpLayout introduced.
@@ -93,6 +96,7 @@ def _optimizations() -> Any:
             EliminateCommonSubexpr(),
             AlterOpLayout(),
             FoldConstant(),
+            SplitToSlices(),
         ],
         name="VMOptimize",
     )

@@ -31,6 +31,7 @@ from compiler.transform.pass_manager import (
     register_pass,
 )
 from compiler.transform.simplify_inference import SimplifyInference
+from compiler.transform.split_to_slices import SplitToSlices
 
 for _pass in (
     AlterOpLayout,
@@ -40,6 +41,7 @@ for _pass in (
     InferType,
     RemoveUnusedFunctions,
     SimplifyInference,
+    SplitToSlices,
 ):
     register_pass(_pass.__name__, _pass)
 del _pass
@@ -74,6 +76,7 @@ __all__ = [
     "RemoveUnusedFunctions",
     "Sequential",
     "SimplifyInference",
+    "SplitToSlices",
     "function_pass",
     "get_pass",
     "module_pass",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from compiler.op import api, nn
@@ -85,6 +88,17 @@ REQUIRED_ATTRS = {
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
     assert len(list_ops()) == 88
+
+
+def test_every_operator_is_registered_after_one_definitions_module_is_imported_first():
+    # A pass importing a helper from one definitions module must not hide the others.
+    code = (
+        "import compiler.op.defs_transform\n"
+        "from compiler.op.registry import list_ops\n"
+        "print(len(list_ops()))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(len(EXPECTED_PATTERNS))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PATTERNS))

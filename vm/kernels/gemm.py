@@ -136,8 +136,11 @@ def _leading(a):
 # awake for the next product. A product is only shared when some worker is polling: waking
 # one takes longer than the products this path is for.
 
-#: Multiply-adds from which a product is shared with polling workers (about 5 us on one core).
-PARALLEL_FLOPS = 1 << 17
+#: Multiply-adds from which a product is shared with polling workers (about 2 us on one core).
+#: Small as that is, handing half to a polling worker pays: a one-row product by a
+#: 512x128 weight (an LSTM gate step) streams 256 KiB of weights, at L2 bandwidth about
+#: 3 us on one core, and each core streams half of it, 4.1 -> 2.9-3.2 us with the handoff.
+PARALLEL_FLOPS = 1 << 15
 
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
 _BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30

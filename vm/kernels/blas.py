@@ -113,10 +113,16 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
     flops = og * k * plane
     with threads.single_threaded_blas():
         if og > plane:
-            # Few output pixels, many channels: one im2col, then chunks of channels.
+            # Few output pixels, many channels: im2col by chunks of input channels (on a
+            # 7x7 image its short rows make it 0.2-0.4 ms, too long for one thread while
+            # the others wait), then the product by chunks of output channels.
             if not direct:
-                conv_loops.im2col(x, n, g * cg, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw,
-                                  out_h, out_w, 0, out_h)  # fmt: skip
+                taps = kh * kw
+                threads.run(
+                    [_call(conv_loops.im2col, x, n, g * cg + lo, hi - lo,
+                           cols[lo * taps : hi * taps], kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+                           out_w, 0, out_h) for lo, hi in _ranges(cg, flops)]
+                )  # fmt: skip
             threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
             return
 

@@ -28,6 +28,9 @@ from vm.kernels import bridge, conv_loops, gemm, threads, winograd
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
+#: Multiply-adds below which a convolution block builds all its columns on one thread and
+#: leaves the product to :func:`vm.kernels.gemm.gemm` (see :func:`conv_block`).
+SMALL_CONV_FLOPS = 1 << 24
 
 
 _SCRATCH = threading.local()
@@ -103,7 +106,16 @@ def _batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
 def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """One (image ``n``, group ``g``) block of a float convolution: im2col into ``cols``
     (skipped when ``cols`` is empty: a 1x1 input is its own column matrix) and
-    ``out3[n, group's channels] = w3[g] @ columns``, both split into chunks of output rows."""
+    ``out3[n, group's channels] = w3[g] @ columns``.
+
+    Python tasks on the worker threads cost a GIL hand-over or two each, which in a virtual
+    machine can take tens of microseconds, so the product goes to :func:`gemm.gemm`, whose
+    polling workers share it without the GIL, whenever the columns are built first: for
+    small blocks (below :data:`SMALL_CONV_FLOPS`, where the tasks cost more than they
+    save: a 6.4M multiply-add 1x1 stride-2 block took 230 us on both threads, 110 us so)
+    and for blocks with more channels than output pixels (whose im2col is split by input
+    channels). Other blocks build the columns of a few output rows at a time, each chunk
+    of rows a task that then multiplies them while they are in cache."""
     weights = w3[g]
     og, k = weights.shape
     out = out3[n, g * og : g * og + og]
@@ -112,18 +124,24 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
     source = x[n, g * cg : g * cg + cg].reshape(cg, -1) if direct else cols
     flops = og * k * plane
     with threads.single_threaded_blas():
-        if og > plane:
-            # Few output pixels, many channels: im2col by chunks of input channels (on a
-            # 7x7 image its short rows make it 0.2-0.4 ms, too long for one thread while
-            # the others wait), then the product by chunks of output channels.
-            if not direct:
+        if flops < SMALL_CONV_FLOPS or og > plane:
+            if direct:
+                pass
+            elif flops < SMALL_CONV_FLOPS:
+                conv_loops.im2col(x, n, g * cg, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw,
+                                  out_h, out_w, 0, out_h)  # fmt: skip
+            else:
+                # On a 7x7 image the short rows make im2col 0.2-0.4 ms: every thread helps.
                 taps = kh * kw
                 threads.run(
                     [_call(conv_loops.im2col, x, n, g * cg + lo, hi - lo,
                            cols[lo * taps : hi * taps], kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                            out_w, 0, out_h) for lo, hi in _ranges(cg, flops)]
                 )  # fmt: skip
-            threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
+            if gemm.fits(weights) and gemm.fits(source) and gemm.fits(out):
+                gemm.gemm(weights, source, out, False, False)
+            else:
+                threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
             return
 
         fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col

@@ -19,6 +19,16 @@ the GIL (:mod:`vm.kernels.gemm`); asleep, it waits on a pipe that both Python ca
 compiled code write a byte to. The workers start when the kernels' BLAS helpers are
 imported, so compiled code finds them.
 
+While a job of Python tasks runs, its caller and the workers are bound to CPUs of their
+own (the caller to one no worker takes), as TVM binds its pool's threads; each thread
+gets its affinity back when the job is done, so no thread stays bound, and threads other
+libraries start later inherit nothing. Unbound, the tasks lost 2x on a virtual machine:
+after the process had been idle for 0.2 s, every hand-over of the GIL between a caller
+and a worker woke the other on the waker's CPU (the idle vCPU counts as unavailable), so
+the two shared one CPU for a whole ResNet-18 run (60-80 ms instead of 26). Products that
+compiled code shares need no GIL and no binding. ``RELAYVM_BIND_THREADS=0`` turns
+binding off.
+
 ``RELAYVM_NUM_THREADS`` sets the number of threads (the caller included); the default is
 the number of CPUs this process may run on, at most :data:`DEFAULT_MAX_THREADS`. When
 numpy's BLAS is not an OpenBLAS with thread-local control, products are not split and the
@@ -93,6 +103,31 @@ def _thread_count() -> int:
     return max(1, min(count, DEFAULT_MAX_THREADS))
 
 
+def _binding(workers: int) -> tuple[list[int], int] | None:
+    """The CPU of each worker and the one callers take while they share a job, or None
+    when threads are not bound (turned off, no affinity control, or too few CPUs)."""
+    if os.environ.get("RELAYVM_BIND_THREADS", "1").strip() == "0" or workers < 1:
+        return None
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return None
+    if len(cpus) < workers + 1:
+        return None
+    return cpus[1 : workers + 1], cpus[0]
+
+
+def _bind(cpus: set[int]) -> set[int] | None:
+    """Bind the calling thread to ``cpus``; its previous CPUs, or None if that failed."""
+    try:
+        previous = os.sched_getaffinity(0)
+        if previous != cpus:
+            os.sched_setaffinity(0, cpus)
+    except OSError:  # pragma: no cover - a CPU went offline or the mask is forbidden
+        return None
+    return previous
+
+
 def _setter() -> Callable[[int], int] | None:
     setter = _STATE.get("setter", False)
     if setter is False:
@@ -163,7 +198,7 @@ class _Job:
         self.done.wait()
 
 
-def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int) -> None:
+def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | None) -> None:
     from vm.kernels import gemm
 
     setter = _setter()
@@ -199,7 +234,12 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int) -> None:
                 # Only now, no longer counted asleep: a caller in between writes nothing.
                 gemm.woken()
             continue
-        job.work()
+        previous = None if cpu is None else _bind({cpu})
+        try:
+            job.work()
+        finally:
+            if previous is not None and previous != {cpu}:
+                _bind(previous)
 
 
 def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
@@ -217,10 +257,13 @@ def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
                 os.set_blocking(wake_write, False)
                 gemm.set_wake_fd(wake_write)
                 _STATE["wake"] = wake_write
+            binding = _binding(workers)
+            _STATE["caller_cpu"] = None if binding is None else binding[1]
             for k in range(workers):
+                cpu = None if binding is None else binding[0][k]
                 thread = threading.Thread(
                     target=_worker,
-                    args=(jobs, posted, wake_read),
+                    args=(jobs, posted, wake_read, cpu),
                     name=f"relayvm-kernel-{k}",
                     daemon=True,
                 )
@@ -249,7 +292,7 @@ def _wake(count: int) -> None:
 
 def _forget_pool() -> None:
     """In a forked child the workers do not exist: start a new pool when one is needed."""
-    for key in ("jobs", "posted", "workers", "wake"):
+    for key in ("jobs", "posted", "workers", "wake", "caller_cpu"):
         _STATE.pop(key, None)
     gemm = sys.modules.get("vm.kernels.gemm")
     if gemm is not None:
@@ -268,12 +311,18 @@ def run(tasks: Sequence[Callable[[], None]]) -> None:
             task()
         return
     jobs, posted, workers = _pool()
-    job = _Job(tasks)
-    for _ in range(min(workers, len(tasks) - 1)):
-        jobs.put(job)
-    posted[0] += 1  # after the put: a worker that sees the change finds the job queued
-    _wake(len(tasks) - 1)
-    job.work()
-    job.wait()
+    caller_cpu = _STATE.get("caller_cpu")
+    previous = None if caller_cpu is None else _bind({caller_cpu})  # type: ignore[arg-type]
+    try:
+        job = _Job(tasks)
+        for _ in range(min(workers, len(tasks) - 1)):
+            jobs.put(job)
+        posted[0] += 1  # after the put: a worker that sees the change finds the job queued
+        _wake(len(tasks) - 1)
+        job.work()
+        job.wait()
+    finally:
+        if previous is not None and previous != {caller_cpu}:
+            _bind(previous)
     if job.error is not None:
         raise job.error

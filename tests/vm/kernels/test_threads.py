@@ -4,13 +4,18 @@ Returns group: every task of a job runs exactly once whoever takes it, from one 
 calling threads at once; the first error is re-raised in the caller; OpenBLAS is made
 single-threaded only inside the context and restored after it; products split into chunks
 along their longer dimension (columns, rows, a batch, a convolution's output rows with
-their im2col) equal numpy's; a forked child starts workers of its own. Traps group: an
+their im2col) equal numpy's; a forked child starts workers of its own; while a job runs
+its threads are bound to CPUs of their own and the caller gets its affinity back after
+it, unless binding is turned off. Traps group: an
 exception in a Python handler called from compiled code through the bridge becomes a
 RuntimeError there, and the original stays available.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -77,10 +82,16 @@ def test_split_products_equal_numpy(m: int, k: int, n: int) -> None:
     np.testing.assert_allclose(stacked, stack_a @ stack_b, rtol=1e-10)
 
 
-@pytest.mark.parametrize(("channels", "size", "out"), [(16, 30, 8), (64, 6, 128)])
+@pytest.mark.parametrize(
+    ("channels", "size", "out"),
+    [
+        (16, 30, 8),  # small: one im2col, the product shared by compiled code
+        (64, 6, 128),  # more channels than pixels: im2col by channel chunks, then the product
+        (32, 64, 64),  # big: chunks of output rows, each with its own im2col
+    ],
+)
 def test_split_convolution_blocks_equal_im2col_and_one_product(channels, size, out) -> None:
-    # Chunks of output rows (each with its own im2col), or of output channels when the
-    # image is small, must give what one im2col and one product give.
+    # However a block is cut, it must give what one im2col and one product give.
     x = RNG.standard_normal((2, channels, size, size)).astype("float32")
     w = RNG.standard_normal((out, channels * 9)).astype("float32")
     plane = size * size
@@ -131,3 +142,45 @@ def test_a_failing_python_handler_raises_in_compiled_code() -> None:
         call(np.zeros(3, np.float32))
     assert isinstance(bridge.last_error(), KeyError)
     assert "handler saw 3 values" in str(bridge.last_error())
+
+
+def _affinity_in_task(record: list, key: str):
+    def task() -> None:
+        record.append((key, threading.current_thread().name, os.sched_getaffinity(0)))
+
+    return task
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")
+def test_a_job_binds_its_threads_to_cpus_of_their_own_and_restores_the_caller() -> None:
+    threads.run([lambda: None] * 2)  # the pool exists
+    cpu = threads._STATE.get("caller_cpu")
+    if cpu is None:
+        pytest.skip("threads are not bound here (one CPU, or RELAYVM_BIND_THREADS=0)")
+    before = os.sched_getaffinity(0)
+    record: list = []
+    for _ in range(20):  # until a worker has taken a task too
+        threads.run([_affinity_in_task(record, str(i)) for i in range(8)])
+        if any(not name.startswith("Main") for _, name, _ in record):
+            break
+    assert os.sched_getaffinity(0) == before
+    for _, name, cpus in record:
+        if name == threading.current_thread().name:
+            assert cpus == {cpu}
+        else:
+            assert len(cpus) == 1 and cpu not in cpus
+
+
+def test_binding_can_be_turned_off() -> None:
+    code = (
+        "import os\n"
+        "from vm.kernels import threads\n"
+        "seen = []\n"
+        "threads.run([lambda: seen.append(os.sched_getaffinity(0))] * 4)\n"
+        "print(threads._STATE.get('caller_cpu'), all(s == os.sched_getaffinity(0) for s in seen))"
+    )
+    env = {**os.environ, "RELAYVM_BIND_THREADS": "0", "RELAYVM_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split() == ["None", "True"]

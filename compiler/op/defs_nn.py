@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import Any, TensorType, Type
+from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.defs_common import define, result
 from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
 from compiler.op.typerel import (
@@ -51,16 +51,22 @@ def _dense_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
         f"{fmt_type(weight)} (second dimension) differ"
     )
     merge_dims(op, what, data.shape[-1], weight.shape[1])
-    units = attrs.get("units")
-    out_units = weight.shape[0]
-    if units is not None:
-        if not isinstance(out_units, Any) and out_units != units:
-            raise OpTypeError(
-                f"{op}: attribute units={units} does not match weight {fmt_type(weight)} "
-                f"with {out_units} output units"
-            )
-        out_units = units  # type: ignore[assignment]
+    out_units = _units(op, attrs, "weight", weight, weight.shape[0])
     return TensorType([*data.shape[:-1], out_units], attrs.get("out_dtype") or dtype)
+
+
+def _units(op: str, attrs: Attrs, name: str, weight: TensorType, found: Dim) -> Dim:
+    """The output units: ``found`` (from the weight's shape), checked against attribute
+    ``units`` when it is given."""
+    units = attrs.get("units")
+    if units is None:
+        return found
+    if not isinstance(found, Any) and found != units:
+        raise OpTypeError(
+            f"{op}: attribute units={units} does not match {name} {fmt_type(weight)} "
+            f"with {found} output units"
+        )
+    return units  # type: ignore[return-value]
 
 
 def _dense(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -115,14 +121,7 @@ def _matmul_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
         f"(transpose_a={attrs['transpose_a']}, transpose_b={attrs['transpose_b']})"
     )
     merge_dims(op, what, ka, kb)
-    units = attrs.get("units")
-    if units is not None:
-        if not isinstance(n, Any) and n != units:
-            raise OpTypeError(
-                f"{op}: attribute units={units} does not match tensor_b {fmt_type(b)} "
-                f"with {n} output units"
-            )
-        n = units  # type: ignore[assignment]
+    n = _units(op, attrs, "tensor_b", b, n)
     lead = [rows] if attrs["transpose_a"] else list(a.shape[:-1])
     return TensorType([*lead, n], attrs.get("out_dtype") or dtype)
 

@@ -38,14 +38,12 @@ import math
 from compiler.ir.expr import Call, Constant, Node, Op
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType
-from compiler.ir.visitor import post_order
 from compiler.op import nn
 from compiler.op.api import call_op
 from compiler.op.defs_window import padding4, pair
 from compiler.op.registry import get_def
-from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive
+from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
 
 __all__ = ["AlterOpLayout", "alter_op_layout"]
 
@@ -150,12 +148,8 @@ class _Rewriter(BindingMutator):
         return new
 
 
-def _has_candidate(mod: IRModule) -> bool:
-    for func in mod.functions.values():
-        for node in post_order(func, descend=lambda n: not is_primitive(n)):
-            if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in _REWRITES:
-                return True
-    return False
+def _is_candidate(node: object) -> bool:
+    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in _REWRITES
 
 
 def alter_op_layout(mod: IRModule) -> IRModule:
@@ -173,13 +167,7 @@ def alter_op_layout(mod: IRModule) -> IRModule:
     IRModule
         A new module.
     """
-    if not _has_candidate(mod):
-        return mod.copy()
-    typed = InferType()(mod)
-    out = typed.copy()
-    for gvar, func in typed.functions.items():
-        out[gvar] = _Rewriter().visit(func)
-    return out
+    return rewrite_module(mod, _is_candidate, _Rewriter)
 
 
 class AlterOpLayout(Pass):

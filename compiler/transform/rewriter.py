@@ -18,12 +18,14 @@ rebuilds only nodes whose children changed, so the input is never modified.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any as AnyT
 
 from compiler.ir.expr import Clause, Expr, Function, Let, Node
-from compiler.ir.visitor import children, rebuild
+from compiler.ir.module import IRModule
+from compiler.ir.visitor import children, post_order, rebuild
 
-__all__ = ["BindingMutator", "is_primitive"]
+__all__ = ["BindingMutator", "is_primitive", "rewrite_module"]
 
 _ENTER = 0  # first visit: schedule children
 _BOUND = 1  # a let's value is rewritten: call enter_let, schedule the body
@@ -109,3 +111,21 @@ class BindingMutator:
                     kids = tuple(memo[id(c)] for c in children(node))
                 memo[id(node)] = self.rewrite(node, rebuild(node, kids))
         return memo[id(root)]
+
+
+def rewrite_module(
+    mod: IRModule, wanted: Callable[[Node], bool], make: Callable[[], BindingMutator]
+) -> IRModule:
+    """``mod`` type-checked, with every function rewritten by a fresh ``make()`` (rewriters
+    read the ``_checked_type`` of the original nodes); a plain copy, not type-checked, when
+    no node outside the primitive functions is ``wanted``."""
+    from compiler.transform.infer_type import InferType
+
+    outside = lambda node: not is_primitive(node)  # noqa: E731
+    if not any(wanted(n) for f in mod.functions.values() for n in post_order(f, descend=outside)):
+        return mod.copy()
+    typed = InferType()(mod)
+    out = typed.copy()
+    for gvar, func in typed.functions.items():
+        out[gvar] = make().visit(func)
+    return out

@@ -27,13 +27,11 @@ import itertools
 from compiler.ir.expr import Call, Let, Node, Op, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType
-from compiler.ir.visitor import post_order
 from compiler.op.api import call_op
 from compiler.op.defs_transform import split_sizes
 from compiler.op.registry import OpTypeError, get_def
-from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive
+from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
 
 __all__ = ["SplitToSlices", "split_to_slices"]
 
@@ -104,14 +102,6 @@ class _Rewriter(BindingMutator):
         )
 
 
-def _has_split(mod: IRModule) -> bool:
-    for func in mod.functions.values():
-        for node in post_order(func, descend=lambda n: not is_primitive(n)):
-            if _is_split(node):
-                return True
-    return False
-
-
 def split_to_slices(mod: IRModule) -> IRModule:
     """Rewrite every projection of a ``split`` as a ``strided_slice`` (see the module doc).
 
@@ -125,13 +115,7 @@ def split_to_slices(mod: IRModule) -> IRModule:
     IRModule
         A new module.
     """
-    if not _has_split(mod):
-        return mod.copy()
-    typed = InferType()(mod)
-    out = typed.copy()
-    for gvar, func in typed.functions.items():
-        out[gvar] = _Rewriter().visit(func)
-    return out
+    return rewrite_module(mod, _is_split, _Rewriter)
 
 
 class SplitToSlices(Pass):

@@ -138,9 +138,7 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
                            cols[lo * taps : hi * taps], kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                            out_w, 0, out_h) for lo, hi in _ranges(cg, flops)]
                 )  # fmt: skip
-            if gemm.fits(weights) and gemm.fits(source) and gemm.fits(out):
-                gemm.gemm(weights, source, out, False, False)
-            else:
+            if not _product_without_gil(weights, source, out):
                 threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
             return
 
@@ -157,6 +155,17 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
             return task
 
         threads.run([rows(r0, r1) for r0, r1 in _ranges(out_h, flops)])
+
+
+@njit(nogil=True, cache=True)
+def _product_without_gil(a, b, out):
+    """``out = a @ b`` by :func:`gemm.gemm` (shared with polling workers); False, doing
+    nothing, if BLAS cannot read an operand in place. Cached on disk: called from Python,
+    it would otherwise compile in every process (about 2 s)."""
+    if gemm.fits(a) and gemm.fits(b) and gemm.fits(out):
+        gemm.gemm(a, b, out, False, False)
+        return True
+    return False
 
 
 def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):

@@ -232,3 +232,63 @@ def test_threads_loading_one_new_kernel_share_one_build() -> None:
     for t in threads:
         t.join()
     assert len(kernels) == 4 and all(k is kernels[0] for k in kernels)
+
+
+CONVOLUTIONS = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from numba.core import event
+
+    compiled = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", Listener())
+    import vm
+    from compiler import relay
+
+    # A 1x1 stride-2 block (small: product without the GIL), a 3x3 one with more channels
+    # than pixels (im2col by channel chunks), a big one (chunks of output rows).
+    x = relay.var("x", shape=(1, 16, 8, 8), dtype="float32")
+    y = relay.var("y", shape=(1, 4, 64, 64), dtype="float32")
+    rng = np.random.default_rng(0)
+    w1 = relay.const(rng.standard_normal((32, 16, 1, 1)).astype("float32"))
+    w2 = relay.const(rng.standard_normal((128, 16, 3, 3)).astype("float32"))
+    w3 = relay.const(rng.standard_normal((64, 4, 3, 3)).astype("float32"))
+    body = relay.Tuple([
+        relay.nn.conv2d(x, w1, strides=(2, 2)),
+        relay.nn.conv2d(x, w2, padding=(1, 1)),
+        relay.nn.conv2d(y, w3, padding=(1, 1)),
+    ])
+    exe = relay.vm.compile(relay.IRModule.from_expr(relay.Function([x, y], body)))
+    machine = vm.VirtualMachine(exe, vm.cpu())
+    a, b = np.ones((1, 16, 8, 8), "float32"), np.ones((1, 4, 64, 64), "float32")
+    for _ in range(3):
+        machine.invoke("main", a, b)
+    print(json.dumps(sorted(set(compiled))))
+    """
+)
+
+
+def test_a_fresh_process_runs_convolutions_from_the_cache_without_compiling() -> None:
+    # Every compiled function the convolutions call from Python must be cached on disk:
+    # one that is not compiles again in each process (about 2 s for the shared product).
+    def compiled_in_a_fresh_process() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", CONVOLUTIONS],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    compiled_in_a_fresh_process()  # fills the cache if this run has not yet
+    assert compiled_in_a_fresh_process() == []

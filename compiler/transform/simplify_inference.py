@@ -37,12 +37,10 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Constant, Expr, Let, Node, Op, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType, Type
-from compiler.ir.visitor import post_order
 from compiler.op import api
 from compiler.op.registry import get_def
-from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive
+from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
 
 __all__ = ["SimplifyInference", "simplify_inference"]
 
@@ -194,13 +192,11 @@ class _Simplifier(BindingMutator):
         return call.args[index + 2] if index in (1, 2) else new
 
 
-def _mentions_targets(mod: IRModule) -> bool:
-    targets = set(_PROJECTED) | set(_CALLS)
-    for func in mod.functions.values():
-        for node in post_order(func, descend=lambda n: not is_primitive(n)):
-            if _op_name(node) in targets:
-                return True
-    return False
+_TARGETS = frozenset(_PROJECTED) | frozenset(_CALLS)
+
+
+def _is_target(node: Node) -> bool:
+    return _op_name(node) in _TARGETS
 
 
 def simplify_inference(mod: IRModule) -> IRModule:
@@ -216,13 +212,7 @@ def simplify_inference(mod: IRModule) -> IRModule:
     IRModule
         A new module (type-checked first if anything was rewritten).
     """
-    if not _mentions_targets(mod):
-        return mod.copy()
-    typed = InferType()(mod)
-    out = typed.copy()
-    for gvar, func in typed.functions.items():
-        out[gvar] = _Simplifier().visit(func)
-    return out
+    return rewrite_module(mod, _is_target, _Simplifier)
 
 
 class SimplifyInference(Pass):

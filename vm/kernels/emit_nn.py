@@ -99,16 +99,24 @@ def _product_emit(op: str) -> Callable:
             src.line(f"{a2} = {a}.reshape(({m}, {k}))")
         src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {n}))")
         loop = _product_loop(ctx, a2, b, o2, (m, k, n), (ta, tb), in_dtype, out_dtype)
-        if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
-            with src.block(f"if {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
-                src.line(f"blas.product_into({a2}, {b}, {o2}, {ta}, {tb})")
-            with src.block("else:"):
-                loop()
-        else:
-            loop()
+        call = f"blas.product_into({a2}, {b}, {o2}, {ta}, {tb})"
+        _blas_or_loops(ctx, f"{m} * {n} * {k}", call, loop)
         _whole_epilogue(ctx)
 
     return emit
+
+
+def _blas_or_loops(ctx: EmitCtx, flops: str, call: str, loops: Callable[[], None]) -> None:
+    """Emit ``call`` (BLAS) when the product has ``flops`` >= :data:`BLAS_MIN_FLOPS`
+    multiply-adds and BLAS takes its dtypes, else the compiled ``loops``."""
+    in_dtype, out_dtype = ctx.arg_specs[0].dtype, ctx.out_specs[0].dtype
+    if in_dtype != out_dtype or out_dtype not in _BLAS_DTYPES:
+        loops()
+        return
+    with ctx.src.block(f"if {flops} >= {BLAS_MIN_FLOPS}:"):
+        ctx.src.line(call)
+    with ctx.src.block("else:"):
+        loops()
 
 
 def _whole_epilogue(ctx: EmitCtx) -> None:
@@ -222,13 +230,8 @@ def _batch_matmul_emit(ctx: EmitCtx) -> None:
                     src.line(f"{s} += {a} * {c}")
                 src.line(f"{out}[{b}, {i}, {j}] = {cast(s, acc, out_dtype)}")
 
-    if in_dtype == out_dtype and out_dtype in _BLAS_DTYPES:
-        with src.block(f"if {batch} * {m} * {n} * {k} >= {BLAS_MIN_FLOPS}:"):
-            src.line(f"blas.matmul_into({x}, {y}, {out}, {ta}, {tb})")
-        with src.block("else:"):
-            loops()
-    else:
-        loops()
+    call = f"blas.matmul_into({x}, {y}, {out}, {ta}, {tb})"
+    _blas_or_loops(ctx, f"{batch} * {m} * {n} * {k}", call, loops)
     _whole_epilogue(ctx)
 
 

@@ -125,20 +125,38 @@ def conv2d(
     ``padding`` is 1, 2 or 4 ints (all sides; top/bottom and left/right; top, left, bottom,
     right); ``groups == C`` with weight ``(C * multiplier, 1, kh, kw)`` is depthwise.
     """
-    return call_op(
-        "nn.conv2d",
-        [data, weight],
-        strides=pair_tuple(strides),
-        padding=padding_tuple(padding),
-        dilation=pair_tuple(dilation),
-        groups=groups,
-        channels=channels,
-        kernel_size=pair_tuple(kernel_size),
-        data_layout=data_layout,
-        kernel_layout=kernel_layout,
-        out_layout=out_layout,
-        out_dtype=out_dtype,
-    )
+    attrs = _conv2d_attrs(
+        strides, padding, dilation, groups, channels, kernel_size, data_layout, kernel_layout,
+        out_layout, out_dtype,
+    )  # fmt: skip
+    return call_op("nn.conv2d", [data, weight], **attrs)
+
+
+def _conv2d_attrs(
+    strides: IntOrPair,
+    padding: IntOrPair,
+    dilation: IntOrPair,
+    groups: int,
+    channels: int | None,
+    kernel_size: IntOrPair | None,
+    data_layout: str,
+    kernel_layout: str,
+    out_layout: str,
+    out_dtype: str,
+) -> dict:
+    """``nn.conv2d``'s attributes in TVM's stored form (also the Winograd convolution's)."""
+    return {
+        "strides": pair_tuple(strides),
+        "padding": padding_tuple(padding),
+        "dilation": pair_tuple(dilation),
+        "groups": groups,
+        "channels": channels,
+        "kernel_size": pair_tuple(kernel_size),
+        "data_layout": data_layout,
+        "kernel_layout": kernel_layout,
+        "out_layout": out_layout,
+        "out_dtype": out_dtype,
+    }
 
 
 def contrib_conv2d_winograd_weight_transform(weight: object, tile_size: int = 2) -> Call:
@@ -163,21 +181,12 @@ def contrib_conv2d_winograd_without_weight_transform(
 ) -> Call:
     """A 3x3, stride-1 ``nn.conv2d`` of NCHW ``data`` whose ``weight`` is already transformed
     by :func:`contrib_conv2d_winograd_weight_transform`."""
-    return call_op(
-        "nn.contrib_conv2d_winograd_without_weight_transform",
-        [data, weight],
-        tile_size=tile_size,
-        strides=pair_tuple(strides),
-        padding=padding_tuple(padding),
-        dilation=pair_tuple(dilation),
-        groups=groups,
-        channels=channels,
-        kernel_size=pair_tuple(kernel_size),
-        data_layout=data_layout,
-        kernel_layout=kernel_layout,
-        out_layout=out_layout,
-        out_dtype=out_dtype,
-    )
+    attrs = _conv2d_attrs(
+        strides, padding, dilation, groups, channels, kernel_size, data_layout, kernel_layout,
+        out_layout, out_dtype,
+    )  # fmt: skip
+    name = "nn.contrib_conv2d_winograd_without_weight_transform"
+    return call_op(name, [data, weight], tile_size=tile_size, **attrs)
 
 
 def conv2d_transpose(

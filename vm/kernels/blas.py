@@ -125,18 +125,15 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
     flops = og * k * plane
     with threads.single_threaded_blas():
         if flops < SMALL_CONV_FLOPS or og > plane:
-            if direct:
-                pass
-            elif flops < SMALL_CONV_FLOPS:
-                conv_loops.im2col(x, n, g * cg, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw,
-                                  out_h, out_w, 0, out_h)  # fmt: skip
-            else:
-                # On a 7x7 image the short rows make im2col 0.2-0.4 ms: every thread helps.
+            if not direct:
+                # By chunks of input channels: on a 7x7 image the short rows make im2col
+                # 0.2-0.4 ms, so every thread helps; a small block keeps it on this one.
+                chunks = [(0, cg)] if flops < SMALL_CONV_FLOPS else _ranges(cg, flops)
                 taps = kh * kw
                 threads.run(
                     [_call(conv_loops.im2col, x, n, g * cg + lo, hi - lo,
                            cols[lo * taps : hi * taps], kh, kw, sh, sw, pt, pl, dh, dw, out_h,
-                           out_w, 0, out_h) for lo, hi in _ranges(cg, flops)]
+                           out_w, 0, out_h) for lo, hi in chunks]
                 )  # fmt: skip
             if not _product_without_gil(weights, source, out):
                 threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])

@@ -234,7 +234,8 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
                 # Only now, no longer counted asleep: a caller in between writes nothing.
                 gemm.woken()
             continue
-        previous = None if cpu is None else _bind({cpu})
+        # A job whose tasks are all taken (the caller often finishes alone) needs no binding.
+        previous = None if cpu is None or job.pending == 0 else _bind({cpu})
         try:
             job.work()
         finally:

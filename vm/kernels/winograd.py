@@ -137,11 +137,9 @@ def transform_output(m, out3, n, o0, o1, tiles_w, out_h, out_w):
 
 
 @njit(nogil=True, cache=True)
-def _constants(dtype, third=5.0):
-    # Constants of the data's own type: an integer literal would promote float32 to float64.
-    values = np.empty(3, dtype)
-    values[0], values[1], values[2] = 2.0, 4.0, third
-    return values[0], values[1], values[2]
+def _of(dtype, value):
+    """``value`` in the data's own type: a float literal would promote float32 to float64."""
+    return np.full(1, value, dtype)[0]
 
 
 @njit(nogil=True, cache=True)
@@ -150,7 +148,7 @@ def transform_input4(x, n, c0, c1, pt, pl, tiles_h, tiles_w, v):
     ``d`` the 6x6 input tile starting at ``(4 * row - pt, 4 * col - pl)`` (0 outside)."""
     padded = np.zeros((4 * tiles_h + 2, 4 * tiles_w + 2), v.dtype)
     cols = np.empty((6, 6, tiles_w), v.dtype)
-    two, four, five = _constants(v.dtype)
+    two, four, five = _of(v.dtype, 2.0), _of(v.dtype, 4.0), _of(v.dtype, 5.0)
     for c in range(c0, c1):
         _pad_channel(x, n, c, pt, pl, padded)
         for th in range(tiles_h):
@@ -188,7 +186,7 @@ def transform_output4(m, out3, n, o0, o1, tiles_w, out_h, out_w):
     where it lies inside the output."""
     tiles_h = (out_h + 3) // 4
     part = np.empty((4, 6, tiles_w), m.dtype)
-    two, four, eight = _constants(m.dtype, 8.0)
+    two, four, eight = _of(m.dtype, 2.0), _of(m.dtype, 4.0), _of(m.dtype, 8.0)
     for o in range(o0, o1):
         for th in range(tiles_h):
             base = th * tiles_w

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from vm.kernels import panels
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
 
 __all__ = [
@@ -639,6 +640,41 @@ def _matmul(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list
     if units is not None:
         _expect(n, units, "output units of tensor_b (attribute units)")
     return [(*lead, n)]
+
+
+@_rule("nn.contrib_dense_pack")
+def _dense_pack(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    data, weight = shapes
+    _rank(data, 1, None, "data")
+    _rank(weight, 3, 3, "weight")
+    layout = attrs.get("weight_layout", panels.LAYOUT)
+    width = panels.panel_width(layout)
+    if width is None:
+        raise _Bad(panels.unsupported("weight_layout", layout))
+    count, features, found = weight
+    _expect(found, width, f"panel width of weight {fmt_shape(weight)} (third dimension)")
+    if features != data[-1]:
+        raise _Bad(
+            f"the input features differ: data {fmt_shape(data)} has {data[-1]} (last "
+            f"dimension), weight {fmt_shape(weight)} has {features} (second dimension)"
+        )
+    units = attrs.get("units")
+    if units is None:
+        return [(*data[:-1], count * width)]
+    if not (count - 1) * width < units <= count * width:
+        raise _Bad(f"attribute units={units} does not fit {count} panels of {width}")
+    return [(*data[:-1], units)]
+
+
+@_rule("layout_transform")
+def _layout_transform(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    (data,) = shapes
+    _rank(data, 2, 2, "data")
+    layout = attrs.get("dst_layout", panels.LAYOUT)
+    width = panels.panel_width(layout)
+    if width is None or attrs.get("src_layout", "NC") != "NC":
+        raise _Bad(panels.unsupported("dst_layout", layout))
+    return [(-(-data[0] // width), data[1], width)]
 
 
 @_rule("nn.batch_matmul")

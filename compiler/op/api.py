@@ -23,12 +23,12 @@ from compiler.op.registry import get_def, get_op
 __all__ = [  # the operator builders, sorted
     "abs", "add", "all", "any", "argmax", "argmin", "broadcast_to", "cast", "ceil", "clip",
     "concatenate", "copy", "cos", "divide", "equal", "erf", "exp", "expand_dims", "floor",
-    "floor_divide", "floor_mod", "full", "full_like", "greater", "greater_equal", "less",
-    "less_equal", "log", "logical_and", "logical_not", "logical_or", "max", "maximum", "mean",
-    "min", "minimum", "mod", "multiply", "negative", "not_equal", "ones", "ones_like", "power",
-    "prod", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "split", "sqrt", "squeeze",
-    "stack", "strided_slice", "subtract", "sum", "take", "tanh", "transpose", "where", "zeros",
-    "zeros_like",
+    "floor_divide", "floor_mod", "full", "full_like", "greater", "greater_equal",
+    "layout_transform", "less", "less_equal", "log", "logical_and", "logical_not",
+    "logical_or", "max", "maximum", "mean", "min", "minimum", "mod", "multiply", "negative",
+    "not_equal", "ones", "ones_like", "power", "prod", "reshape", "round", "rsqrt", "sigmoid",
+    "sign", "sin", "split", "sqrt", "squeeze", "stack", "strided_slice", "subtract", "sum",
+    "take", "tanh", "transpose", "where", "zeros", "zeros_like",
 ]  # fmt: skip
 
 
@@ -391,6 +391,12 @@ def argmin(
 def reshape(data: object, newshape: int | Sequence[int]) -> Call:
     """``data`` with a new shape; 0 copies an input dimension, -1 is inferred (-2/-3/-4 too)."""
     return call_op("reshape", [data], newshape=_static_ints(newshape))
+
+
+def layout_transform(data: object, src_layout: str, dst_layout: str) -> Call:
+    """``data`` rearranged from ``src_layout`` to ``dst_layout``; only ``"NC"`` to
+    ``"NC{n}n"`` (panels of ``n`` rows, as ``nn.contrib_dense_pack`` takes its weight)."""
+    return call_op("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
 
 
 def transpose(data: object, axes: Sequence[int] | None = None) -> Call:

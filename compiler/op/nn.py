@@ -21,13 +21,32 @@ from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm",
     "bias_add", "contrib_conv2d_winograd_weight_transform",
-    "contrib_conv2d_winograd_without_weight_transform", "conv2d", "conv2d_transpose", "dense",
-    "dropout", "dropout_raw",
+    "contrib_conv2d_winograd_without_weight_transform", "contrib_dense_pack", "conv2d",
+    "conv2d_transpose", "dense", "dropout", "dropout_raw",
     "global_avg_pool2d", "global_max_pool2d", "group_norm", "layer_norm", "leaky_relu",
     "log_softmax", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
 ]  # fmt: skip
 
 IntOrPair = int | Sequence[int]
+
+
+def contrib_dense_pack(
+    data: object,
+    weight: object,
+    units: int | None = None,
+    out_dtype: str = "",
+    weight_layout: str = "NC32n",
+) -> Call:
+    """``data @ w.T`` with ``w`` given as ``weight`` in the ``NC{n}n`` panel layout that
+    ``layout_transform(w, "NC", weight_layout)`` makes; ``units`` defaults to every panel
+    row."""
+    return call_op(
+        "nn.contrib_dense_pack",
+        [data, weight],
+        units=units,
+        out_dtype=out_dtype,
+        weight_layout=weight_layout,
+    )
 
 
 def dense(data: object, weight: object, units: int | None = None, out_dtype: str = "") -> Call:

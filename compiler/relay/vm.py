@@ -12,7 +12,8 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
    one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3),
    ``AlterOpLayout`` (opt_level 3: 3x3 convolutions with constant weights become Winograd
-   convolutions, dense layers with constant weights take them transposed),
+   convolutions, dense layers with constant weights take them packed in panels or
+   transposed),
    ``FoldConstant`` again (the weight transforms) and ``SplitToSlices`` (opt_level 1:
    projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by

@@ -142,6 +142,15 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((4, 2, 5), F), ((3, 5), F)], {"units": 3, "transpose_b": True}),
         ([((5, 2), F), ((3, 5), F)], {"transpose_a": True, "transpose_b": True}),
     ],
+    "nn.contrib_dense_pack": [
+        ([((2, 5), F), ((3, 5, 32), F)], {}),
+        ([((4, 2, 5), F), ((3, 5, 32), F)], {"units": 70}),
+        ([((4, 5), F), ((2, 5, 4), F)], {"units": 7, "weight_layout": "NC4n"}),
+    ],
+    "layout_transform": [
+        ([((70, 5), F)], {"src_layout": "NC", "dst_layout": "NC32n"}),
+        ([((8, 3), F)], {"src_layout": "NC", "dst_layout": "NC4n"}),
+    ],
     "nn.batch_matmul": [
         ([((2, 3, 4), F), ((2, 5, 4), F)], {}),
         ([((1, 4, 3), F), ((6, 4, 5), F)], {"transpose_a": True, "transpose_b": False}),
@@ -319,6 +328,14 @@ def test_reshape_infers_minus_one_from_a_run_time_batch() -> None:
             r"nn.matmul: the reduction dimensions of tensor_a \(2, 5\) and tensor_b \(4, 3\)",
         ),
         ("nn.matmul", [(2, 3, 5), (5, 3)], {"transpose_a": True}, r"tensor_a .* must have rank 2"),
+        (
+            "nn.contrib_dense_pack",
+            [(2, 5), (3, 4, 32)],
+            {},
+            r"nn.contrib_dense_pack: the input features differ",
+        ),
+        ("nn.contrib_dense_pack", [(2, 5), (3, 5, 32)], {"units": 20}, r"units=20 does not fit"),
+        ("nn.contrib_dense_pack", [(2, 5), (3, 5, 16)], {}, r"panel width"),
         (
             "nn.batch_matmul",
             [(2, 3, 4), (2, 5, 3)],

@@ -305,6 +305,18 @@ def product_into(x, y, out, transpose_x, transpose_y):
 
 
 @njit(nogil=True)
+def packed_into(x, w, out):
+    """``out[...] = x @ unpacked(w).T`` for float32 ``x`` and a weight ``w`` in 32-wide
+    ``NC32n`` panels (see :mod:`vm.kernels.packed`); without the GIL, shared with polling
+    workers when big."""
+    if x.shape[0] > 1 and x.strides[1] != x.itemsize:
+        x = np.ascontiguousarray(x)
+    if w.strides[2] != w.itemsize or w.strides[1] != w.shape[2] * w.itemsize:
+        w = np.ascontiguousarray(w)
+    gemm.packed_product(x, w, out)
+
+
+@njit(nogil=True)
 def matmul_into(x, y, out, transpose_x, transpose_y):
     """``out[...] = op(x) @ op(y)`` for 3-D stacks, ``op`` swapping the last two axes when
     asked; a batch of 1 broadcasts."""

@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vm.kernels import dtypes
+from vm.kernels.panels import PANEL, panel_width, unsupported
 from vm.kernels.rules import (
     Attr,
     OpRule,
+    RuleError,
     Spec,
     norm_axis,
     register,
@@ -181,6 +183,133 @@ for _op, _attrs in (
             epilogue=True,
         )
     )
+
+
+# --- nn.contrib_dense_pack and layout_transform -------------------------------------------------
+# A weight in the NC{n}n layout holds row p * n + j of the (units, in_features) weight at
+# [p, :, j]; float32 products by 32-wide panels run packed.py's register tiles.
+
+
+def _panel_width(name: str, layout: object) -> int:
+    width = panel_width(layout)
+    if width is None:
+        raise RuleError(unsupported(name, layout))
+    return width
+
+
+def _dense_pack_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    dtype = require_same_dtype(["data", "weight"], args)
+    require_kind("data", args[0], "numeric")
+    require_rank("data", args[0], 1)
+    require_rank("weight", args[1], 3, 3)
+    _panel_width("weight_layout", attrs["weight_layout"])
+    return (Spec(attrs["out_dtype"] or dtype, args[0].ndim),)
+
+
+def _dense_pack_shape(ctx: ShapeCtx) -> list[list[str]]:
+    a, (panels, kb, width) = ctx.arg_dims
+    n = _panel_width("weight_layout", ctx.attrs["weight_layout"])
+    ctx.expect(width, str(n), "panel width of weight (third dimension)")
+    ctx.expect(kb, a[-1], "input features of weight (second dimension)")
+    units = ctx.attrs["units"]
+    if units is None:
+        return [[*a[:-1], f"({panels} * {n})"]]
+    ctx.fail_if(
+        f"not ({panels} - 1) * {n} < {units} <= {panels} * {n}",
+        f"attribute units={units} does not fit the weight's panels of {n}",
+    )
+    return [[*a[:-1], str(units)]]
+
+
+def _dense_pack_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    a, w = ctx.args
+    a_dims = ctx.arg_dims[0]
+    n = _panel_width("weight_layout", ctx.attrs["weight_layout"])
+    in_dtype, out_dtype = ctx.arg_specs[0].dtype, ctx.out_specs[0].dtype
+    m, k, units = src.fresh("m"), src.fresh("k"), src.fresh("n")
+    src.line(f"{m} = {product(a_dims[:-1])}")
+    src.line(f"{k} = {a_dims[-1]}")
+    src.line(f"{units} = {ctx.out_dims[0][-1]}")
+    a2, o2 = src.fresh("x"), src.fresh("o")
+    src.line(f"{a2} = {a}.reshape(({m}, {k}))")
+    src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {units}))")
+    if in_dtype == out_dtype == "float32" and n == PANEL:
+        src.line(f"blas.packed_into({a2}, {w}, {o2})")
+    else:
+        acc = _acc(out_dtype)
+        i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
+        with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({units}):"):
+            src.line(f"{s} = {const(0, acc)}")
+            with src.block(f"for {p} in range({k}):"):
+                x = cast(cast(f"{a2}[{i}, {p}]", in_dtype, out_dtype), out_dtype, acc)
+                y = cast(
+                    cast(f"{w}[{j} // {n}, {p}, {j} % {n}]", in_dtype, out_dtype), out_dtype, acc
+                )
+                src.line(f"{s} += {x} * {y}")
+            src.line(f"{o2}[{i}, {j}] = {cast(s, acc, out_dtype)}")
+    _whole_epilogue(ctx)
+
+
+register(
+    OpRule(
+        "nn.contrib_dense_pack",
+        2,
+        (*_PRODUCT_ATTRS, Attr("weight_layout", "str", "NC32n")),
+        _dense_pack_infer,
+        _dense_pack_shape,
+        emit=_dense_pack_emit,
+        numeric=True,
+        epilogue=True,
+    )
+)
+
+
+def _layout_transform_infer(
+    args: tuple[Spec, ...], attrs: dict, declared: tuple
+) -> tuple[Spec, ...]:
+    if attrs["src_layout"] != "NC":
+        raise RuleError(
+            f"attribute src_layout={attrs['src_layout']!r} is not supported; only 'NC' is"
+        )
+    _panel_width("dst_layout", attrs["dst_layout"])
+    require_rank("data", args[0], 2, 2)
+    return (Spec(args[0].dtype, 3),)
+
+
+def _layout_transform_shape(ctx: ShapeCtx) -> list[list[str]]:
+    ((rows, features),) = ctx.arg_dims
+    n = _panel_width("dst_layout", ctx.attrs["dst_layout"])
+    return [[f"(({rows} + {n - 1}) // {n})", features, str(n)]]
+
+
+def _layout_transform_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    (data,), out = ctx.args, ctx.outs[0]
+    rows, features = ctx.arg_dims[0]
+    n = _panel_width("dst_layout", ctx.attrs["dst_layout"])
+    dtype = ctx.out_specs[0].dtype
+    p, k, j, r = src.fresh("p"), src.fresh("k"), src.fresh("j"), src.fresh("r")
+    zero = const(0, dtype)
+    with (
+        src.block(f"for {p} in range({ctx.out_dims[0][0]}):"),
+        src.block(f"for {k} in range({features}):"),
+        src.block(f"for {j} in range({n}):"),
+    ):
+        src.line(f"{r} = {p} * {n} + {j}")
+        src.line(f"{out}[{p}, {k}, {j}] = {data}[{r}, {k}] if {r} < {rows} else {zero}")
+
+
+register(
+    OpRule(
+        "layout_transform",
+        1,
+        (Attr("src_layout", "str", "NC"), Attr("dst_layout", "str", "NC32n")),
+        _layout_transform_infer,
+        _layout_transform_shape,
+        emit=_layout_transform_emit,
+    )
+)
 
 
 # --- nn.batch_matmul ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 from llvmlite import binding
 from numba import literal_unroll, njit, types
 
-from vm.kernels import atomics, threads
+from vm.kernels import atomics, packed, threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -144,7 +144,9 @@ PARALLEL_FLOPS = 1 << 15
 
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
 _BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30
-_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(32, 45)
+_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _KIND = range(32, 46)
+#: What a shared job computes: an OpenBLAS gemm, or a product by a packed weight.
+_BLAS, _PACKED = 0, 1
 _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
@@ -183,6 +185,9 @@ def _chunk(slot, index, parts):
     m, n, k = _word(slot, _M), _word(slot, _N), _word(slot, _K)
     pa, pb, pc = _word(slot, _A), _word(slot, _B), _word(slot, _C)
     lda, ldb, ldc = _word(slot, _LDA), _word(slot, _LDB), _word(slot, _LDC)
+    if _word(slot, _KIND) == _PACKED:
+        _packed_chunk(pa, lda, pb, k, m, n, pc, ldc, index, parts, _word(slot, _ROWS))
+        return
     ta, tb, size = _word(slot, _TA), _word(slot, _TB), _word(slot, _ITEMSIZE)
     if _word(slot, _ROWS):
         lo, hi = m * index // parts, m * (index + 1) // parts
@@ -196,6 +201,21 @@ def _chunk(slot, index, parts):
         n = hi - lo
     if m > 0 and n > 0:
         _raw(size, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc)
+
+
+@njit(nogil=True)
+def _packed_chunk(pa, lda, pw, k, m, units, pc, ldc, index, parts, by_rows):
+    # Chunks of whole tiles (rows) or panels (columns), so no tile is cut in two.
+    if by_rows:
+        tiles = -(-m // packed.ROWS)
+        lo = tiles * index // parts * packed.ROWS
+        hi = min(m, tiles * (index + 1) // parts * packed.ROWS)
+        panels = -(-units // packed.PANEL)
+        packed.product_range(pa, lda, pw, k, units, pc, ldc, lo, hi, 0, panels)
+    else:
+        panels = -(-units // packed.PANEL)
+        lo, hi = panels * index // parts, panels * (index + 1) // parts
+        packed.product_range(pa, lda, pw, k, units, pc, ldc, 0, m, lo, hi)
 
 
 @njit(nogil=True)
@@ -230,7 +250,7 @@ def _wake_sleepers(slot):
 
 
 @njit(nogil=True)
-def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize):
+def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind):
     """Share the product with the polling workers; False (nothing done) if none polls or
     another product holds the slot."""
     slot = _slot()
@@ -238,15 +258,21 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize):
     awake = _word(slot, _AWAKE)
     if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
         return False
-    rows = m >= n
-    parts = min(2 * (awake + 1), m if rows else n, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
+    if kind == _PACKED:
+        tiles, panels = -(-m // packed.ROWS), -(-n // packed.PANEL)
+        rows = tiles >= panels
+        extent = tiles if rows else panels
+    else:
+        rows = m >= n
+        extent = m if rows else n
+    parts = min(2 * (awake + 1), extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
     job = (_word(slot, _JOB) + 1) & _JOB_MASK
     _set(slot, _JOB, job)
     _set(slot, _PARTS, parts)
     _set(slot, _DONE, 0)
-    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0)
+    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0, kind)
     product = np.array([np.int64(w) for w in literal_unroll(words)])
-    for i in range(len(product)):  # the words _A to _ROWS, in order
+    for i in range(len(product)):  # the words _A to _KIND, in order
         _set(slot, _A + i, product[i])
     _set(slot, _TICKET, job << 32)
     previous = _blas_threads(1)
@@ -281,12 +307,34 @@ def gemm(a, b, out, trans_a, trans_b):
     lda, ldb, ldc = _leading(a), _leading(b), _leading(out)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     if m * n * k >= PARALLEL_FLOPS and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS
     ):
         return
     previous = _blas_threads(1)
     _raw(out.itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc)
     _blas_threads(previous)
+
+
+@njit(nogil=True)
+def packed_product(a, weight, out):
+    """``out[...] = a @ w.T`` for float32 2-D ``a`` and ``out`` whose rows are contiguous
+    and ``w`` packed by :func:`vm.kernels.packed.pack` (C-contiguous ``(panels, k, 32)``);
+    without the GIL, shared with polling workers from :data:`PARALLEL_FLOPS`
+    multiply-adds."""
+    m, units = out.shape
+    k = a.shape[1]
+    if m == 0 or units == 0:
+        return
+    if k == 0:
+        out[...] = 0
+        return
+    lda, ldc = _leading(a), _leading(out)
+    pa, pw, pc = a.ctypes.data, weight.ctypes.data, out.ctypes.data
+    if m * units * k >= PARALLEL_FLOPS and _shared(
+        m, units, k, 0, 0, pa, lda, pw, 0, pc, ldc, 4, _PACKED
+    ):
+        return
+    packed.product_range(pa, lda, pw, k, units, pc, ldc, 0, m, 0, weight.shape[0])
 
 
 # --- the worker side (called from vm.kernels.threads) ------------------------------------------

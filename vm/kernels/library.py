@@ -51,6 +51,8 @@ _LIBRARY_MODULES = (
     "emit_spatial.py",
     "gemm.py",
     "helpers.py",
+    "packed.py",
+    "panels.py",
     "pool_loops.py",
     "rules.py",
     "source.py",

@@ -126,31 +126,52 @@ def test_a_weight_transform_of_a_parameter_runs_as_a_kernel(tile: int) -> None:
 
 
 def dense_module(
-    rows: object = 4, features: int = 256, units: int = 128, constant: bool = True
+    rows: object = 4,
+    features: int = 256,
+    units: int = 128,
+    constant: bool = True,
+    dtype: str = "float32",
 ) -> relay.IRModule:
     """``main(x) = relu(dense(x, W) + b)`` on a (rows, features) input."""
-    x = relay.var("x", shape=(rows, features), dtype="float32")
-    weight_value = RNG.standard_normal((units, features)).astype("float32")
+    x = relay.var("x", shape=(rows, features), dtype=dtype)
+    weight_value = RNG.standard_normal((units, features)).astype(dtype)
     params = [x]
     if constant:
         weight = relay.const(weight_value)
     else:
-        weight = relay.var("w", shape=(units, features), dtype="float32")
+        weight = relay.var("w", shape=(units, features), dtype=dtype)
         params.append(weight)
-    bias = relay.const(RNG.standard_normal(units).astype("float32"))
+    bias = relay.const(RNG.standard_normal(units).astype(dtype))
     body = relay.nn.relu(relay.nn.bias_add(relay.nn.dense(x, weight), bias))
     mod = relay.IRModule()
     mod["main"] = relay.Function(params, body)
     return mod
 
 
-def test_a_dense_layer_with_a_big_constant_weight_becomes_a_product_by_its_transpose() -> None:
-    before = dense_module()
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_float32_dense_layer_with_a_big_constant_weight_gets_a_packed_weight(rows: int) -> None:
+    before = dense_module(rows=rows, units=130)
+    after = alter(before)
+    (product,) = calls(after["main"], "nn.contrib_dense_pack")
+    assert not calls(after["main"], "nn.dense")
+    assert product.attrs["units"] == 130 and product.attrs["weight_layout"] == "NC32n"
+    x = RNG.standard_normal((rows, 256)).astype("float32")
+    assert_results_match(before, after, [x], rtol=1e-5)
+    folded = relay.transform.FoldConstant()(after)
+    (product,) = calls(folded["main"], "nn.contrib_dense_pack")
+    weight = product.args[1]
+    assert isinstance(weight, relay.Constant) and weight.data.shape == (5, 256, 32)
+
+
+def test_a_float64_dense_layer_with_a_big_constant_weight_becomes_a_product_by_its_transpose() -> (
+    None
+):
+    before = dense_module(dtype="float64")
     after = alter(before)
     (product,) = calls(after["main"], "nn.matmul")
     assert not calls(after["main"], "nn.dense")
     assert not product.attrs["transpose_a"] and not product.attrs["transpose_b"]
-    x = RNG.standard_normal((4, 256)).astype("float32")
+    x = RNG.standard_normal((4, 256))
     assert_results_match(before, after, [x], rtol=1e-5)
     folded = relay.transform.FoldConstant()(after)
     (product,) = calls(folded["main"], "nn.matmul")
@@ -158,22 +179,25 @@ def test_a_dense_layer_with_a_big_constant_weight_becomes_a_product_by_its_trans
     assert isinstance(weight, relay.Constant) and weight.data.shape == (256, 128)
 
 
-def test_opt_level_3_runs_the_product_in_the_vm_for_any_batch() -> None:
-    mod = dense_module(rows=relay.Any())
+@pytest.mark.parametrize(
+    ("dtype", "kernel"), [("float32", "nn_contrib_dense_pack"), ("float64", "nn_matmul")]
+)
+def test_opt_level_3_runs_the_product_in_the_vm_for_any_batch(dtype: str, kernel: str) -> None:
+    mod = dense_module(rows=relay.Any(), units=130, dtype=dtype)
     with relay.transform.PassContext(opt_level=3):
         exe = relay.vm.compile(mod)
-    assert any("nn_matmul" in p.name for p in exe.primitives)
+    assert any(kernel in p.name for p in exe.primitives)
     machine = vm.VirtualMachine(exe, vm.cpu())
     run = relay.create_executor("debug", mod).evaluate()
-    for rows in (1, 5, 64):
-        x = RNG.standard_normal((rows, 256)).astype("float32")
+    for rows in (1, 5, 7, 8, 64):
+        x = RNG.standard_normal((rows, 256)).astype(dtype)
         np.testing.assert_allclose(machine.invoke("main", x), run(x), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
     "changes",
     [
-        {"rows": 1},  # a matrix-vector product: as fast either way
+        {"rows": 1, "dtype": "float64"},  # a matrix-vector product: as fast either way
         {"features": 64, "units": 64},  # small enough for the compiled loops
         {"constant": False},  # the transpose could not be folded
     ],

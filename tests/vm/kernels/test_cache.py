@@ -292,3 +292,14 @@ def test_a_fresh_process_runs_convolutions_from_the_cache_without_compiling() ->
 
     compiled_in_a_fresh_process()  # fills the cache if this run has not yet
     assert compiled_in_a_fresh_process() == []
+
+
+def test_every_module_generated_kernels_can_reach_is_in_the_cache_key() -> None:
+    # A helper module left out of the key would let a changed helper keep serving machine
+    # code compiled from its old source.
+    from vm.kernels import library
+
+    here = pathlib.Path(library.__file__).parent
+    modules = {path.name for path in here.glob("*.py")}
+    bookkeeping = {"__init__.py", "cache.py", "library.py"}
+    assert modules - bookkeeping == set(library._LIBRARY_MODULES)

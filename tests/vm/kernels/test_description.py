@@ -36,7 +36,8 @@ NN_OPS = [
     "nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d", "nn.batch_norm",
     "nn.layer_norm", "nn.group_norm", "nn.pad", "nn.dropout", "nn.leaky_relu", "nn.prelu",
     "nn.upsampling", "nn.contrib_conv2d_winograd_weight_transform",
-    "nn.contrib_conv2d_winograd_without_weight_transform", "nn.matmul",
+    "nn.contrib_conv2d_winograd_without_weight_transform", "nn.matmul", "nn.contrib_dense_pack",
+    "layout_transform",
 ]  # fmt: skip
 
 

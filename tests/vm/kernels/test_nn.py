@@ -149,3 +149,57 @@ def test_products_with_disagreeing_inner_dimensions_raise() -> None:
             [RNG.standard_normal((3, 5)).astype("float32"), w.T.copy()],
             [np.zeros((3, 5), "float32")],
         )
+
+
+# ---- nn.contrib_dense_pack and layout_transform ------------------------------------------------
+
+
+def _packed(w: np.ndarray, width: int = 32) -> np.ndarray:
+    units, features = w.shape
+    panels = -(-units // width)
+    padded = np.zeros((panels * width, features), w.dtype)
+    padded[:units] = w
+    return np.ascontiguousarray(padded.reshape(panels, width, features).transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize(
+    ("rows", "features", "units"),
+    # Row counts around the 7-row register tile, units around the 32-wide panels, and one
+    # product big enough to be shared with the worker threads.
+    [(1, 16, 32), (6, 33, 40), (7, 64, 64), (8, 5, 31), (15, 100, 97), (64, 512, 256), (0, 4, 3)],
+)
+def test_packed_products_in_register_tiles_match_dense(
+    rows: int, features: int, units: int
+) -> None:
+    x = RNG.standard_normal((rows, features)).astype("float32")
+    w = RNG.standard_normal((units, features)).astype("float32")
+    program = Program([x, _packed(w)])
+    check(program, program.add("nn.contrib_dense_pack", [0, 1], units=units), tolerances=SUMS)
+
+
+@pytest.mark.parametrize(("dtype", "width"), [("float64", 32), ("float32", 8), ("int32", 4)])
+def test_other_packed_products_run_as_loops(dtype: str, width: int) -> None:
+    x = (RNG.standard_normal((2, 3, 10)) * 10).astype(dtype)
+    w = (RNG.standard_normal((13, 10)) * 10).astype(dtype)
+    program = Program([x, _packed(w, width)])
+    result = program.add("nn.contrib_dense_pack", [0, 1], units=13, weight_layout=f"NC{width}n")
+    check(program, result, tolerances=SUMS)
+
+
+@pytest.mark.parametrize(("units", "width"), [(64, 32), (70, 32), (5, 2), (0, 4)])
+def test_layout_transform_packs_with_zero_padding(units: int, width: int) -> None:
+    w = RNG.standard_normal((units, 9)).astype("float32")
+    program = Program([w])
+    check(program, program.add("layout_transform", [0], src_layout="NC", dst_layout=f"NC{width}n"))
+
+
+def test_a_packed_weight_of_the_wrong_width_or_features_traps() -> None:
+    x = RNG.standard_normal((3, 4)).astype("float32")
+    w = _packed(RNG.standard_normal((5, 4)).astype("float32"))
+    program = Program([x, w])
+    desc = program.description(program.add("nn.contrib_dense_pack", [0, 1], units=5))
+    with pytest.raises(ValueError, match=r"nn\.contrib_dense_pack.*input features"):
+        run(desc, [RNG.standard_normal((3, 6)).astype("float32"), w], [np.zeros((3, 5), "float32")])
+    narrow = np.zeros((1, 4, 16), "float32")
+    with pytest.raises(ValueError, match=r"nn\.contrib_dense_pack.*panel width"):
+        run(desc, [x, narrow], [np.zeros((3, 5), "float32")])

@@ -730,6 +730,21 @@ def _conv2d(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list
     return [(n, o, out_h, out_w)]
 
 
+@_rule("nn.contrib_conv2d_gemm_without_weight_transform")
+def _conv2d_packed(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    data, weight = shapes
+    _rank(data, 4, 4, "data")
+    _rank(weight, 3, 3, "weight")
+    channels, kernel = attrs.get("channels"), attrs.get("kernel_size")
+    if channels is None or kernel is None:
+        raise _Bad("attributes channels and kernel_size are required")
+    kh, kw = _pair(kernel, "kernel_size")
+    _expect(weight[2], panels.PANEL, f"panel width of weight {fmt_shape(weight)}")
+    _expect(weight[0], -(-channels // panels.PANEL), f"panels of weight {fmt_shape(weight)}")
+    _expect(weight[1], data[1] * kh * kw, f"depth of weight {fmt_shape(weight)}")
+    return _conv2d([data, (channels, data[1], kh, kw)], attrs, ranks)
+
+
 @_rule("nn.contrib_conv2d_winograd_weight_transform")
 def _winograd_weight_transform(
     shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple

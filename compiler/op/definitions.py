@@ -8,10 +8,10 @@ operators as a side effect of being imported.
 from compiler.op import (  # noqa: F401  (registration on import)
     defs_activation,
     defs_conv,
-    defs_dense_pack,
     defs_elemwise,
     defs_nn,
     defs_norm,
+    defs_packed,
     defs_pool,
     defs_reduce,
     defs_spatial,

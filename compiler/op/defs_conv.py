@@ -119,9 +119,9 @@ def _common(
 _OIHW = "out_channels, in_channels / groups, kernel_height, kernel_width"
 
 
-def _conv2d_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
-    """nn.conv2d(data, weight): (N, C, H, W) x (O, C / groups, kh, kw) -> (N, O, OH, OW)."""
-    op = "nn.conv2d"
+def conv2d_relation(arg_types: Sequence[Type], attrs: Attrs, op: str = "nn.conv2d") -> Type:
+    """nn.conv2d(data, weight): (N, C, H, W) x (O, C / groups, kh, kw) -> (N, O, OH, OW);
+    errors name ``op`` (another operator computing a convolution checks with it)."""
     data, weight, dtype, strides, dilation, padding, groups = _common(
         op, arg_types, attrs, "OIHW", _OIHW
     )
@@ -149,14 +149,15 @@ def _concrete(args: Sequence[np.ndarray]) -> list[Type]:
     return [TensorType(a.shape, a.dtype.name) for a in args]
 
 
-def _conv2d(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+def conv2d_reference(args: Sequence[np.ndarray], attrs: Attrs, op: str = "nn.conv2d") -> np.ndarray:
+    """nn.conv2d's numpy reference; errors name ``op``."""
     data, weight = args
-    out_type = _conv2d_rel(_concrete(args), attrs)  # checks sizes that were ``?`` statically
+    out_type = conv2d_relation(_concrete(args), attrs, op)  # checks sizes that were ``?``
     dtype = out_type.dtype
     _, _, out_h, out_w = out_type.shape
-    top, left, bottom, right = padding4("nn.conv2d", attrs)
-    stride_h, stride_w = pair("nn.conv2d", attrs, "strides")
-    dil_h, dil_w = pair("nn.conv2d", attrs, "dilation")
+    top, left, bottom, right = padding4(op, attrs)
+    stride_h, stride_w = pair(op, attrs, "strides")
+    dil_h, dil_w = pair(op, attrs, "dilation")
     groups: int = attrs["groups"]  # type: ignore[assignment]
     x = np.pad(data.astype(dtype), ((0, 0), (0, 0), (top, bottom), (left, right)))
     n = x.shape[0]
@@ -184,21 +185,24 @@ _CONV_LAYOUT_ATTRS = (
     AttrSpec("out_dtype", "dtype_or_empty", ""),
 )
 
+#: nn.conv2d's attributes (and those of the convolutions by packed weights).
+CONV2D_ATTRS = (
+    AttrSpec("strides", "ints", (1, 1)),
+    AttrSpec("padding", "ints", (0, 0)),
+    AttrSpec("dilation", "ints", (1, 1)),
+    AttrSpec("groups", "int", 1),
+    AttrSpec("channels", "int", None, optional=True),
+    AttrSpec("kernel_size", "ints", None, optional=True),
+    *_CONV_LAYOUT_ATTRS,
+)
+
 define(
     "nn.conv2d",
     ("data", "weight"),
-    _conv2d_rel,
-    _conv2d,
+    conv2d_relation,
+    conv2d_reference,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("strides", "ints", (1, 1)),
-        AttrSpec("padding", "ints", (0, 0)),
-        AttrSpec("dilation", "ints", (1, 1)),
-        AttrSpec("groups", "int", 1),
-        AttrSpec("channels", "int", None, optional=True),
-        AttrSpec("kernel_size", "ints", None, optional=True),
-        *_CONV_LAYOUT_ATTRS,
-    ),
+    attrs=CONV2D_ATTRS,
     doc="2-D convolution of NCHW data with OIHW weights",
 )
 

@@ -20,7 +20,8 @@ from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm",
-    "bias_add", "contrib_conv2d_winograd_weight_transform",
+    "bias_add", "contrib_conv2d_gemm_without_weight_transform",
+    "contrib_conv2d_winograd_weight_transform",
     "contrib_conv2d_winograd_without_weight_transform", "contrib_dense_pack", "conv2d",
     "conv2d_transpose", "dense", "dropout", "dropout_raw",
     "global_avg_pool2d", "global_max_pool2d", "group_norm", "layer_norm", "leaky_relu",
@@ -176,6 +177,30 @@ def _conv2d_attrs(
         "out_layout": out_layout,
         "out_dtype": out_dtype,
     }
+
+
+def contrib_conv2d_gemm_without_weight_transform(
+    data: object,
+    weight: object,
+    channels: int,
+    kernel_size: IntOrPair,
+    strides: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    dilation: IntOrPair = (1, 1),
+    groups: int = 1,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "OIHW",
+    out_layout: str = "",
+    out_dtype: str = "",
+) -> Call:
+    """``nn.conv2d`` of NCHW float32 ``data`` by OIHW weights ``w`` given as ``weight``
+    ``= layout_transform(reshape(w, (channels, -1)), "NC", "NC32n")``."""
+    attrs = _conv2d_attrs(
+        strides, padding, dilation, groups, channels, kernel_size, data_layout, kernel_layout,
+        out_layout, out_dtype,
+    )  # fmt: skip
+    name = "nn.contrib_conv2d_gemm_without_weight_transform"
+    return call_op(name, [data, weight], **attrs)
 
 
 def contrib_conv2d_winograd_weight_transform(weight: object, tile_size: int = 2) -> Call:

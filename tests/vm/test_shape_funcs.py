@@ -147,6 +147,13 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((4, 2, 5), F), ((3, 5, 32), F)], {"units": 70}),
         ([((4, 5), F), ((2, 5, 4), F)], {"units": 7, "weight_layout": "NC4n"}),
     ],
+    "nn.contrib_conv2d_gemm_without_weight_transform": [
+        ([((1, 4, 9, 9), F), ((2, 36, 32), F)], {"channels": 40, "kernel_size": [3, 3]}),
+        (
+            [((2, 8, 9, 8), F), ((1, 8, 32), F)],
+            {"channels": 3, "kernel_size": [1, 1], "strides": [2, 1], "padding": [0, 1]},
+        ),
+    ],
     "layout_transform": [
         ([((70, 5), F)], {"src_layout": "NC", "dst_layout": "NC32n"}),
         ([((8, 3), F)], {"src_layout": "NC", "dst_layout": "NC4n"}),
@@ -336,6 +343,12 @@ def test_reshape_infers_minus_one_from_a_run_time_batch() -> None:
         ),
         ("nn.contrib_dense_pack", [(2, 5), (3, 5, 32)], {"units": 20}, r"units=20 does not fit"),
         ("nn.contrib_dense_pack", [(2, 5), (3, 5, 16)], {}, r"panel width"),
+        (
+            "nn.contrib_conv2d_gemm_without_weight_transform",
+            [(1, 4, 9, 9), (2, 27, 32)],
+            {"channels": 40, "kernel_size": [3, 3]},
+            r"depth of weight",
+        ),
         (
             "nn.batch_matmul",
             [(2, 3, 4), (2, 5, 3)],

@@ -184,6 +184,35 @@ def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
         conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
 
 
+def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """Image ``n`` of a float32 convolution by a weight packed in ``NC32n`` panels
+    (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows``
+    rows (0: the 1x1 input is its own column matrix), split between the threads by input
+    channels when big, then the product in register tiles (:mod:`vm.kernels.packed`),
+    shared with the polling workers without the GIL."""
+    plane = out_h * out_w
+    out = out3[n]
+    if rows == 0:
+        source = x[n].reshape(cg, plane)
+    else:
+        source = workspace("cols", rows * plane, x.dtype).reshape(rows, plane)
+        flops = out.shape[0] * rows * plane
+        chunks = [(0, cg)] if flops < SMALL_CONV_FLOPS else _ranges(cg, flops)
+        taps = kh * kw
+        fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col
+        threads.run(
+            [_call(fill, x, n, lo, hi - lo, source[lo * taps : hi * taps], kh, kw, sh, sw,
+                   pt, pl, dh, dw, out_h, out_w, 0, out_h) for lo, hi in chunks]
+        )  # fmt: skip
+    _packed_columns(source, w, out)
+
+
+@njit(nogil=True, cache=True)
+def _packed_columns(columns, weight, out):
+    """:func:`vm.kernels.gemm.packed_columns`, cached on disk (called from Python)."""
+    gemm.packed_columns(columns, weight, out)
+
+
 def conv_transpose_image(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, dw) -> None:
     """Image ``n`` of a float transposed convolution: per group, every input pixel's
     contribution to every (output channel, kernel offset) by BLAS, then col2im."""
@@ -280,6 +309,7 @@ threads.start()
 _PRODUCT = bridge.register(_product, 3)
 _MATMUL = bridge.register(_matmul, 3)
 _CONV_IMAGE = bridge.register(conv_image, 3)
+_CONV_PACKED = bridge.register(conv_packed, 3)
 _CONV_WINOGRAD = bridge.register(conv_winograd, 3)
 _CONV_WINOGRAD_TRANSFORMED = bridge.register(conv_winograd_transformed, 3)
 _CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
@@ -351,6 +381,19 @@ def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
         block[at] = value
         at += 1
     bridge.invoke(_CONV_IMAGE, block, at)
+
+
+@njit(nogil=True)
+def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """:func:`conv_packed` from compiled code."""
+    block = np.empty(64, np.int64)
+    at = bridge.put(block, 1, x)
+    at = bridge.put(block, at, w)
+    at = bridge.put(block, at, out3)
+    for value in (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+        block[at] = value
+        at += 1
+    bridge.invoke(_CONV_PACKED, block, at)
 
 
 @njit(nogil=True)

@@ -1,4 +1,5 @@
-"""Kernel rules for nn.conv2d and nn.conv2d_transpose (NCHW data; OIHW / IOHW weights).
+"""Kernel rules for nn.conv2d, nn.conv2d_transpose and the contrib convolutions by
+transformed weights (NCHW data; OIHW / IOHW weights).
 
 Runtime layer (``vm.kernels``); standard library only.
 
@@ -8,7 +9,10 @@ matrix product through BLAS (the 1x1, stride-1, unpadded case multiplies the inp
 without a copy), both split between threads by output rows; direct loops, split by
 groups, when every group reads a single input channel (depthwise). Ungrouped 3x3,
 stride-1 convolutions with enough channels and output use Winograd F(2x2, 3x3) instead
-(:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications. Integer
+(:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications.
+``nn.contrib_conv2d_gemm_without_weight_transform`` takes float32 weights packed ahead of
+time in 32-wide panels and multiplies the im2col matrix by them in register tiles
+(:func:`vm.kernels.blas.conv_packed`, :mod:`vm.kernels.packed`). Integer
 convolutions run compiled loops (:mod:`vm.kernels.conv_loops`) with 64-bit accumulation,
 one (image, group) block at a time. The transposed convolution multiplies first and
 scatters the contributions with col2im. After each image (integers: each block) the
@@ -22,6 +26,7 @@ and the product accumulates in it.
 from __future__ import annotations
 
 from vm.kernels import dtypes
+from vm.kernels.panels import PANEL
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -302,6 +307,87 @@ register(
         _winograd_infer,
         _winograd_shape,
         emit=_winograd_emit,
+        numeric=True,
+        epilogue=True,
+    )
+)
+
+
+# --- nn.contrib_conv2d_gemm_without_weight_transform --------------------------------------------
+# OIHW weights flattened to (O, I * KH * KW) and packed in NC32n panels (vm.kernels.panels).
+
+
+def _packed_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_same_dtype(["data", "weight"], args)
+    if args[0].dtype != "float32":
+        raise RuleError(f"dtype not allowed: data must be float32, found {args[0].dtype}")
+    require_rank("data", args[0], 4, 4)
+    require_rank("weight", args[1], 3, 3)
+    check_layout(attrs, "data_layout", (NCHW,))
+    check_layout(attrs, "kernel_layout", ("OIHW",))
+    check_layout(attrs, "out_layout", _OUT_LAYOUTS)
+    pair("strides", attrs["strides"])
+    pair("dilation", attrs["dilation"])
+    padding4(attrs["padding"])
+    if attrs["groups"] != 1:
+        raise RuleError(f"attribute groups={attrs['groups']} must be 1")
+    for name in ("channels", "kernel_size"):
+        if attrs[name] is None:
+            raise RuleError(f"attribute {name} is required (the packed weight lacks it)")
+    if attrs["channels"] < 1:
+        raise RuleError(f"attribute channels={attrs['channels']} must be >= 1")
+    pair("kernel_size", attrs["kernel_size"])
+    if attrs["out_dtype"] not in ("", "float32"):
+        raise RuleError(f"attribute out_dtype={attrs['out_dtype']} must be float32")
+    return (Spec("float32", 4),)
+
+
+def _packed_shape(ctx: ShapeCtx) -> list[list[str]]:
+    (n, c, h, w), (panels, depth, width) = ctx.arg_dims
+    channels = ctx.attrs["channels"]
+    kh, kw = pair("kernel_size", ctx.attrs["kernel_size"])
+    ctx.expect(width, str(PANEL), "panel width of weight (third dimension)")
+    ctx.expect(panels, str(-(-channels // PANEL)), f"panels of weight for channels={channels}")
+    ctx.expect(depth, f"{c} * {kh * kw}", "depth of weight (input channels times kernel taps)")
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, bottom, right = padding4(ctx.attrs["padding"])
+    out_h = window_output(ctx, 0, h, str(kh), sh, dh, top, bottom, "kernel")
+    out_w = window_output(ctx, 1, w, str(kw), sw, dw, left, right, "kernel")
+    return [[n, str(channels), out_h, out_w]]
+
+
+def _packed_emit(ctx: EmitCtx) -> None:
+    s = ctx.src
+    (n, c, _, _), _ = ctx.arg_dims
+    _, o, out_h, out_w = ctx.out_dims[0]
+    kh, kw = pair("kernel_size", ctx.attrs["kernel_size"])
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    padding = padding4(ctx.attrs["padding"])
+    # A 1x1 kernel without stride or padding reads the input as its own column matrix.
+    direct = (kh, kw, sh, sw) == (1, 1, 1, 1) and padding == (0, 0, 0, 0)
+    rows = "0" if direct else f"{c} * {kh * kw}"
+    o3, b = s.fresh("o"), s.fresh("b")
+    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
+    window = ", ".join(plain(v) for v in (sh, sw, padding[0], padding[1], dh, dw))
+    with s.block(f"for {b} in range({n}):"):
+        s.line(
+            f"blas.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, {b}, {c}, "
+            f"{kh}, {kw}, {window}, {out_h}, {out_w})"
+        )
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+
+
+register(
+    OpRule(
+        "nn.contrib_conv2d_gemm_without_weight_transform",
+        2,
+        _CONV2D_ATTRS,
+        _packed_infer,
+        _packed_shape,
+        emit=_packed_emit,
         numeric=True,
         epilogue=True,
     )

@@ -145,6 +145,7 @@ PARALLEL_FLOPS = 1 << 15
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
 _BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _KIND = range(32, 46)
+_A_COLS, _C_COLS, _ROWS_OUTER = range(46, 49)
 #: What a shared job computes: an OpenBLAS gemm, or a product by a packed weight.
 _BLAS, _PACKED = 0, 1
 _JOB_MASK = (1 << 30) - 1
@@ -186,7 +187,9 @@ def _chunk(slot, index, parts):
     pa, pb, pc = _word(slot, _A), _word(slot, _B), _word(slot, _C)
     lda, ldb, ldc = _word(slot, _LDA), _word(slot, _LDB), _word(slot, _LDC)
     if _word(slot, _KIND) == _PACKED:
-        _packed_chunk(pa, lda, pb, k, m, n, pc, ldc, index, parts, _word(slot, _ROWS))
+        a = (pa, lda, _word(slot, _A_COLS))
+        c = (pc, ldc, _word(slot, _C_COLS))
+        _packed_chunk(a, pb, k, m, n, c, index, parts, _word(slot, _ROWS), _word(slot, _ROWS_OUTER))
         return
     ta, tb, size = _word(slot, _TA), _word(slot, _TB), _word(slot, _ITEMSIZE)
     if _word(slot, _ROWS):
@@ -204,18 +207,17 @@ def _chunk(slot, index, parts):
 
 
 @njit(nogil=True)
-def _packed_chunk(pa, lda, pw, k, m, units, pc, ldc, index, parts, by_rows):
+def _packed_chunk(a, pw, k, m, units, c, index, parts, by_rows, rows_outer):
     # Chunks of whole tiles (rows) or panels (columns), so no tile is cut in two.
+    panels = -(-units // packed.PANEL)
     if by_rows:
         tiles = -(-m // packed.ROWS)
         lo = tiles * index // parts * packed.ROWS
         hi = min(m, tiles * (index + 1) // parts * packed.ROWS)
-        panels = -(-units // packed.PANEL)
-        packed.product_range(pa, lda, pw, k, units, pc, ldc, lo, hi, 0, panels)
+        packed.product_range(a, pw, k, units, c, (lo, hi), (0, panels), rows_outer)
     else:
-        panels = -(-units // packed.PANEL)
         lo, hi = panels * index // parts, panels * (index + 1) // parts
-        packed.product_range(pa, lda, pw, k, units, pc, ldc, 0, m, lo, hi)
+        packed.product_range(a, pw, k, units, c, (0, m), (lo, hi), rows_outer)
 
 
 @njit(nogil=True)
@@ -250,9 +252,10 @@ def _wake_sleepers(slot):
 
 
 @njit(nogil=True)
-def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind):
+def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing):
     """Share the product with the polling workers; False (nothing done) if none polls or
-    another product holds the slot."""
+    another product holds the slot. ``packing`` is a packed product's (column stride of
+    a, column stride of c, rows outer), zeros for a BLAS one."""
     slot = _slot()
     _wake_sleepers(slot)
     awake = _word(slot, _AWAKE)
@@ -270,9 +273,10 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind):
     _set(slot, _JOB, job)
     _set(slot, _PARTS, parts)
     _set(slot, _DONE, 0)
-    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0, kind)
+    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0, kind,
+             packing[0], packing[1], packing[2])  # fmt: skip
     product = np.array([np.int64(w) for w in literal_unroll(words)])
-    for i in range(len(product)):  # the words _A to _KIND, in order
+    for i in range(len(product)):  # the words _A to _ROWS_OUTER, in order
         _set(slot, _A + i, product[i])
     _set(slot, _TICKET, job << 32)
     previous = _blas_threads(1)
@@ -307,7 +311,7 @@ def gemm(a, b, out, trans_a, trans_b):
     lda, ldb, ldc = _leading(a), _leading(b), _leading(out)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     if m * n * k >= PARALLEL_FLOPS and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS, (0, 0, 0)
     ):
         return
     previous = _blas_threads(1)
@@ -318,23 +322,44 @@ def gemm(a, b, out, trans_a, trans_b):
 @njit(nogil=True)
 def packed_product(a, weight, out):
     """``out[...] = a @ w.T`` for float32 2-D ``a`` and ``out`` whose rows are contiguous
-    and ``w`` packed by :func:`vm.kernels.packed.pack` (C-contiguous ``(panels, k, 32)``);
-    without the GIL, shared with polling workers from :data:`PARALLEL_FLOPS`
-    multiply-adds."""
-    m, units = out.shape
-    k = a.shape[1]
+    and ``w`` packed in ``NC32n`` panels (C-contiguous ``(panels, k, 32)``, see
+    :mod:`vm.kernels.packed`): a dense layer."""
+    m, k = a.shape
+    _packed(m, k, out.shape[1], (a.ctypes.data, _leading(a), 1), weight,
+            (out.ctypes.data, _leading(out), 1))  # fmt: skip
+
+
+@njit(nogil=True)
+def packed_columns(columns, weight, out):
+    """``out[...] = w @ columns`` for a float32 ``(k, pixels)`` im2col matrix and ``out``
+    ``(units, pixels)``, both with contiguous rows, ``w`` packed as for
+    :func:`packed_product`: a convolution."""
+    k, m = columns.shape
+    _packed(m, k, out.shape[0], (columns.ctypes.data, 1, _leading(columns)), weight,
+            (out.ctypes.data, 1, _leading(out)))  # fmt: skip
+
+
+@njit(nogil=True)
+def _packed(m, k, units, a, weight, c):
+    # Without the GIL; shared with polling workers from PARALLEL_FLOPS multiply-adds.
     if m == 0 or units == 0:
         return
+    pc, c_rows, c_cols = c
     if k == 0:
-        out[...] = 0
+        for r in range(m):
+            for u in range(units):
+                packed.store(pc, r * c_rows + u * c_cols, 0.0)
         return
-    lda, ldc = _leading(a), _leading(out)
-    pa, pw, pc = a.ctypes.data, weight.ctypes.data, out.ctypes.data
+    panels = weight.shape[0]
+    rows_outer = 1 if weight.size * 4 <= packed.CACHED_WEIGHT_BYTES else 0
+    pa, a_rows, a_cols = a
+    pw = weight.ctypes.data
+    packing = (a_cols, c_cols, rows_outer)
     if m * units * k >= PARALLEL_FLOPS and _shared(
-        m, units, k, 0, 0, pa, lda, pw, 0, pc, ldc, 4, _PACKED
+        m, units, k, 0, 0, pa, a_rows, pw, 0, pc, c_rows, 4, _PACKED, packing
     ):
         return
-    packed.product_range(pa, lda, pw, k, units, pc, ldc, 0, m, 0, weight.shape[0])
+    packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer)
 
 
 # --- the worker side (called from vm.kernels.threads) ------------------------------------------

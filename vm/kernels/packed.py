@@ -55,7 +55,7 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
 def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows."""
-    pa, row_stride, pb, k, pc, ldc = args
+    pa, row_stride, k_stride, pb, k, pc, ldc = args
     fma = _fma(builder.module)
     function, entry = builder.function, builder.block
     loop = function.append_basic_block(f"tile{rows}.loop")
@@ -77,8 +77,9 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
     undef = ir.Constant(_VEC, ir.Undefined)
     splat = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
     summed = []
+    column = builder.mul(step, k_stride)
     for r in range(rows):
-        offset = builder.add(builder.mul(_I64(r), row_stride), step)
+        offset = builder.add(builder.mul(_I64(r), row_stride), column)
         value = builder.load(_address(builder, pa, offset, _F32), align=4)
         broadcast = builder.shuffle_vector(
             builder.insert_element(undef, value, ir.IntType(32)(0)), undef, splat
@@ -106,11 +107,12 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
 
 
 @intrinsic
-def tile(typingctx, rows, pa, row_stride, pb, k, pc, ldc):
-    """``c[r, :32] = sum_k a[r * row_stride + k] * panel[k, :]`` for ``r < rows`` (1 to
-    :data:`ROWS`; other counts do nothing), all float32 at the byte addresses ``pa``,
-    ``pb`` (a ``(k, 32)`` panel) and ``pc`` (rows ``ldc`` elements apart)."""
-    arguments = (rows, pa, row_stride, pb, k, pc, ldc)
+def tile(typingctx, rows, pa, row_stride, k_stride, pb, k, pc, ldc):
+    """``c[r, :32] = sum_k a[r * row_stride + k * k_stride] * panel[k, :]`` for
+    ``r < rows`` (1 to :data:`ROWS`; other counts do nothing), all float32 at the byte
+    addresses ``pa``, ``pb`` (a ``(k, 32)`` panel) and ``pc`` (rows ``ldc`` elements
+    apart)."""
+    arguments = (rows, pa, row_stride, k_stride, pb, k, pc, ldc)
     if not all(isinstance(t, types.Integer) for t in arguments):
         return None
 
@@ -129,34 +131,53 @@ def tile(typingctx, rows, pa, row_stride, pb, k, pc, ldc):
         builder.position_at_end(end)
         return context.get_dummy_value()
 
-    return types.none(*([types.int64] * 7)), codegen
+    return types.none(*([types.int64] * 8)), codegen
 
 
 @njit(nogil=True)
-def product_range(pa, lda, pw, k, units, pc, ldc, row_lo, row_hi, panel_lo, panel_hi):
-    """Rows ``row_lo:row_hi`` and panels ``panel_lo:panel_hi`` of ``c = a @ w.T``, with
-    ``a`` float32 rows ``lda`` elements apart at ``pa``, the packed weight at ``pw`` and
-    ``c``'s rows ``ldc`` elements apart at ``pc``; ``units`` columns of ``c`` exist."""
+def product_range(a, pw, k, units, c, rows, panels, rows_outer):
+    """Rows ``rows[0]:rows[1]`` by panels ``panels[0]:panels[1]`` of the float32 product
+    ``c = a @ w.T`` of ``a`` (``k`` columns) by the packed weight at ``pw`` (``units`` of
+    its rows exist).
+
+    ``a`` and ``c`` are ``(address, row stride, column stride)`` in elements: a row of
+    ``a`` is one row of data for a dense layer, one output pixel of an im2col matrix for a
+    convolution. Each panel's columns of ``c`` are written in place when they are a
+    contiguous 32, else through a scratch tile (the last panel's padding must not reach
+    ``c``; a convolution's ``c`` is transposed: its columns are rows of the output).
+    ``rows_outer`` walks tiles of rows in the outer loop, for weights small enough to stay
+    in cache while the rows stream past; else panels, so that each panel of a big weight
+    is read once."""
+    pa, a_rows, a_cols = a
+    pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
-    for panel in range(panel_lo, panel_hi):
-        pb = pw + panel * k * PANEL * 4
-        first = panel * PANEL
-        width = min(PANEL, units - first)
-        for r0 in range(row_lo, row_hi, ROWS):
-            rows = min(ROWS, row_hi - r0)
-            pr = pa + r0 * lda * 4
-            if width == PANEL:
-                tile(rows, pr, lda, pb, k, pc + (r0 * ldc + first) * 4, ldc)
+    tiles = -(-(rows[1] - rows[0]) // ROWS)
+    count = panels[1] - panels[0]
+    for outer in range(tiles if rows_outer else count):
+        for inner in range(count if rows_outer else tiles):
+            t, panel = (outer, inner) if rows_outer else (inner, outer)
+            r0 = rows[0] + t * ROWS
+            height = min(ROWS, rows[1] - r0)
+            panel += panels[0]
+            first = panel * PANEL
+            width = min(PANEL, units - first)
+            pr = pa + r0 * a_rows * 4
+            pb = pw + panel * k * PANEL * 4
+            if width == PANEL and c_cols == 1:
+                tile(height, pr, a_rows, a_cols, pb, k, pc + (r0 * c_rows + first) * 4, c_rows)
                 continue
-            # The last panel's padding columns must not reach c.
-            tile(rows, pr, lda, pb, k, scratch.ctypes.data, PANEL)
-            for r in range(rows):
+            tile(height, pr, a_rows, a_cols, pb, k, scratch.ctypes.data, PANEL)
+            for r in range(height):
                 for j in range(width):
-                    _store(pc, (r0 + r) * ldc + first + j, scratch[r, j])
+                    store(pc, (r0 + r) * c_rows + (first + j) * c_cols, scratch[r, j])
+
+
+#: Packed weights up to this many bytes stay in a core's L2 cache while rows stream past.
+CACHED_WEIGHT_BYTES = 1 << 19
 
 
 @intrinsic
-def _store(typingctx, base, index, value):
+def store(typingctx, base, index, value):
     """Write float32 ``value`` to element ``index`` of the float32 array at ``base``."""
     if not (isinstance(base, types.Integer) and isinstance(index, types.Integer)):
         return None

@@ -43,8 +43,9 @@ EXPECTED_PATTERNS = {
     "nn.dense": O,
     "nn.matmul": O,
     "nn.batch_matmul": O,
-    # A dense layer by a weight packed in panels, and the packing (folded when constant).
+    # Dense layers and convolutions by weights packed in panels, and the packing.
     "nn.contrib_dense_pack": O,
+    "nn.contrib_conv2d_gemm_without_weight_transform": O,
     "layout_transform": X,
     "nn.softmax": X,
     "nn.log_softmax": X,
@@ -90,7 +91,7 @@ REQUIRED_ATTRS = {
 
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
-    assert len(list_ops()) == 90
+    assert len(list_ops()) == 91
 
 
 def test_every_operator_is_registered_after_one_definitions_module_is_imported_first():

@@ -1,5 +1,6 @@
-"""AlterOpLayout: which convolutions become Winograd ones, which dense layers become products
-by a transposed weight, and that results do not change."""
+"""AlterOpLayout: which convolutions become Winograd ones or products by a packed weight, which
+dense layers become products by a packed or transposed weight, and that results do not
+change."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ alter = relay.transform.AlterOpLayout()
 RNG = np.random.default_rng(3)
 WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
 TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
+PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
 
 
 def conv_module(
@@ -22,27 +24,28 @@ def conv_module(
     size: int = 14,
     kernel: int = 3,
     constant: bool = True,
+    dtype: str = "float32",
     **attrs: object,
 ) -> relay.IRModule:
     """``main(x) = relu(conv2d(x, W) + 1)`` on a (1, channels, size, size) input."""
-    x = relay.var("x", shape=(1, channels, size, size), dtype="float32")
+    x = relay.var("x", shape=(1, channels, size, size), dtype=dtype)
     shape = (out_channels, channels // attrs.get("groups", 1), kernel, kernel)
-    weight_value = RNG.standard_normal(shape).astype("float32")
+    weight_value = RNG.standard_normal(shape).astype(dtype)
     params = [x]
     if constant:
         weight = relay.const(weight_value)
     else:
-        weight = relay.var("w", shape=shape, dtype="float32")
+        weight = relay.var("w", shape=shape, dtype=dtype)
         params.append(weight)
     attrs.setdefault("padding", (1, 1))
-    body = relay.nn.relu(relay.nn.conv2d(x, weight, **attrs) + relay.const(1.0))
+    body = relay.nn.relu(relay.nn.conv2d(x, weight, **attrs) + relay.const(1.0, dtype))
     mod = relay.IRModule()
     mod["main"] = relay.Function(params, body)
     return mod
 
 
-def image(channels: int = 8, size: int = 14) -> np.ndarray:
-    return RNG.standard_normal((1, channels, size, size)).astype("float32")
+def image(channels: int = 8, size: int = 14, dtype: str = "float32") -> np.ndarray:
+    return RNG.standard_normal((1, channels, size, size)).astype(dtype)
 
 
 # ---- returns: rewritten ------------------------------------------------------------------------
@@ -83,25 +86,63 @@ def test_the_default_opt_level_keeps_nn_conv2d() -> None:
     assert not any("winograd" in p.name for p in exe.primitives)
 
 
-# ---- returns: left alone ------------------------------------------------------------------------
+# ---- returns: the other convolutions ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "changes",
+    ("changes", "becomes"),
     [
-        {"strides": (2, 2)},
-        {"dilation": (2, 2), "padding": (2, 2)},
-        {"groups": 2},
-        {"kernel": 1, "padding": (0, 0)},
-        {"size": 8},  # 16 output tiles: im2col and BLAS win
-        {"channels": 4},
-        {"constant": False},  # the transform could not be folded
+        ({"strides": (2, 2)}, PACKED),
+        ({"dilation": (2, 2), "padding": (2, 2)}, PACKED),
+        ({"size": 8}, PACKED),  # 16 output tiles: im2col and a product win
+        ({"groups": 2}, "nn.conv2d"),
+        ({"kernel": 1, "padding": (0, 0)}, "nn.conv2d"),  # 8 multiply-adds per output
+        ({"channels": 4}, "nn.conv2d"),
+        ({"constant": False}, "nn.conv2d"),  # the transform could not be folded
+        ({"dtype": "float64", "strides": (2, 2)}, "nn.conv2d"),
     ],
 )
-def test_other_convolutions_are_left_alone(changes: dict) -> None:
-    after = alter(conv_module(**changes))
-    assert len(calls(after["main"], "nn.conv2d")) == 1
+def test_convolutions_winograd_does_not_take_get_a_packed_weight_when_deep(
+    changes: dict, becomes: str
+) -> None:
+    before = conv_module(**changes)
+    after = alter(before)
     assert not calls(after["main"], WINOGRAD)
+    assert len(calls(after["main"], becomes)) == 1
+    dtype = changes.get("dtype", "float32")
+    x = image(changes.get("channels", 8), changes.get("size", 14), dtype)
+    args = [x] if changes.get("constant", True) else [x, RNG.standard_normal(
+        (8, 4 if changes.get("groups") else 8, 3, 3)).astype(dtype)]  # fmt: skip
+    assert_results_match(before, after, args, rtol=1e-4)
+
+
+def test_a_packed_weight_is_folded_into_panels_of_32_output_channels() -> None:
+    after = alter(conv_module(channels=16, out_channels=40, strides=(2, 2)))
+    folded = relay.transform.FoldConstant()(after)
+    (conv,) = calls(folded["main"], PACKED)
+    weight = conv.args[1]
+    assert isinstance(weight, relay.Constant) and weight.data.shape == (2, 16 * 9, 32)
+    assert conv.attrs["channels"] == 40 and tuple(conv.attrs["kernel_size"]) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"strides": (2, 2), "padding": (1, 2, 0, 1)},
+        {"dilation": (2, 1), "padding": (2, 1)},
+        {"kernel": 1, "padding": (0, 0)},  # the input is its own column matrix
+        {"kernel": 1, "strides": (2, 2), "padding": (0, 0)},
+    ],
+)
+def test_opt_level_3_runs_packed_convolutions_like_the_reference(attrs: dict) -> None:
+    mod = conv_module(channels=72, out_channels=45, size=11, **attrs)
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod)
+    assert any(PACKED.replace(".", "_") in p.name for p in exe.primitives)
+    x = image(72, 11)
+    want = relay.create_executor("debug", mod).evaluate()(x)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("tile", [2, 4])

@@ -193,6 +193,55 @@ def test_conv2d_transpose_cropped_to_nothing_raises() -> None:
         run_with(program, results, [tensor("float32", 2, 4, 1, 6), tensor("float32", 4, 3, 1, 2)])
 
 
+# --- nn.contrib_conv2d_gemm_without_weight_transform ----------------------------------------------
+
+PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
+
+
+def packed(weight: np.ndarray) -> np.ndarray:
+    """OIHW ``weight`` flattened and packed in NC32n panels, zero-padded."""
+    out_channels = weight.shape[0]
+    flat = weight.reshape(out_channels, -1)
+    panels = -(-out_channels // 32)
+    padded = np.zeros((panels * 32, flat.shape[1]), weight.dtype)
+    padded[:out_channels] = flat
+    return np.ascontiguousarray(padded.reshape(panels, 32, -1).transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize(
+    ("data_shape", "weight_shape", "attrs"),
+    [
+        # Output pixels around the 7-pixel register tile, channels around the 32-wide panels.
+        ((1, 3, 6, 5), (4, 3, 3, 3), {}),
+        ((2, 8, 9, 8), (40, 8, 3, 3), {"strides": (2, 1), "padding": (1, 1, 0, 1)}),
+        ((1, 16, 7, 7), (64, 16, 1, 1), {}),  # the input is its own column matrix
+        ((1, 16, 8, 8), (33, 16, 1, 1), {"strides": (2, 2)}),
+        ((1, 3, 23, 23), (64, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
+        ((1, 4, 10, 11), (7, 4, 3, 2), {"dilation": (2, 2), "padding": (2, 1)}),
+        # Big enough for the threads: im2col split by channels, the product shared.
+        ((1, 128, 14, 14), (256, 128, 3, 3), {"padding": (1, 1)}),
+    ],
+)
+def test_packed_convolutions_match_conv2d(data_shape, weight_shape, attrs) -> None:
+    data, weight = tensor("float32", *data_shape), tensor("float32", *weight_shape)
+    program = Program([data, packed(weight)])
+    kernel = weight_shape[2:]
+    result = program.add(PACKED, [0, 1], channels=weight_shape[0], kernel_size=kernel, **attrs)
+    got = run(program.description(result), program.inputs, program.expected(result))
+    reference = Program([data, weight])
+    (want,) = reference.expected(reference.add("nn.conv2d", [0, 1], **attrs))
+    np.testing.assert_allclose(got[0], want, **SUMS[np.dtype("float32")])
+
+
+def test_a_packed_weight_for_other_channels_or_kernels_traps() -> None:
+    data, weight = tensor("float32", 1, 3, 9, 8), tensor("float32", 40, 3, 3, 3)
+    program, results = conv(data, packed(weight), PACKED, channels=40, kernel_size=(3, 3))
+    with pytest.raises(ValueError, match=r"depth of weight \(input channels times kernel taps\)"):
+        run_with(program, results, [tensor("float32", 1, 4, 9, 8), packed(weight)])
+    with pytest.raises(ValueError, match=r"panels of weight for channels=40"):
+        run_with(program, results, [data, packed(weight[:32])])
+
+
 # --- threads -----------------------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ NN_OPS = [
     "nn.layer_norm", "nn.group_norm", "nn.pad", "nn.dropout", "nn.leaky_relu", "nn.prelu",
     "nn.upsampling", "nn.contrib_conv2d_winograd_weight_transform",
     "nn.contrib_conv2d_winograd_without_weight_transform", "nn.matmul", "nn.contrib_dense_pack",
-    "layout_transform",
+    "layout_transform", "nn.contrib_conv2d_gemm_without_weight_transform",
 ]  # fmt: skip
 
 

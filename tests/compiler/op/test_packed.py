@@ -1,5 +1,6 @@
-"""layout_transform to NC<n>n panels and nn.contrib_dense_pack: references against
-nn.dense, type relations, errors."""
+"""layout_transform to NC<n>n panels, nn.contrib_dense_pack and
+nn.contrib_conv2d_gemm_without_weight_transform: references against nn.dense and nn.conv2d,
+type relations, errors."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.compiler.op._helpers import T, ref, rel
 
 TRANSFORM = "layout_transform"
 DENSE_PACK = "nn.contrib_dense_pack"
+CONV = "nn.contrib_conv2d_gemm_without_weight_transform"
 RNG = np.random.default_rng(9)
 
 
@@ -44,12 +46,36 @@ def test_the_packed_product_equals_nn_dense(data, units, width, dtype) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+def _packed_oihw(w: np.ndarray) -> np.ndarray:
+    return ref(TRANSFORM, w.reshape(w.shape[0], -1), src_layout="NC", dst_layout="NC32n")
+
+
+@pytest.mark.parametrize(
+    ("data", "out_channels", "kernel", "attrs"),
+    [
+        ((2, 5, 9, 8), 40, 3, {"strides": (2, 1), "padding": (1, 1, 0, 1)}),
+        ((1, 3, 12, 12), 64, 7, {"strides": (2, 2), "padding": (3, 3)}),
+        ((1, 16, 7, 7), 32, 1, {}),
+        ((1, 4, 10, 10), 7, 3, {"dilation": (2, 2), "padding": (2, 2)}),
+    ],
+)
+def test_the_packed_convolution_equals_nn_conv2d(data, out_channels, kernel, attrs) -> None:
+    x = RNG.standard_normal(data).astype("float32")
+    w = RNG.standard_normal((out_channels, data[1], kernel, kernel)).astype("float32")
+    got = ref(CONV, x, _packed_oihw(w), channels=out_channels, kernel_size=kernel, **attrs)
+    want = ref("nn.conv2d", x, w, **attrs)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_types_follow_tvm() -> None:
     assert rel(TRANSFORM, T((70, 16)), src_layout="NC", dst_layout="NC32n") == T((3, 16, 32))
     assert rel(DENSE_PACK, T((None, 16)), T((3, 16, 32)), units=70) == T((None, 70))
     assert rel(DENSE_PACK, T((2, 5, 16)), T((3, 16, 32))) == T((2, 5, 96))
     out = rel(DENSE_PACK, T((2, 16), "int8"), T((1, 16, 32), "int8"), out_dtype="int32")
     assert out == T((2, 32), "int32")
+    conv = rel(CONV, T((None, 8, 14, 14)), T((2, 72, 32)), channels=40, kernel_size=(3, 3))
+    assert conv == T((None, 40, 12, 12))
 
 
 # ---- invalid ----------------------------------------------------------------------------------
@@ -85,3 +111,25 @@ def test_layout_transform_refuses_what_it_cannot_do(args, attrs, message) -> Non
 def test_the_packed_product_refuses_mismatched_operands(data, weight, attrs, message) -> None:
     with pytest.raises(OpTypeError, match=message):
         rel(DENSE_PACK, data, weight, **attrs)
+
+
+_CONV_ATTRS = {"channels": 40, "kernel_size": (3, 3)}
+
+
+@pytest.mark.parametrize(
+    ("data", "weight", "attrs", "message"),
+    [
+        (T((1, 8, 9, 9)), T((2, 72, 32)), {"kernel_size": (3, 3)}, "channels is required"),
+        (T((1, 8, 9, 9)), T((2, 72, 32)), {"channels": 40}, "kernel_size is required"),
+        (T((1, 8, 9, 9)), T((1, 72, 32)), _CONV_ATTRS, r"\(2, in_channels \* 3 \* 3, 32\)"),
+        (T((1, 8, 9, 9)), T((2, 72, 16)), _CONV_ATTRS, "3-D NC32n tensor"),
+        (T((1, 8, 9, 9)), T((2, 70, 32)), _CONV_ATTRS, r"not a multiple of the kernel's 3 \* 3"),
+        (T((1, 4, 9, 9)), T((2, 72, 32)), _CONV_ATTRS, "has 4 input channels"),
+        (T((1, 8, 9, 9)), T((2, 72, 32)), {**_CONV_ATTRS, "groups": 2}, "groups=2 must be 1"),
+        (T((1, 8, 9, 9), "float64"), T((2, 72, 32), "float64"), _CONV_ATTRS, "float32"),
+        (T((1, 8, 2, 2)), T((2, 72, 32)), _CONV_ATTRS, "kernel"),
+    ],
+)
+def test_the_packed_convolution_refuses_mismatched_operands(data, weight, attrs, message) -> None:
+    with pytest.raises(OpTypeError, match=message):
+        rel(CONV, data, weight, **attrs)

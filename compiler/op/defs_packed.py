@@ -1,22 +1,33 @@
-"""Dense layers by a prepacked weight (TVM's ``nn.contrib_dense_pack``) and the
-``layout_transform`` that packs the weight.
+"""Products by weights packed ahead of time in ``NC{n}n`` panels: dense layers (TVM's
+``nn.contrib_dense_pack``), convolutions (``nn.contrib_conv2d_gemm_without_weight_transform``)
+and the ``layout_transform`` that packs the weights.
 
 Compiler layer (``compiler.op``).
 
-A weight in the ``NC{n}n`` layout is the ``(units, in_features)`` weight of ``nn.dense``
-cut into panels of ``n`` output features, each stored feature-major: shape
-``(ceil(units / n), in_features, n)``, element ``[p, k, j]`` being weight row
-``p * n + j``, column ``k``; rows past ``units`` are zero. The runtime's product kernel
-reads such panels in order (see :mod:`vm.kernels.packed`), so when the weight is a
-constant ``AlterOpLayout`` writes ``nn.dense(x, w)`` as
-``nn.contrib_dense_pack(x, layout_transform(w, "NC", "NC32n"), units=...)`` and
-``FoldConstant`` packs it once, at compile time.
+A weight in the ``NC{n}n`` layout is a ``(units, in_features)`` matrix cut into panels of
+``n`` output features, each stored feature-major: shape ``(ceil(units / n), in_features,
+n)``, element ``[p, k, j]`` being row ``p * n + j``, column ``k``; rows past ``units`` are
+zero. The runtime's product kernel reads such panels in order (see
+:mod:`vm.kernels.packed`), so when the weight is a constant ``AlterOpLayout`` writes
+
+- ``nn.dense(x, w)`` as ``nn.contrib_dense_pack(x, layout_transform(w, "NC", "NC32n"),
+  units=...)``;
+- a float32 ``nn.conv2d(x, w)`` of OIHW weights as
+  ``nn.contrib_conv2d_gemm_without_weight_transform(x, layout_transform(reshape(w, (O,
+  I * KH * KW)), "NC", "NC32n"), channels=O, kernel_size=(KH, KW), ...)``, the im2col
+  product by the flattened weight,
+
+and ``FoldConstant`` packs the weight once, at compile time.
 
 - ``layout_transform(data; src_layout, dst_layout)``: only ``"NC"`` to ``"NC{n}n"`` is
   implemented (TVM's operator handles any pair of layouts of the same axes).
 - ``nn.contrib_dense_pack(data, weight; units, out_dtype, weight_layout)``: ``(..., K)``
   data by an ``NC{n}n`` weight ``(P, K, n)`` is ``(..., units)``, ``units`` defaulting to
   ``P * n``.
+- ``nn.contrib_conv2d_gemm_without_weight_transform(data, weight; nn.conv2d's
+  attributes)``: NCHW float32 data by an ``NC32n`` weight; ``channels`` and
+  ``kernel_size`` are required (the packed weight holds neither), one group only. (TVM's
+  operator of that name takes NHWC data and its own tiled weight layout.)
 """
 
 from __future__ import annotations
@@ -28,9 +39,12 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.defs_common import define, result
+from compiler.op.defs_conv import CONV2D_ATTRS, conv2d_reference, conv2d_relation
+from compiler.op.defs_window import pair
 from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, merge_dims, require_dtype, require_same_dtype, tensor_arg
 from vm.kernels import panels
+from vm.kernels.panels import PANEL
 
 TRANSFORM = "layout_transform"
 DENSE_PACK = "nn.contrib_dense_pack"
@@ -154,4 +168,75 @@ define(
         AttrSpec("weight_layout", "str", "NC32n"),
     ),
     doc="data @ weight.T with the weight in NC<n>n panels",
+)
+
+
+# --- nn.contrib_conv2d_gemm_without_weight_transform -------------------------------------------
+
+CONV = "nn.contrib_conv2d_gemm_without_weight_transform"
+
+
+def _unpacked_type(arg_types: Sequence[Type], attrs: Attrs) -> tuple[TensorType, TensorType]:
+    """The data type, and the OIHW weight type the packed weight stands for."""
+    op = CONV
+    data = tensor_arg(op, arg_types[0], "data")
+    weight = tensor_arg(op, arg_types[1], "weight")
+    require_same_dtype(op, [("data", data), ("weight", weight)])
+    if data.dtype != "float32":
+        raise OpTypeError(
+            f"{op}: argument data must be a float32 tensor (the only dtype implemented), "
+            f"found {fmt_type(data)}"
+        )
+    for name in ("channels", "kernel_size"):
+        if attrs[name] is None:
+            raise OpTypeError(f"{op}: attribute {name} is required (the packed weight lacks it)")
+    if attrs["groups"] != 1:
+        raise OpTypeError(f"{op}: attribute groups={attrs['groups']} must be 1")
+    kh, kw = pair(op, attrs, "kernel_size")
+    channels: int = attrs["channels"]  # type: ignore[assignment]
+    panels = -(-channels // PANEL)
+    if weight.ndim != 3 or any(
+        not isinstance(d, Any) and d != want
+        for d, want in ((weight.shape[0], panels), (weight.shape[2], PANEL))
+    ):
+        raise OpTypeError(
+            f"{op}: argument weight must be a 3-D NC{PANEL}n tensor ({panels}, in_channels * "
+            f"{kh} * {kw}, {PANEL}) for channels={channels}, found {fmt_type(weight)}"
+        )
+    depth = weight.shape[1]
+    if isinstance(depth, Any):
+        in_channels: Dim = data.shape[1] if data.ndim == 4 else Any()
+    else:
+        if depth % (kh * kw):
+            raise OpTypeError(
+                f"{op}: weight {fmt_type(weight)}'s depth {depth} is not a multiple of the "
+                f"kernel's {kh} * {kw} taps"
+            )
+        in_channels = depth // (kh * kw)
+    return data, TensorType([channels, in_channels, kh, kw], weight.dtype)
+
+
+def _packed_conv_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """(N, C, H, W) x (ceil(O / 32), C * KH * KW, 32) -> (N, O, OH, OW)."""
+    data, oihw = _unpacked_type(arg_types, attrs)
+    return conv2d_relation([data, oihw], attrs, CONV)
+
+
+def _packed_conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, weight = args
+    _, oihw = _unpacked_type([TensorType(a.shape, a.dtype.name) for a in args], attrs)
+    channels, _, kh, kw = oihw.shape
+    panels, depth, width = weight.shape
+    rows = weight.transpose(0, 2, 1).reshape(panels * width, depth)[:channels]
+    return conv2d_reference([data, rows.reshape(channels, -1, kh, kw)], attrs, CONV)
+
+
+define(
+    CONV,
+    ("data", "weight"),
+    _packed_conv_rel,
+    _packed_conv,
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    attrs=CONV2D_ATTRS,
+    doc="2-D convolution of NCHW float32 data with OIHW weights packed in NC32n panels",
 )

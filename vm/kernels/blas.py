@@ -263,9 +263,23 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
         tasks += [_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                   for lo, hi in _ranges(channels, flops)]  # fmt: skip
         threads.run(tasks)
-        threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
+        if not _plane_products(u, v, m):
+            threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
         threads.run([_call(transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
                      for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _plane_products(u, v, m):
+    """``m[k] = u[k] @ v[k]`` for every plane ``k`` by :func:`gemm.gemm` (each product
+    shared with the polling workers), without a Python task per plane: each task costs
+    GIL hand-overs; False, doing nothing, if BLAS cannot read the planes in place."""
+    for k in range(u.shape[0]):
+        if not (gemm.fits(u[k]) and gemm.fits(v[k]) and gemm.fits(m[k])):
+            return False
+    for k in range(u.shape[0]):
+        gemm.gemm(u[k], v[k], m[k], False, False)
+    return True
 
 
 def _planes(name: str, count: int, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:

@@ -96,26 +96,43 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
     out_h, out_w = out.shape[2], out.shape[3]
     xf = x.reshape(x.size)
     of = out.reshape(out.size)
+    # Each output row first takes the maximum of its window's input rows into ``rows``
+    # (contiguous, so the loop is vectorised), then slides the window along that one
+    # row: the strided reads, which stay scalar, are pw per output instead of ph * pw
+    # (a 3x3 stride-2 pool: 3x faster).
+    rows = np.empty(width, x.dtype)
     for plane in range(first, last):
         xb = plane * height * width
         for r in range(out_h):
             d0 = _u((plane * out_h + r) * out_w)
             for q in range(_u(out_w)):
                 of[d0 + q] = lowest
+            seen = False
             for i in range(ph):
                 ih = r * sh - pt + i * dh
                 if ih < 0 or ih >= height:
                     continue
-                for j in range(pw):
-                    off = j * dw - pl
-                    lo, hi = valid_range(off, sw, width, out_w)
-                    s0 = _u(xb + ih * width + off + lo * sw)
-                    db = d0 + _u(lo)
-                    step = _u(sw)
-                    for q in range(_u(max(hi - lo, 0))):
-                        v = xf[s0 + q * step]
-                        best = of[db + q]
-                        of[db + q] = v if (v > best or v != v) else best
+                s0 = _u(xb + ih * width)
+                if not seen:
+                    for q in range(_u(width)):
+                        rows[q] = xf[s0 + q]
+                    seen = True
+                    continue
+                for q in range(_u(width)):
+                    v, best = xf[s0 + q], rows[q]
+                    rows[q] = v if (v > best or v != v) else best
+            if not seen:
+                continue
+            for j in range(pw):
+                off = j * dw - pl
+                lo, hi = valid_range(off, sw, width, out_w)
+                s0 = _u(off + lo * sw)
+                db = d0 + _u(lo)
+                step = _u(sw)
+                for q in range(_u(max(hi - lo, 0))):
+                    v = rows[s0 + q * step]
+                    best = of[db + q]
+                    of[db + q] = v if (v > best or v != v) else best
 
 
 @njit(nogil=True, cache=True)

@@ -39,20 +39,26 @@ def _dense_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
     weight = tensor_arg(op, arg_types[1], "weight")
     dtype = require_same_dtype(op, [("data", data), ("weight", weight)])
     require_dtype(op, data, "data", "numeric")
-    if data.ndim < 1:
-        raise OpTypeError(f"{op}: argument data must have rank >= 1, found {fmt_type(data)}")
     if weight.ndim != 2:
         raise OpTypeError(
             f"{op}: argument weight must be a 2-D tensor of shape (units, in_features), "
             f"found {fmt_type(weight)}"
         )
+    dense_features(op, data, weight)
+    out_units = _units(op, attrs, "weight", weight, weight.shape[0])
+    return TensorType([*data.shape[:-1], out_units], attrs.get("out_dtype") or dtype)
+
+
+def dense_features(op: str, data: TensorType, weight: TensorType) -> None:
+    """Check that ``data`` has rank >= 1 and that its last dimension, the input features,
+    matches ``weight``'s second dimension (a dense layer's weight, packed or not)."""
+    if data.ndim < 1:
+        raise OpTypeError(f"{op}: argument data must have rank >= 1, found {fmt_type(data)}")
     what = (
         f"the input features of data {fmt_type(data)} (last dimension) and weight "
         f"{fmt_type(weight)} (second dimension) differ"
     )
     merge_dims(op, what, data.shape[-1], weight.shape[1])
-    out_units = _units(op, attrs, "weight", weight, weight.shape[0])
-    return TensorType([*data.shape[:-1], out_units], attrs.get("out_dtype") or dtype)
 
 
 def _units(op: str, attrs: Attrs, name: str, weight: TensorType, found: Dim) -> Dim:

@@ -40,9 +40,10 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.defs_common import define, result
 from compiler.op.defs_conv import CONV2D_ATTRS, conv2d_reference, conv2d_relation
+from compiler.op.defs_nn import dense_features
 from compiler.op.defs_window import pair
 from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
-from compiler.op.typerel import fmt_type, merge_dims, require_dtype, require_same_dtype, tensor_arg
+from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
 from vm.kernels import panels
 from vm.kernels.panels import PANEL
 
@@ -114,18 +115,12 @@ def _dense_pack_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
     dtype = require_same_dtype(op, [("data", data), ("weight", weight)])
     require_dtype(op, data, "data", "numeric")
     width = panel_width(op, "weight_layout", attrs["weight_layout"])
-    if data.ndim < 1:
-        raise OpTypeError(f"{op}: argument data must have rank >= 1, found {fmt_type(data)}")
     if weight.ndim != 3 or (not isinstance(weight.shape[2], Any) and weight.shape[2] != width):
         raise OpTypeError(
             f"{op}: argument weight must be a 3-D {attrs['weight_layout']} tensor "
             f"(panels, in_features, {width}), found {fmt_type(weight)}"
         )
-    what = (
-        f"the input features of data {fmt_type(data)} (last dimension) and weight "
-        f"{fmt_type(weight)} (second dimension) differ"
-    )
-    merge_dims(op, what, data.shape[-1], weight.shape[1])
+    dense_features(op, data, weight)
     panels = weight.shape[0]
     units = attrs.get("units")
     if units is None:

@@ -32,6 +32,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, TensorType, Type
 from compiler.op.defs_common import define, result
+from compiler.op.defs_conv import CONV2D_ATTRS
 from compiler.op.defs_window import (
     NCHW,
     OUT_LAYOUTS,
@@ -196,18 +197,6 @@ define(
     _conv_rel,
     _conv,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("tile_size", "int", 2),
-        AttrSpec("strides", "ints", (1, 1)),
-        AttrSpec("padding", "ints", (0, 0)),
-        AttrSpec("dilation", "ints", (1, 1)),
-        AttrSpec("groups", "int", 1),
-        AttrSpec("channels", "int", None, optional=True),
-        AttrSpec("kernel_size", "ints", None, optional=True),
-        AttrSpec("data_layout", "str", NCHW),
-        AttrSpec("kernel_layout", "str", "OIHW"),
-        AttrSpec("out_layout", "str", ""),
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-    ),
+    attrs=(AttrSpec("tile_size", "int", 2), *CONV2D_ATTRS),
     doc="3x3 stride-1 convolution of NCHW data with Winograd-transformed (4, 4, O, I) weights",
 )

@@ -387,27 +387,27 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
 @njit(nogil=True)
 def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """:func:`conv_image` from compiled code."""
-    block = np.empty(64, np.int64)
-    at = bridge.put(block, 1, x)
-    at = bridge.put(block, at, w3)
-    at = bridge.put(block, at, out3)
-    for value in (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
-        block[at] = value
-        at += 1
-    bridge.invoke(_CONV_IMAGE, block, at)
+    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    _conv_into(_CONV_IMAGE, x, w3, out3, window)
 
 
 @njit(nogil=True)
 def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """:func:`conv_packed` from compiled code."""
+    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    _conv_into(_CONV_PACKED, x, w, out3, window)
+
+
+@njit(nogil=True)
+def _conv_into(code, x, w, out3, window):
     block = np.empty(64, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, w)
     at = bridge.put(block, at, out3)
-    for value in (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    for value in window:
         block[at] = value
         at += 1
-    bridge.invoke(_CONV_PACKED, block, at)
+    bridge.invoke(code, block, at)
 
 
 @njit(nogil=True)

@@ -25,6 +25,8 @@ and the product accumulates in it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vm.kernels import dtypes
 from vm.kernels.panels import PANEL
 from vm.kernels.rules import (
@@ -284,17 +286,29 @@ def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
 
 def _winograd_emit(ctx: EmitCtx) -> None:
     s = ctx.src
-    (n, c, _, _), (a, _, o, _) = ctx.arg_dims
+    (_, c, _, _), (a, _, o, _) = ctx.arg_dims
     _, _, out_h, out_w = ctx.out_dims[0]
     top, left, _, _ = padding4(ctx.attrs["padding"])
-    u, o3, b = s.fresh("u"), s.fresh("o"), s.fresh("b")
+    u = s.fresh("u")
     s.line(f"{u} = {ctx.args[1]}.reshape(({a} * {a}, {o}, {c}))")
-    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
-    with s.block(f"for {b} in range({n}):"):
-        s.line(
+    _per_image(
+        ctx,
+        lambda o3, b: (
             f"blas.conv_winograd_transformed_into({ctx.args[0]}, {u}, {o3}, {b}, "
             f"{plain(top)}, {plain(left)}, {out_h}, {out_w})"
-        )
+        ),
+    )
+
+
+def _per_image(ctx: EmitCtx, call: Callable[[str, str], str]) -> None:
+    """Emit ``call(out3, b)`` for each image ``b`` of the output, viewed as ``out3``
+    ``(images, channels, pixels)``, each followed by the fused epilogue on that image."""
+    s = ctx.src
+    n, o, out_h, out_w = ctx.out_dims[0]
+    o3, b = s.fresh("o"), s.fresh("b")
+    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
+    with s.block(f"for {b} in range({n}):"):
+        s.line(call(o3, b))
         if ctx.epilogue is not None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 
@@ -358,9 +372,8 @@ def _packed_shape(ctx: ShapeCtx) -> list[list[str]]:
 
 
 def _packed_emit(ctx: EmitCtx) -> None:
-    s = ctx.src
-    (n, c, _, _), _ = ctx.arg_dims
-    _, o, out_h, out_w = ctx.out_dims[0]
+    (_, c, _, _), _ = ctx.arg_dims
+    _, _, out_h, out_w = ctx.out_dims[0]
     kh, kw = pair("kernel_size", ctx.attrs["kernel_size"])
     sh, sw = pair("strides", ctx.attrs["strides"])
     dh, dw = pair("dilation", ctx.attrs["dilation"])
@@ -368,16 +381,14 @@ def _packed_emit(ctx: EmitCtx) -> None:
     # A 1x1 kernel without stride or padding reads the input as its own column matrix.
     direct = (kh, kw, sh, sw) == (1, 1, 1, 1) and padding == (0, 0, 0, 0)
     rows = "0" if direct else f"{c} * {kh * kw}"
-    o3, b = s.fresh("o"), s.fresh("b")
-    s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
     window = ", ".join(plain(v) for v in (sh, sw, padding[0], padding[1], dh, dw))
-    with s.block(f"for {b} in range({n}):"):
-        s.line(
-            f"blas.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, {b}, {c}, "
-            f"{kh}, {kw}, {window}, {out_h}, {out_w})"
-        )
-        if ctx.epilogue is not None:
-            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+    _per_image(
+        ctx,
+        lambda o3, b: (
+            f"blas.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
+            f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w})"
+        ),
+    )
 
 
 register(

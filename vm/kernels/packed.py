@@ -151,13 +151,16 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
-    tiles = -(-(rows[1] - rows[0]) // ROWS)
+    # Tiles of equal height (to one row): a last tile of one or two rows would wait on its
+    # few accumulators' multiply-add latency for as long as a full tile takes.
+    extent = rows[1] - rows[0]
+    tiles = -(-extent // ROWS)
     count = panels[1] - panels[0]
     for outer in range(tiles if rows_outer else count):
         for inner in range(count if rows_outer else tiles):
             t, panel = (outer, inner) if rows_outer else (inner, outer)
-            r0 = rows[0] + t * ROWS
-            height = min(ROWS, rows[1] - r0)
+            r0 = rows[0] + t * extent // tiles
+            height = rows[0] + (t + 1) * extent // tiles - r0
             panel += panels[0]
             first = panel * PANEL
             width = min(PANEL, units - first)

@@ -187,24 +187,24 @@ def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
 def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """Image ``n`` of a float32 convolution by a weight packed in ``NC32n`` panels
     (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows``
-    rows (0: the 1x1 input is its own column matrix), split between the threads by input
-    channels when big, then the product in register tiles (:mod:`vm.kernels.packed`),
-    shared with the polling workers without the GIL."""
+    rows (0: the 1x1 input is its own column matrix), then the product in register tiles
+    (:mod:`vm.kernels.packed`); when big, both are shared with the polling workers without
+    the GIL (the copy by input channels)."""
     plane = out_h * out_w
     out = out3[n]
     if rows == 0:
         source = x[n].reshape(cg, plane)
     else:
         source = workspace("cols", rows * plane, x.dtype).reshape(rows, plane)
-        flops = out.shape[0] * rows * plane
-        chunks = [(0, cg)] if flops < SMALL_CONV_FLOPS else _ranges(cg, flops)
-        taps = kh * kw
-        fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col
-        threads.run(
-            [_call(fill, x, n, lo, hi - lo, source[lo * taps : hi * taps], kh, kw, sh, sw,
-                   pt, pl, dh, dw, out_h, out_w, 0, out_h) for lo, hi in chunks]
-        )  # fmt: skip
+        share = out.shape[0] * rows * plane >= SMALL_CONV_FLOPS
+        _im2col(x, n, source, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
     _packed_columns(source, w, out)
+
+
+@njit(nogil=True, cache=True)
+def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
+    """:func:`vm.kernels.gemm.im2col`, cached on disk (called from Python)."""
+    gemm.im2col(x, n, cols, kernel, stride, pad, dilation, out, share)
 
 
 @njit(nogil=True, cache=True)

@@ -26,9 +26,10 @@ import ctypes
 
 import numpy as np
 from llvmlite import binding
-from numba import literal_unroll, njit, types
+from numba import carray, literal_unroll, njit, types
+from numba.extending import intrinsic
 
-from vm.kernels import atomics, packed, threads
+from vm.kernels import atomics, conv_loops, packed, threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -146,8 +147,11 @@ _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
 _BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _KIND = range(32, 46)
 _A_COLS, _C_COLS, _ROWS_OUTER = range(46, 49)
-#: What a shared job computes: an OpenBLAS gemm, or a product by a packed weight.
-_BLAS, _PACKED = 0, 1
+# An im2col job: A is the float32 NCHW input, B the column matrix, and these the rest.
+_IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(49, 59)
+#: What a shared job computes: an OpenBLAS gemm, a product by a packed weight, or an
+#: im2col matrix (split by input channels).
+_BLAS, _PACKED, _IM2COL = 0, 1, 2
 _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
@@ -180,9 +184,99 @@ def _raw(itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc):
         _dgemm(_ROW_MAJOR, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc)
 
 
+@intrinsic
+def _floats(typingctx, address):
+    """The float32 pointer at byte ``address``."""
+    if not isinstance(address, types.Integer):
+        return None
+    pointer = types.CPointer(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(types.int64), codegen
+
+
+@njit(nogil=True)
+def _pair(slot, index):
+    word = _word(slot, index)
+    return word >> 32, word & _INDEX_MASK
+
+
+@njit(nogil=True)
+def _im2col_chunk(slot, index, parts):
+    """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
+    channels = _word(slot, _CHANNELS)
+    height, width = _pair(slot, _SIZE)
+    kh, kw = _pair(slot, _KERNEL)
+    sh, sw = _pair(slot, _STRIDE)
+    pt, pl = _pair(slot, _PAD)
+    dh, dw = _pair(slot, _DILATION)
+    out_h, out_w = _pair(slot, _OUT)
+    shape = (_word(slot, _IMAGES), channels, height, width)
+    x = carray(_floats(_word(slot, _A)), shape)
+    taps = kh * kw
+    cols = carray(_floats(_word(slot, _B)), (channels * taps, out_h * out_w))
+    lo, hi = channels * index // parts, channels * (index + 1) // parts
+    n = _word(slot, _IMAGE)
+    block = cols[lo * taps : hi * taps]
+    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0, out_h)
+    if hi <= lo:
+        return
+    if _word(slot, _STRIDED):
+        conv_loops.im2col_strided(x, n, lo, hi - lo, block, *window)
+    else:
+        conv_loops.im2col(x, n, lo, hi - lo, block, *window)
+
+
+@njit(nogil=True)
+def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
+    """The float32 im2col matrix ``cols`` of image ``n`` of NCHW ``x``, every channel (see
+    :func:`vm.kernels.conv_loops.im2col`; ``kernel``, ``stride``, ``pad`` (top, left),
+    ``dilation`` and ``out`` are (height, width) pairs). With ``share``, split by input
+    channels with the polling workers without the GIL, as products are: a Python task per
+    chunk would cost GIL hand-overs."""
+    kh, kw = kernel
+    sh, sw = stride
+    strided = kw > 2 * sw > 2
+    channels = x.shape[1]
+    slot = _slot()
+    if share and channels > 1:
+        _wake_sleepers(slot)
+        awake = _word(slot, _AWAKE)
+        if awake > 0 and atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
+            parts = min(2 * (awake + 1), channels)
+            job = _begin(slot, parts)
+            words = (np.int64(x.ctypes.data), np.int64(cols.ctypes.data), x.shape[0], n, channels,
+                     _two(x.shape[2], x.shape[3]), _two(kh, kw), _two(sh, sw),
+                     _two(pad[0], pad[1]), _two(dilation[0], dilation[1]),
+                     _two(out[0], out[1]), 1 if strided else 0)  # fmt: skip
+            indices = (_A, _B, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD,
+                       _DILATION, _OUT, _STRIDED)  # fmt: skip
+            for i in range(len(words)):
+                _set(slot, indices[i], words[i])
+            _set(slot, _KIND, _IM2COL)
+            _finish(slot, parts, job)
+            return
+    window = (kh, kw, sh, sw, pad[0], pad[1], dilation[0], dilation[1], out[0], out[1], 0, out[0])
+    if strided:
+        conv_loops.im2col_strided(x, n, 0, channels, cols, *window)
+    else:
+        conv_loops.im2col(x, n, 0, channels, cols, *window)
+
+
+@njit(nogil=True)
+def _two(high, low):
+    return (np.int64(high) << 32) | np.int64(low)
+
+
 @njit(nogil=True)
 def _chunk(slot, index, parts):
-    """Chunk ``index`` of ``parts`` of the product in the slot: rows or columns of out."""
+    """Chunk ``index`` of ``parts`` of the job in the slot: rows or columns of a product's
+    output, or input channels of an im2col matrix."""
+    if _word(slot, _KIND) == _IM2COL:
+        _im2col_chunk(slot, index, parts)
+        return
     m, n, k = _word(slot, _M), _word(slot, _N), _word(slot, _K)
     pa, pb, pc = _word(slot, _A), _word(slot, _B), _word(slot, _C)
     lda, ldb, ldc = _word(slot, _LDA), _word(slot, _LDB), _word(slot, _LDC)
@@ -269,15 +363,30 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
         rows = m >= n
         extent = m if rows else n
     parts = min(2 * (awake + 1), extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
-    job = (_word(slot, _JOB) + 1) & _JOB_MASK
-    _set(slot, _JOB, job)
-    _set(slot, _PARTS, parts)
-    _set(slot, _DONE, 0)
+    job = _begin(slot, parts)
     words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0, kind,
              packing[0], packing[1], packing[2])  # fmt: skip
     product = np.array([np.int64(w) for w in literal_unroll(words)])
     for i in range(len(product)):  # the words _A to _ROWS_OUTER, in order
         _set(slot, _A + i, product[i])
+    _finish(slot, parts, job)
+    return True
+
+
+@njit(nogil=True)
+def _begin(slot, parts):
+    """Start a job of ``parts`` chunks in the claimed slot (before its words are written)."""
+    job = (_word(slot, _JOB) + 1) & _JOB_MASK
+    _set(slot, _JOB, job)
+    _set(slot, _PARTS, parts)
+    _set(slot, _DONE, 0)
+    return job
+
+
+@njit(nogil=True)
+def _finish(slot, parts, job):
+    """Publish the job, do chunks of it until none is left, wait for the workers' chunks
+    and free the slot."""
     _set(slot, _TICKET, job << 32)
     previous = _blas_threads(1)
     _take_chunks(slot)
@@ -285,7 +394,6 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     while _word(slot, _DONE) < parts:
         pass
     _set(slot, _BUSY, 0)
-    return True
 
 
 @njit(nogil=True)

@@ -259,3 +259,45 @@ def test_a_forked_child_shares_products_with_workers_of_its_own():
                           timeout=300, cwd=ROOT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@njit(nogil=True)
+def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
+    gemm.im2col(x, n, cols, kernel, stride, pad, dilation, out, share)
+
+
+@needs_workers
+@pytest.mark.parametrize(
+    ("shape", "kernel", "stride", "pad", "dilation"),
+    [
+        ((2, 5, 9, 8), (3, 3), (2, 1), (1, 0), (1, 1)),
+        ((1, 3, 23, 23), (7, 7), (2, 2), (3, 3), (1, 1)),  # the phase-split strided copy
+        ((1, 16, 10, 11), (3, 2), (1, 1), (2, 1), (2, 2)),
+    ],
+)
+def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad, dilation):
+    from vm.kernels import conv_loops
+
+    x = np.random.default_rng(4).standard_normal(shape).astype("float32")
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw) = kernel, stride, pad, dilation
+    out_h = (shape[2] + 2 * pt - dh * (kh - 1) - 1) // sh + 1
+    out_w = (shape[3] + 2 * pl - dw * (kw - 1) - 1) // sw + 1
+    want = np.zeros((shape[1] * kh * kw, out_h * out_w), "float32")
+    conv_loops.im2col(x, 1 if shape[0] > 1 else 0, 0, shape[1], want, kh, kw, sh, sw, pt, pl,
+                      dh, dw, out_h, out_w, 0, out_h)  # fmt: skip
+    got = np.full_like(want, np.nan)
+    args = (x, 1 if shape[0] > 1 else 0, got, kernel, stride, pad, dilation, (out_h, out_w))
+    _im2col(*args, False)  # compiled before the workers are woken
+    np.testing.assert_array_equal(got, want)
+    shared = False
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        got[...] = np.nan
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        _im2col(*args, True)
+        np.testing.assert_array_equal(got, want)
+        shared = int(gemm.SLOT[gemm._JOB]) != jobs
+        if shared:
+            break
+    assert shared
+    assert int(gemm.SLOT[gemm._BUSY]) == 0

@@ -62,10 +62,17 @@ def panel_width(op: str, name: str, layout: object) -> int:
 def pack(weight: np.ndarray, width: int) -> np.ndarray:
     """A 2-D ``(units, in_features)`` array in the ``NC{width}n`` layout (zero-padded)."""
     units, features = weight.shape
-    panels = -(-units // width)
-    padded = np.zeros((panels * width, features), weight.dtype)
+    count = -(-units // width)
+    padded = np.zeros((count * width, features), weight.dtype)
     padded[:units] = weight
-    return np.ascontiguousarray(padded.reshape(panels, width, features).transpose(0, 2, 1))
+    return np.ascontiguousarray(padded.reshape(count, width, features).transpose(0, 2, 1))
+
+
+def unpack(weight: np.ndarray, units: int) -> np.ndarray:
+    """The first ``units`` rows of the 2-D matrix an ``NC{n}n`` ``weight`` packs (the
+    inverse of :func:`pack`)."""
+    count, features, width = weight.shape
+    return weight.transpose(0, 2, 1).reshape(count * width, features)[:units]
 
 
 # --- layout_transform --------------------------------------------------------------------------
@@ -142,9 +149,7 @@ def _dense_pack(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         [TensorType(data.shape, data.dtype.name), TensorType(weight.shape, weight.dtype.name)],
         attrs,
     )
-    units = out.shape[-1]
-    panels, features, width = weight.shape
-    rows = weight.transpose(0, 2, 1).reshape(panels * width, features)[:units]
+    rows = unpack(weight, out.shape[-1])
     dtype = attrs["out_dtype"] or data.dtype
     with np.errstate(all="ignore"):
         value = np.matmul(data.astype(dtype), rows.astype(dtype).T)
@@ -221,9 +226,8 @@ def _packed_conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, weight = args
     _, oihw = _unpacked_type([TensorType(a.shape, a.dtype.name) for a in args], attrs)
     channels, _, kh, kw = oihw.shape
-    panels, depth, width = weight.shape
-    rows = weight.transpose(0, 2, 1).reshape(panels * width, depth)[:channels]
-    return conv2d_reference([data, rows.reshape(channels, -1, kh, kw)], attrs, CONV)
+    oihw_weight = unpack(weight, channels).reshape(channels, -1, kh, kw)
+    return conv2d_reference([data, oihw_weight], attrs, CONV)
 
 
 define(

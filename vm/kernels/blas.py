@@ -24,7 +24,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from vm.kernels import bridge, conv_loops, gemm, threads, winograd
+from vm.kernels import bridge, conv_loops, gemm, packed, threads, winograd
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
@@ -189,7 +189,11 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
     (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows``
     rows (0: the 1x1 input is its own column matrix), then the product in register tiles
     (:mod:`vm.kernels.packed`); when big, both are shared with the polling workers without
-    the GIL (the copy by input channels)."""
+    the GIL (the copy by input channels). A weight small enough to stay in cache takes
+    the columns a block at a time instead (:func:`vm.kernels.gemm.packed_conv`)."""
+    window = (n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    if _conv_blocks(x, w, out3, rows, window):
+        return
     plane = out_h * out_w
     out = out3[n]
     if rows == 0:
@@ -199,6 +203,29 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
         share = out.shape[0] * rows * plane >= SMALL_CONV_FLOPS
         _im2col(x, n, source, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
     _packed_columns(source, w, out)
+
+
+#: Column blocks from which :func:`vm.kernels.gemm.packed_conv` pays. Measured with two
+#: threads against im2col then product: ResNet-18's first convolution (112 blocks) 1.53-1.76
+#: -> 1.30-1.36 ms, its stride-2 3x3 by 64x128 (4 blocks) 0.61-0.67 ms either way, its
+#: 1x1 stride-2 convolutions of one or two blocks about twice as slow: too few blocks to share.
+MIN_CONV_BLOCKS = 4
+
+
+@njit(nogil=True, cache=True)
+def _conv_blocks(x, w, out3, rows, window):
+    """:func:`vm.kernels.gemm.packed_conv` for a convolution that needs columns (``rows``
+    > 0) by a weight that stays in cache, with enough column blocks to share; False
+    (nothing done) for any other."""
+    n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    if rows == 0 or w.size * 4 > packed.CACHED_WEIGHT_BYTES:
+        return False
+    if gemm.row_blocks(out_h, out_w)[1] < MIN_CONV_BLOCKS:
+        return False
+    out = out3[n]
+    share = out.size * w.shape[1] >= gemm.PARALLEL_FLOPS
+    gemm.packed_conv(x, n, w, out, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
+    return True
 
 
 @njit(nogil=True, cache=True)
@@ -393,7 +420,10 @@ def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
 
 @njit(nogil=True)
 def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
-    """:func:`conv_packed` from compiled code."""
+    """:func:`conv_packed` from compiled code (through Python only for the im2col matrix's
+    workspace)."""
+    if _conv_blocks(x, w, out3, rows, (n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)):
+        return
     window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
     _conv_into(_CONV_PACKED, x, w, out3, window)
 

@@ -55,7 +55,7 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
 def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows."""
-    pa, row_stride, k_stride, pb, k, pc, ldc = args
+    pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
     fma = _fma(builder.module)
     function, entry = builder.function, builder.block
     loop = function.append_basic_block(f"tile{rows}.loop")
@@ -69,7 +69,7 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
     acc = [[builder.phi(_VEC) for _ in range(_VECTORS)] for _ in range(rows)]
     for phi in (p for row in acc for p in row):
         phi.add_incoming(zero, entry)
-    panel_row = builder.mul(step, _I64(PANEL))
+    panel_row = builder.mul(step, ldb)
     weights = [
         builder.load(_address(builder, pb, builder.add(panel_row, _I64(v * _LANES)), _VEC), align=4)
         for v in range(_VECTORS)
@@ -107,12 +107,12 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
 
 
 @intrinsic
-def tile(typingctx, rows, pa, row_stride, k_stride, pb, k, pc, ldc):
+def tile(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
     """``c[r, :32] = sum_k a[r * row_stride + k * k_stride] * panel[k, :]`` for
     ``r < rows`` (1 to :data:`ROWS`; other counts do nothing), all float32 at the byte
-    addresses ``pa``, ``pb`` (a ``(k, 32)`` panel) and ``pc`` (rows ``ldc`` elements
-    apart)."""
-    arguments = (rows, pa, row_stride, k_stride, pb, k, pc, ldc)
+    addresses ``pa``, ``pb`` (a panel of ``k`` rows of 32, ``ldb`` elements apart) and
+    ``pc`` (rows ``ldc`` elements apart)."""
+    arguments = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc)
     if not all(isinstance(t, types.Integer) for t in arguments):
         return None
 
@@ -131,7 +131,7 @@ def tile(typingctx, rows, pa, row_stride, k_stride, pb, k, pc, ldc):
         builder.position_at_end(end)
         return context.get_dummy_value()
 
-    return types.none(*([types.int64] * 8)), codegen
+    return types.none(*([types.int64] * 9)), codegen
 
 
 @njit(nogil=True)
@@ -167,12 +167,47 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
             pr = pa + r0 * a_rows * 4
             pb = pw + panel * k * PANEL * 4
             if width == PANEL and c_cols == 1:
-                tile(height, pr, a_rows, a_cols, pb, k, pc + (r0 * c_rows + first) * 4, c_rows)
+                pt = pc + (r0 * c_rows + first) * 4
+                tile(height, pr, a_rows, a_cols, pb, PANEL, k, pt, c_rows)
                 continue
-            tile(height, pr, a_rows, a_cols, pb, k, scratch.ctypes.data, PANEL)
+            tile(height, pr, a_rows, a_cols, pb, PANEL, k, scratch.ctypes.data, PANEL)
             for r in range(height):
                 for j in range(width):
                     store(pc, (r0 + r) * c_rows + (first + j) * c_cols, scratch[r, j])
+
+
+@njit(nogil=True)
+def panel_product(a, k, rows, b, columns, c):
+    """``c[r, j] = sum_k a[r, k] * b[k, j]`` for ``r < rows`` and ``j < columns``, all
+    float32: ``a`` is ``(address, row stride, k stride)`` in elements, ``b`` a plain
+    matrix ``(address, row stride)`` whose groups of 32 columns are read as panels (an
+    im2col block of pixels), ``c`` ``(address, row stride)`` with contiguous rows. The
+    last group of columns, when short, is read as a whole panel: ``b`` must have 31
+    readable elements after its last row.
+
+    This is a convolution's product in its NCHW orientation, with the packed weight as
+    ``a`` (rows of one panel: row stride 1, k stride 32): each tile writes 32 contiguous
+    pixels of :data:`ROWS` output channels straight to the output."""
+    pa, a_rows, a_cols = a
+    pb, ldb = b
+    pc, ldc = c
+    scratch = np.empty((ROWS, PANEL), np.float32)
+    tiles = -(-rows // ROWS)
+    for first in range(0, columns, PANEL):
+        width = min(PANEL, columns - first)
+        for t in range(tiles):
+            r0 = t * rows // tiles
+            height = (t + 1) * rows // tiles - r0
+            pr = pa + r0 * a_rows * 4
+            if width == PANEL:
+                pt = pc + (r0 * ldc + first) * 4
+                tile(height, pr, a_rows, a_cols, pb + first * 4, ldb, k, pt, ldc)
+                continue
+            # A short last panel: its extra columns hold whatever follows b's rows.
+            tile(height, pr, a_rows, a_cols, pb + first * 4, ldb, k, scratch.ctypes.data, PANEL)
+            for r in range(height):
+                for j in range(width):
+                    store(pc, (r0 + r) * ldc + first + j, scratch[r, j])
 
 
 #: Packed weights up to this many bytes stay in a core's L2 cache while rows stream past.

@@ -69,6 +69,18 @@ class Program:
         return [self.values[r] for r in results]
 
 
+def packed(weight: np.ndarray, width: int = 32) -> np.ndarray:
+    """``weight`` (``units`` by anything) flattened to 2-D and packed in ``NC{width}n``
+    panels, zero-padded: the weight of ``nn.contrib_dense_pack`` (2-D) or of the packed
+    convolution (OIHW)."""
+    units = weight.shape[0]
+    flat = weight.reshape(units, -1)
+    panels = -(-units // width)
+    padded = np.zeros((panels * width, flat.shape[1]), weight.dtype)
+    padded[:units] = flat
+    return np.ascontiguousarray(padded.reshape(panels, width, -1).transpose(0, 2, 1))
+
+
 def run(description: dict, inputs: Sequence[np.ndarray], like: Sequence[np.ndarray]) -> list:
     """Run the kernel for ``description`` on ``inputs``; outputs shaped like ``like``."""
     kernel = load_kernel(description)

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import SUMS, Program, check, run
+from tests.vm.kernels.harness import SUMS, Program, check, packed, run
 
 RNG = np.random.default_rng(21)
 
@@ -198,16 +198,6 @@ def test_conv2d_transpose_cropped_to_nothing_raises() -> None:
 PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
 
 
-def packed(weight: np.ndarray) -> np.ndarray:
-    """OIHW ``weight`` flattened and packed in NC32n panels, zero-padded."""
-    out_channels = weight.shape[0]
-    flat = weight.reshape(out_channels, -1)
-    panels = -(-out_channels // 32)
-    padded = np.zeros((panels * 32, flat.shape[1]), weight.dtype)
-    padded[:out_channels] = flat
-    return np.ascontiguousarray(padded.reshape(panels, 32, -1).transpose(0, 2, 1))
-
-
 @pytest.mark.parametrize(
     ("data_shape", "weight_shape", "attrs"),
     [
@@ -220,6 +210,11 @@ def packed(weight: np.ndarray) -> np.ndarray:
         ((1, 4, 10, 11), (7, 4, 3, 2), {"dilation": (2, 2), "padding": (2, 1)}),
         # Big enough for the threads: im2col split by channels, the product shared.
         ((1, 128, 14, 14), (256, 128, 3, 3), {"padding": (1, 1)}),
+        # Enough output rows for column blocks (gemm.packed_conv): short last blocks,
+        # pixels and channels short of whole panels, strides, batches.
+        ((1, 3, 64, 60), (40, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
+        ((1, 8, 40, 36), (64, 8, 3, 3), {"padding": (1, 1), "dilation": (1, 2)}),
+        ((2, 16, 64, 64), (33, 16, 1, 1), {"strides": (2, 2)}),
     ],
 )
 def test_packed_convolutions_match_conv2d(data_shape, weight_shape, attrs) -> None:

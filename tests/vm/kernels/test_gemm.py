@@ -301,3 +301,47 @@ def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad,
             break
     assert shared
     assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+
+@njit(nogil=True)
+def _packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
+    gemm.packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share)
+
+
+@needs_workers
+@pytest.mark.parametrize(
+    ("shape", "units", "kernel", "stride", "pad"),
+    [
+        ((1, 3, 61, 57), 64, (7, 7), (2, 2), (3, 3)),  # the phase-split strided copy
+        ((2, 6, 30, 29), 45, (3, 3), (1, 1), (1, 1)),  # short last panels and blocks
+    ],
+)
+def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, kernel, stride, pad):
+    from tests.vm.kernels.harness import packed
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype("float32")
+    weight = rng.standard_normal((units, shape[1], *kernel)).astype("float32")
+    (kh, kw), (sh, sw), (pt, pl) = kernel, stride, pad
+    size = ((shape[2] + 2 * pt - kh) // sh + 1, (shape[3] + 2 * pl - kw) // sw + 1)
+    assert gemm.row_blocks(*size)[1] >= 4
+    n = shape[0] - 1
+    cols = np.zeros((shape[1] * kh * kw, size[0] * size[1]), "float32")
+    _im2col(x, n, cols, kernel, stride, pad, (1, 1), size, False)
+    want = weight.reshape(units, -1) @ cols
+    got = np.full_like(want, np.nan)
+    args = (x, n, packed(weight), got, kernel, stride, pad, (1, 1), size)
+    _packed_conv(*args, False)  # compiled before the workers are woken
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    shared = False
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        got[...] = np.nan
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        _packed_conv(*args, True)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        shared = int(gemm.SLOT[gemm._JOB]) != jobs
+        if shared:
+            break
+    assert shared
+    assert int(gemm.SLOT[gemm._BUSY]) == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import SUMS, Program, check, run
+from tests.vm.kernels.harness import SUMS, Program, check, packed, run
 
 RNG = np.random.default_rng(5)
 
@@ -154,14 +154,6 @@ def test_products_with_disagreeing_inner_dimensions_raise() -> None:
 # ---- nn.contrib_dense_pack and layout_transform ------------------------------------------------
 
 
-def _packed(w: np.ndarray, width: int = 32) -> np.ndarray:
-    units, features = w.shape
-    panels = -(-units // width)
-    padded = np.zeros((panels * width, features), w.dtype)
-    padded[:units] = w
-    return np.ascontiguousarray(padded.reshape(panels, width, features).transpose(0, 2, 1))
-
-
 @pytest.mark.parametrize(
     ("rows", "features", "units"),
     # Row counts around the 7-row register tile, units around the 32-wide panels, and one
@@ -173,7 +165,7 @@ def test_packed_products_in_register_tiles_match_dense(
 ) -> None:
     x = RNG.standard_normal((rows, features)).astype("float32")
     w = RNG.standard_normal((units, features)).astype("float32")
-    program = Program([x, _packed(w)])
+    program = Program([x, packed(w)])
     check(program, program.add("nn.contrib_dense_pack", [0, 1], units=units), tolerances=SUMS)
 
 
@@ -181,7 +173,7 @@ def test_packed_products_in_register_tiles_match_dense(
 def test_other_packed_products_run_as_loops(dtype: str, width: int) -> None:
     x = (RNG.standard_normal((2, 3, 10)) * 10).astype(dtype)
     w = (RNG.standard_normal((13, 10)) * 10).astype(dtype)
-    program = Program([x, _packed(w, width)])
+    program = Program([x, packed(w, width)])
     result = program.add("nn.contrib_dense_pack", [0, 1], units=13, weight_layout=f"NC{width}n")
     check(program, result, tolerances=SUMS)
 
@@ -195,7 +187,7 @@ def test_layout_transform_packs_with_zero_padding(units: int, width: int) -> Non
 
 def test_a_packed_weight_of_the_wrong_width_or_features_traps() -> None:
     x = RNG.standard_normal((3, 4)).astype("float32")
-    w = _packed(RNG.standard_normal((5, 4)).astype("float32"))
+    w = packed(RNG.standard_normal((5, 4)).astype("float32"))
     program = Program([x, w])
     desc = program.description(program.add("nn.contrib_dense_pack", [0, 1], units=5))
     with pytest.raises(ValueError, match=r"nn\.contrib_dense_pack.*input features"):

@@ -283,13 +283,15 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
     m = _planes("winograd m", planes, out_channels, tiles, x.dtype)
     flops = out_channels * channels * tiles * planes
     with threads.single_threaded_blas():
-        tasks = []
         if w is not None:
-            tasks += [_call(winograd.transform_weights, w, u, lo, hi)
-                      for lo, hi in _ranges(out_channels, flops)]  # fmt: skip
-        tasks += [_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
-                  for lo, hi in _ranges(channels, flops)]  # fmt: skip
-        threads.run(tasks)
+            threads.run([_call(winograd.transform_weights, w, u, lo, hi)
+                         for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
+        if x.dtype == np.float32 and _winograd_compiled(
+            x, n, u, v, m, out3, (pt, pl), (tiles_h, tiles_w), (out_h, out_w), flops >= SPLIT_FLOPS
+        ):
+            return
+        threads.run([_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
+                     for lo, hi in _ranges(channels, flops)])  # fmt: skip
         if not _plane_products(u, v, m):
             threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
         threads.run([_call(transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
@@ -297,15 +299,41 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
 
 
 @njit(nogil=True, cache=True)
+def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share):
+    """The float32 transforms and products of :func:`_winograd` in compiled code, each
+    shared with the polling workers without the GIL (:func:`gemm.winograd_transform`);
+    False, doing nothing, if BLAS cannot read the planes in place."""
+    if not _planes_fit(u, v, m):
+        return False
+    gemm.winograd_transform(0, x, n, v, m, out3, pad, tiles, out, share)
+    _products(u, v, m)
+    gemm.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share)
+    return True
+
+
+@njit(nogil=True, cache=True)
 def _plane_products(u, v, m):
     """``m[k] = u[k] @ v[k]`` for every plane ``k`` by :func:`gemm.gemm` (each product
     shared with the polling workers), without a Python task per plane: each task costs
     GIL hand-overs; False, doing nothing, if BLAS cannot read the planes in place."""
-    for k in range(u.shape[0]):
-        if not (gemm.fits(u[k]) and gemm.fits(v[k]) and gemm.fits(m[k])):
-            return False
+    if not _planes_fit(u, v, m):
+        return False
+    _products(u, v, m)
+    return True
+
+
+@njit(nogil=True)
+def _products(u, v, m):
     for k in range(u.shape[0]):
         gemm.gemm(u[k], v[k], m[k], False, False)
+
+
+@njit(nogil=True)
+def _planes_fit(u, v, m):
+    # A loop, not all(...): numba does not compile that generator expression here.
+    for k in range(u.shape[0]):  # noqa: SIM110
+        if not (gemm.fits(u[k]) and gemm.fits(v[k]) and gemm.fits(m[k])):
+            return False
     return True
 
 

@@ -29,7 +29,7 @@ from llvmlite import binding
 from numba import carray, literal_unroll, njit, types
 from numba.extending import intrinsic
 
-from vm.kernels import atomics, conv_loops, packed, threads
+from vm.kernels import atomics, conv_loops, packed, threads, winograd
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -151,9 +151,16 @@ _A_COLS, _C_COLS, _ROWS_OUTER = range(46, 49)
 _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(49, 59)
 # A convolution job (packed_conv) has those words too, and B the packed weight, C the
 # output, N its channels, K the weight's depth and M the output rows of a chunk.
+# A Winograd transform job (winograd_transform) has the image words too, and these: the
+# planes of V and M (see vm.kernels.winograd) at addresses a plane stride apart, the
+# (images, channels, pixels) output, and which transform (0 input, by input channels;
+# 1 output, by output channels).
+_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3 = _B, _LDA, _C, _LDB, _LDC
+_PLANES, _OUT_CHANNELS, _TILES, _PHASE = _M, _N, _KERNEL, _ROWS
 #: What a shared job computes: an OpenBLAS gemm, a product by a packed weight, an im2col
-#: matrix (split by input channels) or a convolution by a packed weight (by output rows).
-_BLAS, _PACKED, _IM2COL, _CONV = 0, 1, 2, 3
+#: matrix (split by input channels), a convolution by a packed weight (by output rows) or
+#: a Winograd transform.
+_BLAS, _PACKED, _IM2COL, _CONV, _WINOGRAD = 0, 1, 2, 3, 4
 _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
@@ -369,6 +376,75 @@ def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
 
 
 @njit(nogil=True)
+def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
+    """A float32 Winograd transform of image ``n`` (see :mod:`vm.kernels.winograd`): the
+    input tiles of NCHW ``x`` into the planes ``v`` (``phase`` 0), or the products ``m``
+    into ``out3`` (``phase`` 1). ``v`` and ``m`` are ``(planes, rows, tiles)`` views whose
+    planes may lie further apart than their size; ``pad`` (top, left), ``tiles`` and
+    ``out`` are (height, width) pairs. With ``share``, split by channels with the polling
+    workers without the GIL (each Python task would cost GIL hand-overs)."""
+    extent = x.shape[1] if phase == 0 else out3.shape[1]
+    slot = _slot()
+    threads = _claim(slot) if share and extent > 1 else 0
+    if threads == 0:
+        _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
+        return
+    parts = min(2 * threads, extent)
+    job = _begin(slot, parts)
+    _post_window(slot, x, n, (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1]), False)
+    words = (np.int64(v.ctypes.data), v.strides[0] // 4, np.int64(m.ctypes.data),
+             m.strides[0] // 4, np.int64(out3.ctypes.data), v.shape[0], out3.shape[1],
+             _two(tiles[0], tiles[1]), phase)  # fmt: skip
+    indices = (_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES,
+               _PHASE)  # fmt: skip
+    for i in range(len(words)):
+        _set(slot, indices[i], words[i])
+    _set(slot, _KIND, _WINOGRAD)
+    _finish(slot, parts, job)
+
+
+@njit(nogil=True)
+def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
+    """Channels ``lo:hi`` of :func:`winograd_transform`."""
+    if phase == 0:
+        if v.shape[0] == 16:
+            winograd.transform_input(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
+        else:
+            winograd.transform_input4(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
+    elif m.shape[0] == 16:
+        winograd.transform_output(m, out3, n, lo, hi, tiles[1], out[0], out[1])
+    else:
+        winograd.transform_output4(m, out3, n, lo, hi, tiles[1], out[0], out[1])
+
+
+@njit(nogil=True)
+def _plane_view(address, planes, rows, cols, stride):
+    """The float32 ``(planes, rows, cols)`` array at ``address``, planes ``stride``
+    elements apart."""
+    flat = carray(_floats(address), ((planes - 1) * stride + rows * cols,))
+    return np.lib.stride_tricks.as_strided(flat, (planes, rows, cols), (stride * 4, cols * 4, 4))
+
+
+@njit(nogil=True)
+def _winograd_chunk(slot, index, parts):
+    """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
+    x, n, channels, window, _ = _window(slot)
+    planes, out_channels = _word(slot, _PLANES), _word(slot, _OUT_CHANNELS)
+    tiles_h, tiles_w = _pair(slot, _TILES)
+    tiles = tiles_h * tiles_w
+    out_h, out_w = window[8], window[9]
+    v = _plane_view(_word(slot, _V), planes, channels, tiles, _word(slot, _V_STRIDE))
+    m = _plane_view(_word(slot, _M_PLANES), planes, out_channels, tiles, _word(slot, _M_STRIDE))
+    out3 = carray(_floats(_word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
+    phase = _word(slot, _PHASE)
+    extent = channels if phase == 0 else out_channels
+    lo, hi = extent * index // parts, extent * (index + 1) // parts
+    if hi > lo:
+        _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
+                        (out_h, out_w), lo, hi)  # fmt: skip
+
+
+@njit(nogil=True)
 def _two(high, low):
     return (np.int64(high) << 32) | np.int64(low)
 
@@ -376,10 +452,14 @@ def _two(high, low):
 @njit(nogil=True)
 def _chunk(slot, index, parts):
     """Chunk ``index`` of ``parts`` of the job in the slot: rows or columns of a product's
-    output, input channels of an im2col matrix, or output rows of a convolution."""
+    output, input channels of an im2col matrix, output rows of a convolution, or channels
+    of a Winograd transform."""
     kind = _word(slot, _KIND)
     if kind == _IM2COL:
         _im2col_chunk(slot, index, parts)
+        return
+    if kind == _WINOGRAD:
+        _winograd_chunk(slot, index, parts)
         return
     if kind == _CONV:
         x, n, _, window, strided = _window(slot)

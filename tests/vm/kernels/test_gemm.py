@@ -345,3 +345,46 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
             break
     assert shared
     assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+
+@njit(nogil=True)
+def _winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
+    gemm.winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share)
+
+
+@needs_workers
+@pytest.mark.parametrize(("planes", "tile"), [(16, 2), (36, 4)])
+@pytest.mark.parametrize("phase", [0, 1])
+def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, phase):
+    rng = np.random.default_rng(6)
+    images, channels, out_channels, size = 2, 9, 7, 13
+    x = rng.standard_normal((images, channels, size, size)).astype("float32")
+    tiles = (-(-size // tile),) * 2
+    count = tiles[0] * tiles[1]
+
+    def planes_apart(rows):
+        # Planes a few elements further apart than their size, as the kernels lay them out.
+        storage = np.full((planes, rows * count + 5), np.nan, "float32")
+        return storage[:, : rows * count].reshape(planes, rows, count)
+
+    v, m = planes_apart(channels), planes_apart(out_channels)
+    m[...] = rng.standard_normal(m.shape)
+    args = (x, 1, v, m)
+    rest = ((1, 1), tiles, (size, size))
+    want_out = np.full((images, out_channels, size * size), np.nan, "float32")
+    _winograd_transform(phase, *args, want_out, *rest, False)
+    want = (v if phase == 0 else want_out).copy()
+    assert not np.isnan(want if phase == 0 else want[1]).any()
+    shared = False
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        v[...] = np.nan
+        out = np.full_like(want_out, np.nan)
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        _winograd_transform(phase, *args, out, *rest, True)
+        np.testing.assert_array_equal(v if phase == 0 else out, want)
+        shared = int(gemm.SLOT[gemm._JOB]) != jobs
+        if shared:
+            break
+    assert shared
+    assert int(gemm.SLOT[gemm._BUSY]) == 0

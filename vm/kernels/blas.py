@@ -22,7 +22,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import njit
+from llvmlite import binding
+from numba import carray, cfunc, njit, types
 
 from vm.kernels import bridge, conv_loops, gemm, packed, threads, winograd
 
@@ -240,6 +241,51 @@ def _packed_columns(columns, weight, out):
     gemm.packed_columns(columns, weight, out)
 
 
+# --- entry points compiled once, called by kernels under fixed symbols ------------------------
+#
+# numba optimises each kernel's whole module with the code of every function it calls
+# linked in: each kernel that multiplied by a packed weight spent 4-10 s compiling
+# the register tiles and the column blocks again. Kernels call these C callbacks by
+# symbol instead (registered with LLVM, as gemm's BLAS symbols are); they are compiled,
+# or loaded from numba's cache, once per process. Each takes the address of an int64 block.
+_ENTRY = types.int64(types.int64)
+#: Where a convolution's window starts in its block (see :func:`_conv_block`).
+_WINDOW_AT = 1 + 7 + 6 + 6
+
+
+@cfunc(_ENTRY, nogil=True, cache=True)
+def _conv_blocks_entry(address):
+    """:func:`_conv_blocks` on a float32 convolution's block (:func:`_conv_block`): 1
+    if it computed the convolution, 0 if it left it to the caller."""
+    b = carray(gemm.int64s(address), (_WINDOW_AT + 13,))
+    x = carray(gemm.floats(b[1]), (b[4], b[5], b[6], b[7]))
+    w = carray(gemm.floats(b[8]), (b[11], b[12], b[13]))
+    out3 = carray(gemm.floats(b[14]), (b[17], b[18], b[19]))
+    at = _WINDOW_AT
+    window = (b[at + 1], b[at + 3], b[at + 4], b[at + 5], b[at + 6], b[at + 7], b[at + 8],
+              b[at + 9], b[at + 10], b[at + 11], b[at + 12])  # fmt: skip
+    return 1 if _conv_blocks(x, w, out3, b[at], window) else 0
+
+
+@cfunc(_ENTRY, nogil=True, cache=True)
+def _packed_entry(address):
+    """:func:`vm.kernels.gemm.packed_product` on the block of :func:`packed_into`: the
+    data's address, rows, columns and row stride, the weight's address, panels and depth,
+    the output's address, columns and row stride."""
+    b = carray(gemm.int64s(address), (10,))
+    if b[1] > 0 and b[8] > 0:
+        x = gemm.rows_at(b[0], b[1], b[2], b[3])
+        w = carray(gemm.floats(b[4]), (b[5], b[6], packed.PANEL))
+        gemm.packed_product(x, w, gemm.rows_at(b[7], b[1], b[8], b[9]))
+    return 1
+
+
+binding.add_symbol("relayvm_conv_blocks", _conv_blocks_entry.address)
+binding.add_symbol("relayvm_packed", _packed_entry.address)
+_conv_blocks_symbol = types.ExternalFunction("relayvm_conv_blocks", _ENTRY)
+_packed_symbol = types.ExternalFunction("relayvm_packed", _ENTRY)
+
+
 def conv_transpose_image(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, dw) -> None:
     """Image ``n`` of a float transposed convolution: per group, every input pixel's
     contribution to every (output channel, kernel offset) by BLAS, then col2im."""
@@ -407,12 +453,18 @@ def product_into(x, y, out, transpose_x, transpose_y):
 def packed_into(x, w, out):
     """``out[...] = x @ unpacked(w).T`` for float32 ``x`` and a weight ``w`` in 32-wide
     ``NC32n`` panels (see :mod:`vm.kernels.packed`); without the GIL, shared with polling
-    workers when big."""
+    workers when big, through ``relayvm_packed``."""
     if x.shape[0] > 1 and x.strides[1] != x.itemsize:
         x = np.ascontiguousarray(x)
     if w.strides[2] != w.itemsize or w.strides[1] != w.shape[2] * w.itemsize:
         w = np.ascontiguousarray(w)
-    gemm.packed_product(x, w, out)
+    block = np.empty(10, np.int64)
+    words = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], gemm.leading(x),
+             np.int64(w.ctypes.data), w.shape[0], w.shape[1], np.int64(out.ctypes.data),
+             out.shape[1], gemm.leading(out))  # fmt: skip
+    for i in range(len(words)):
+        block[i] = words[i]
+    _packed_symbol(block.ctypes.data)
 
 
 @njit(nogil=True)
@@ -448,16 +500,25 @@ def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
 
 @njit(nogil=True)
 def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
-    """:func:`conv_packed` from compiled code (through Python only for the im2col matrix's
-    workspace)."""
-    if _conv_blocks(x, w, out3, rows, (n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)):
-        return
+    """:func:`conv_packed` from compiled code: column blocks through ``relayvm_conv_blocks``
+    where they pay, else through Python for the im2col matrix's workspace."""
     window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    _conv_into(_CONV_PACKED, x, w, out3, window)
+    block, at = _conv_block(x, w, out3, window)
+    if _conv_blocks_symbol(block.ctypes.data):
+        return
+    bridge.invoke(_CONV_PACKED, block, at)
 
 
 @njit(nogil=True)
 def _conv_into(code, x, w, out3, window):
+    block, at = _conv_block(x, w, out3, window)
+    bridge.invoke(code, block, at)
+
+
+@njit(nogil=True)
+def _conv_block(x, w, out3, window):
+    """The bridge's block for a convolution: the three arrays from word 1, then the
+    window (at :data:`_WINDOW_AT` for 4-D data and 3-D weights); and its length."""
     block = np.empty(64, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, w)
@@ -465,7 +526,7 @@ def _conv_into(code, x, w, out3, window):
     for value in window:
         block[at] = value
         at += 1
-    bridge.invoke(code, block, at)
+    return block, at
 
 
 @njit(nogil=True)

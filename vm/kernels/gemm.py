@@ -117,8 +117,9 @@ def fits(a):
 
 
 @njit(nogil=True)
-def _leading(a):
-    # A single row may carry any stride; BLAS only asks that it cover the row.
+def leading(a):
+    """The row stride of 2-D ``a`` in elements, as BLAS takes it: a single row may carry
+    any stride; BLAS only asks that it cover the row."""
     if a.shape[0] > 1:
         return a.strides[0] // a.itemsize
     return max(a.shape[1], 1)
@@ -193,17 +194,33 @@ def _raw(itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc):
         _dgemm(_ROW_MAJOR, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc)
 
 
-@intrinsic
-def _floats(typingctx, address):
-    """The float32 pointer at byte ``address``."""
-    if not isinstance(address, types.Integer):
-        return None
-    pointer = types.CPointer(types.float32)
+def _pointer_codegen(kind):
+    pointer = types.CPointer(kind)
 
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], context.get_value_type(pointer))
 
     return pointer(types.int64), codegen
+
+
+@intrinsic
+def floats(typingctx, address):
+    """The float32 pointer at byte ``address`` (for :func:`numba.carray`)."""
+    return _pointer_codegen(types.float32) if isinstance(address, types.Integer) else None
+
+
+@intrinsic
+def int64s(typingctx, address):
+    """The int64 pointer at byte ``address`` (for :func:`numba.carray`)."""
+    return _pointer_codegen(types.int64) if isinstance(address, types.Integer) else None
+
+
+@njit(nogil=True)
+def rows_at(address, rows, cols, stride):
+    """The float32 ``(rows, cols)`` array at byte ``address``, rows ``stride`` elements
+    apart."""
+    flat = carray(floats(address), (max(rows - 1, 0) * stride + cols,))
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (stride * 4, 4))
 
 
 @njit(nogil=True)
@@ -224,7 +241,7 @@ def _window(slot):
     dh, dw = _pair(slot, _DILATION)
     out_h, out_w = _pair(slot, _OUT)
     shape = (_word(slot, _IMAGES), channels, height, width)
-    x = carray(_floats(_word(slot, _A)), shape)
+    x = carray(floats(_word(slot, _A)), shape)
     window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
     return x, _word(slot, _IMAGE), channels, window, _word(slot, _STRIDED) != 0
 
@@ -244,7 +261,7 @@ def _im2col_chunk(slot, index, parts):
     """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
     x, n, channels, window, strided = _window(slot)
     taps = window[0] * window[1]
-    cols = carray(_floats(_word(slot, _B)), (channels * taps, window[8] * window[9]))
+    cols = carray(floats(_word(slot, _B)), (channels * taps, window[8] * window[9]))
     lo, hi = channels * index // parts, channels * (index + 1) // parts
     if hi > lo:
         _fill(x, n, lo, hi - lo, cols[lo * taps : hi * taps], window, strided)
@@ -421,7 +438,7 @@ def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
 def _plane_view(address, planes, rows, cols, stride):
     """The float32 ``(planes, rows, cols)`` array at ``address``, planes ``stride``
     elements apart."""
-    flat = carray(_floats(address), ((planes - 1) * stride + rows * cols,))
+    flat = carray(floats(address), ((planes - 1) * stride + rows * cols,))
     return np.lib.stride_tricks.as_strided(flat, (planes, rows, cols), (stride * 4, cols * 4, 4))
 
 
@@ -435,7 +452,7 @@ def _winograd_chunk(slot, index, parts):
     out_h, out_w = window[8], window[9]
     v = _plane_view(_word(slot, _V), planes, channels, tiles, _word(slot, _V_STRIDE))
     m = _plane_view(_word(slot, _M_PLANES), planes, out_channels, tiles, _word(slot, _M_STRIDE))
-    out3 = carray(_floats(_word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
+    out3 = carray(floats(_word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
     phase = _word(slot, _PHASE)
     extent = channels if phase == 0 else out_channels
     lo, hi = extent * index // parts, extent * (index + 1) // parts
@@ -614,7 +631,7 @@ def gemm(a, b, out, trans_a, trans_b):
         return
     ta = _TRANS if trans_a else _NO_TRANS
     tb = _TRANS if trans_b else _NO_TRANS
-    lda, ldb, ldc = _leading(a), _leading(b), _leading(out)
+    lda, ldb, ldc = leading(a), leading(b), leading(out)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     if m * n * k >= PARALLEL_FLOPS and _shared(
         m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS, (0, 0, 0)
@@ -631,8 +648,8 @@ def packed_product(a, weight, out):
     and ``w`` packed in ``NC32n`` panels (C-contiguous ``(panels, k, 32)``, see
     :mod:`vm.kernels.packed`): a dense layer."""
     m, k = a.shape
-    _packed(m, k, out.shape[1], (a.ctypes.data, _leading(a), 1), weight,
-            (out.ctypes.data, _leading(out), 1))  # fmt: skip
+    _packed(m, k, out.shape[1], (a.ctypes.data, leading(a), 1), weight,
+            (out.ctypes.data, leading(out), 1))  # fmt: skip
 
 
 @njit(nogil=True)
@@ -641,8 +658,8 @@ def packed_columns(columns, weight, out):
     ``(units, pixels)``, both with contiguous rows, ``w`` packed as for
     :func:`packed_product`: a convolution."""
     k, m = columns.shape
-    _packed(m, k, out.shape[0], (columns.ctypes.data, 1, _leading(columns)), weight,
-            (out.ctypes.data, 1, _leading(out)))  # fmt: skip
+    _packed(m, k, out.shape[0], (columns.ctypes.data, 1, leading(columns)), weight,
+            (out.ctypes.data, 1, leading(out)))  # fmt: skip
 
 
 @njit(nogil=True)

@@ -149,6 +149,21 @@ def workers_polling():
 needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
 
 
+def assert_shared(run, check) -> None:
+    """Call ``run()``, which offers its job to the polling workers, until they take it,
+    and ``check()`` its result each time; the slot must be free afterwards."""
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        run()
+        check()
+        if int(gemm.SLOT[gemm._JOB]) != jobs:
+            break
+    else:
+        pytest.fail("no job was shared with the workers in 20 tries")
+    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+
 @needs_workers
 @pytest.mark.parametrize(("m", "n", "k", "ta", "tb"), [
     (1, 512, 784, False, True), (1, 1000, 512, False, False), (300, 64, 128, True, False),
@@ -159,18 +174,14 @@ def test_shared_products_equal_numpy(m, n, k, ta, tb):
     out = np.full((m, n), np.nan, "float32")
     assert m * n * k >= gemm.PARALLEL_FLOPS
     _gemm(a, b, out, ta, tb)  # compiled before the workers are woken
-    shared = False
-    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+
+    def shared_run() -> None:
         out[...] = np.nan
-        assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
         _gemm(a, b, out, ta, tb)
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
-        shared = int(gemm.SLOT[gemm._JOB]) != jobs
-        if shared:
-            break
-    assert shared
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+    assert_shared(
+        shared_run, lambda: np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+    )
 
 
 @needs_workers
@@ -289,18 +300,12 @@ def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad,
     args = (x, 1 if shape[0] > 1 else 0, got, kernel, stride, pad, dilation, (out_h, out_w))
     _im2col(*args, False)  # compiled before the workers are woken
     np.testing.assert_array_equal(got, want)
-    shared = False
-    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+
+    def shared_run() -> None:
         got[...] = np.nan
-        assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
         _im2col(*args, True)
-        np.testing.assert_array_equal(got, want)
-        shared = int(gemm.SLOT[gemm._JOB]) != jobs
-        if shared:
-            break
-    assert shared
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+    assert_shared(shared_run, lambda: np.testing.assert_array_equal(got, want))
 
 
 @njit(nogil=True)
@@ -333,18 +338,12 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
     args = (x, n, packed(weight), got, kernel, stride, pad, (1, 1), size)
     _packed_conv(*args, False)  # compiled before the workers are woken
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    shared = False
-    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+
+    def shared_run() -> None:
         got[...] = np.nan
-        assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
         _packed_conv(*args, True)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        shared = int(gemm.SLOT[gemm._JOB]) != jobs
-        if shared:
-            break
-    assert shared
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+    assert_shared(shared_run, lambda: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4))
 
 
 @njit(nogil=True)
@@ -375,16 +374,12 @@ def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, ph
     _winograd_transform(phase, *args, want_out, *rest, False)
     want = (v if phase == 0 else want_out).copy()
     assert not np.isnan(want if phase == 0 else want[1]).any()
-    shared = False
-    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+
+    out = np.empty_like(want_out)
+
+    def shared_run() -> None:
         v[...] = np.nan
-        out = np.full_like(want_out, np.nan)
-        assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
+        out[...] = np.nan
         _winograd_transform(phase, *args, out, *rest, True)
-        np.testing.assert_array_equal(v if phase == 0 else out, want)
-        shared = int(gemm.SLOT[gemm._JOB]) != jobs
-        if shared:
-            break
-    assert shared
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+
+    assert_shared(shared_run, lambda: np.testing.assert_array_equal(v if phase == 0 else out, want))

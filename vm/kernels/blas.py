@@ -421,13 +421,15 @@ def _matmul(x, y, out, transpose_x, transpose_y) -> None:
 # Workers polling from the start can share the first products of compiled code.
 threads.start()
 
-_PRODUCT = bridge.register(_product, 3)
-_MATMUL = bridge.register(_matmul, 3)
-_CONV_IMAGE = bridge.register(conv_image, 3)
-_CONV_PACKED = bridge.register(conv_packed, 3)
-_CONV_WINOGRAD = bridge.register(conv_winograd, 3)
-_CONV_WINOGRAD_TRANSFORMED = bridge.register(conv_winograd_transformed, 3)
-_CONV_TRANSPOSE_IMAGE = bridge.register(conv_transpose_image, 3)
+_PRODUCT = bridge.register("blas.product", _product, 3)
+_MATMUL = bridge.register("blas.matmul", _matmul, 3)
+_CONV_IMAGE = bridge.register("blas.conv_image", conv_image, 3)
+_CONV_PACKED = bridge.register("blas.conv_packed", conv_packed, 3)
+_CONV_WINOGRAD = bridge.register("blas.conv_winograd", conv_winograd, 3)
+_CONV_WINOGRAD_TRANSFORMED = bridge.register(
+    "blas.conv_winograd_transformed", conv_winograd_transformed, 3
+)
+_CONV_TRANSPOSE_IMAGE = bridge.register("blas.conv_transpose_image", conv_transpose_image, 3)
 
 
 @njit(nogil=True)

@@ -6,10 +6,13 @@ Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
 numba's ``objmode`` blocks would do, but a kernel loaded from numba's disk cache rebuilds
 its object-mode code on its first call (tens of milliseconds per kernel, which a network
 with twenty kernels pays at every start). Instead, Python handlers are registered here
-under small integer codes, and one C-callable function (a ctypes callback, registered
+under codes derived from their names, and one C-callable function (a ctypes callback, registered
 with LLVM under the fixed symbol ``relayvm_kernel_callback``) dispatches to them.
 Compiled code calls the symbol as an external function with a code and the address of an
-int64 parameter block, so cached kernels link to it by name and start at once.
+int64 parameter block, so cached kernels link to it by name and start at once. The codes
+are compiled into that code as constants: a CRC of the handler's name, not the order of
+registration, which depends on which module a process imported first (a kernel cached by
+one process then called another's handler).
 
 A parameter block holds its own length, then each array as (address, item size, rank,
 shape...) and then plain integers. Arrays are C-contiguous float32 or float64 (item size
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,13 +45,25 @@ class _Handler:
     arrays: int
 
 
-_HANDLERS: list[_Handler] = []
+_HANDLERS: dict[int, _Handler] = {}
+_NAMES: dict[int, str] = {}
 
 
-def register(function: Callable[..., None], arrays: int) -> int:
-    """Make ``function(*arrays, *ints)`` callable from compiled code; returns its code."""
-    _HANDLERS.append(_Handler(function, arrays))
-    return len(_HANDLERS) - 1
+def register(name: str, function: Callable[..., None], arrays: int) -> int:
+    """Make ``function(*arrays, *ints)`` callable from compiled code under ``name``
+    (unique, and the same in every process); returns its code.
+
+    Raises
+    ------
+    ValueError
+        If another handler has this name, or a name with the same code.
+    """
+    code = zlib.crc32(name.encode()) & 0x7FFFFFFF
+    if code in _NAMES:
+        raise ValueError(f"bridge handler {name!r} clashes with {_NAMES[code]!r} (code {code})")
+    _NAMES[code] = name
+    _HANDLERS[code] = _Handler(function, arrays)
+    return code
 
 
 def last_error() -> BaseException | None:

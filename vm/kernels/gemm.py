@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from llvmlite import binding
+from llvmlite import binding, ir
 from numba import carray, cfunc, literal_unroll, njit, types
 from numba.extending import intrinsic
 
@@ -158,10 +158,15 @@ _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STR
 # 1 output, by output channels).
 _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3 = _B, _LDA, _C, _LDB, _LDC
 _PLANES, _OUT_CHANNELS, _TILES, _PHASE = _M, _N, _KERNEL, _ROWS
+# A callback job (share_callback) has the address of a C callback taking (slot, index,
+# parts) and the arguments it reads with argument(): words from _ARGUMENTS on.
+_HANDLER, _ARGUMENTS = 31, 49
+#: How many arguments a callback job may have.
+ARGUMENTS = 64 - _ARGUMENTS
 #: What a shared job computes: an OpenBLAS gemm, a product by a packed weight, an im2col
-#: matrix (split by input channels), a convolution by a packed weight (by output rows) or
-#: a Winograd transform.
-_BLAS, _PACKED, _IM2COL, _CONV, _WINOGRAD = 0, 1, 2, 3, 4
+#: matrix (split by input channels), a convolution by a packed weight (by output rows),
+#: a Winograd transform, or a callback of another module.
+_BLAS, _PACKED, _IM2COL, _CONV, _WINOGRAD, _CALLBACK = 0, 1, 2, 3, 4, 5
 _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
@@ -461,6 +466,56 @@ def _winograd_chunk(slot, index, parts):
                         (out_h, out_w), lo, hi)  # fmt: skip
 
 
+@intrinsic
+def _call_handler(typingctx, handler, slot, index, parts):
+    """Call the C function ``void (int64 slot, int64 index, int64 parts)`` at address
+    ``handler``."""
+    if not all(isinstance(t, types.Integer) for t in (handler, slot, index, parts)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        kind = ir.FunctionType(ir.VoidType(), [i64, i64, i64])
+        builder.call(builder.inttoptr(args[0], kind.as_pointer()), args[1:])
+        return context.get_dummy_value()
+
+    return types.none(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@njit(nogil=True)
+def share_callback(handler, parts, arguments):
+    """Run the C callback at address ``handler`` as ``handler(slot, index, parts)`` for
+    every ``index < parts``, on this thread and the polling workers, without the GIL; the
+    callback reads the int64 ``arguments`` (at most :data:`ARGUMENTS`) with
+    :func:`argument`. False, doing nothing, if no worker polls or another job holds the
+    slot: the caller then does the work itself. This is how modules that :mod:`gemm`
+    does not import share jobs (register the callback under a symbol and take its
+    address with :func:`vm.kernels.atomics.symbol_address`, as an address baked into
+    cached code would be wrong in the next process)."""
+    slot = _slot()
+    if _claim(slot) == 0:
+        return False
+    job = _begin(slot, parts)
+    for i in range(len(arguments)):
+        _set(slot, _ARGUMENTS + i, np.int64(arguments[i]))
+    _set(slot, _HANDLER, handler)
+    _set(slot, _KIND, _CALLBACK)
+    _finish(slot, parts, job)
+    return True
+
+
+@njit(nogil=True)
+def argument(slot, i):
+    """Argument ``i`` of the callback job in the slot (see :func:`share_callback`)."""
+    return _word(slot, _ARGUMENTS + i)
+
+
+@njit(nogil=True)
+def threads_polling():
+    """How many threads would share a job now: the caller and the polling workers."""
+    return _word(_slot(), _AWAKE) + 1
+
+
 @njit(nogil=True)
 def _two(high, low):
     return (np.int64(high) << 32) | np.int64(low)
@@ -472,6 +527,9 @@ def _chunk(slot, index, parts):
     output, input channels of an im2col matrix, output rows of a convolution, or channels
     of a Winograd transform."""
     kind = _word(slot, _KIND)
+    if kind == _CALLBACK:
+        _call_handler(_word(slot, _HANDLER), slot, index, parts)
+        return
     if kind == _IM2COL:
         _im2col_chunk(slot, index, parts)
         return

@@ -6,7 +6,9 @@ Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_spa
 import this module as ``pool``; window sizes, strides and padding are arguments, so each
 loop compiles once per process and dtype. Big float pools are split by planes between the
 threads of :mod:`vm.kernels.threads` (called through :mod:`vm.kernels.bridge`, so the
-loops they run are called from Python too, and cached on disk themselves). A windowed
+loops they run are called from Python too, and cached on disk themselves); float32 max
+pooling is shared without the GIL instead while the workers poll (a job of
+:func:`vm.kernels.gemm.share_callback`). A windowed
 pool walks one output row at a time: for each window offset it combines the matching
 input row into the whole output row, over the range of columns whose input lies inside
 the image (so the inner loop has no bounds checks), in window-offset order, which is the
@@ -18,10 +20,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from numba import njit
+from llvmlite import binding
+from numba import carray, cfunc, njit, types
 from numba import uint64 as _u
 
-from vm.kernels import bridge, threads
+from vm.kernels import atomics, bridge, gemm, threads
 from vm.kernels.conv_loops import valid_range
 
 #: Output elements times window size from which a float pool is split between threads.
@@ -49,8 +52,8 @@ def _avg_pool_planes(x, out, *window) -> None:
     _plane_chunks(avg_pool2d, x, out, *window[:-1], bool(window[-1]))
 
 
-_MAX_POOL = bridge.register(_max_pool_planes, 2)
-_AVG_POOL = bridge.register(_avg_pool_planes, 2)
+_MAX_POOL = bridge.register("pool_loops.max_pool_planes", _max_pool_planes, 2)
+_AVG_POOL = bridge.register("pool_loops.avg_pool_planes", _avg_pool_planes, 2)
 
 
 @njit(nogil=True)
@@ -68,9 +71,20 @@ def _window_block(x, out, values):
 def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     """:func:`max_pool2d` of float data over every plane, split between threads by planes
     when it is big enough."""
+    planes = x.shape[0] * x.shape[1]
     if out.size * ph * pw < SPLIT_WORK:
-        max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, x.shape[0] * x.shape[1])
+        max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, planes)
         return
+    # float32 (the only float of 4 bytes) in C order: what the callback reads.
+    if x.itemsize == 4 and x.flags.c_contiguous and out.flags.c_contiguous:
+        # Shared without the GIL while workers poll (inside a model, after a convolution).
+        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+                     np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
+                     np.int64(pw), np.int64(sh), np.int64(sw), np.int64(dh), np.int64(dw),
+                     np.int64(pt), np.int64(pl))  # fmt: skip
+        parts = min(planes, 2 * gemm.threads_polling())
+        if gemm.share_callback(_max_pool_handler(), parts, arguments):
+            return
     block, at = _window_block(x, out, (ph, pw, sh, sw, dh, dw, pt, pl))
     bridge.invoke(_MAX_POOL, block, at)
 
@@ -180,6 +194,28 @@ def avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, firs
                         of[db + q] += xf[s0 + q * step]
             for q in range(out_w):
                 of[d0 + _u(q)] = of[d0 + _u(q)] / max(rows[r] * cols[q], 1)
+
+
+@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+def _max_pool_chunk(slot, index, parts):
+    """Planes ``index`` of ``parts`` of the float32 max pool that
+    :func:`max_pool2d_float` shares through :func:`vm.kernels.gemm.share_callback`."""
+    x_shape = (gemm.argument(slot, 1), gemm.argument(slot, 2), gemm.argument(slot, 3),
+               gemm.argument(slot, 4))  # fmt: skip
+    out_shape = (x_shape[0], x_shape[1], gemm.argument(slot, 6), gemm.argument(slot, 7))
+    x = carray(gemm.floats(gemm.argument(slot, 0)), x_shape)
+    out = carray(gemm.floats(gemm.argument(slot, 5)), out_shape)
+    ph, pw = gemm.argument(slot, 8), gemm.argument(slot, 9)
+    sh, sw = gemm.argument(slot, 10), gemm.argument(slot, 11)
+    dh, dw = gemm.argument(slot, 12), gemm.argument(slot, 13)
+    pt, pl = gemm.argument(slot, 14), gemm.argument(slot, 15)
+    planes = x_shape[0] * x_shape[1]
+    lo, hi = planes * index // parts, planes * (index + 1) // parts
+    max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, lo, hi)
+
+
+binding.add_symbol("relayvm_max_pool_chunk", _max_pool_chunk.address)
+_max_pool_handler = atomics.symbol_address("relayvm_max_pool_chunk")
 
 
 @njit(nogil=True)

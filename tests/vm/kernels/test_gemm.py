@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from numba import njit
 
+from tests.vm.kernels.workers import assert_shared, needs_workers, wait_until, workers_polling
 from vm.kernels import blas, gemm, threads
 
 RNG = np.random.default_rng(5)
@@ -123,45 +124,6 @@ def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
 
 
 # ---- products shared with the workers ----------------------------------------------------------
-
-
-def wait_until(condition, seconds=60.0):
-    # Generous: a worker's first poll compiles (or loads) its loop, seconds on a busy machine.
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
-
-def workers_polling():
-    """Post a Python job (which wakes every worker) until one polls for products. A new job
-    draws a polling worker away to take it, so it is posted only now and then."""
-    deadline = time.monotonic() + 60.0
-    while time.monotonic() < deadline:
-        threads.run([lambda: None] * 4)
-        if wait_until(gemm.polling, 0.02):
-            return True
-    return False
-
-
-needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
-
-
-def assert_shared(run, check) -> None:
-    """Call ``run()``, which offers its job to the polling workers, until they take it,
-    and ``check()`` its result each time; the slot must be free afterwards."""
-    for _ in range(20):  # a worker that lost its core in between stops polling: try again
-        assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
-        run()
-        check()
-        if int(gemm.SLOT[gemm._JOB]) != jobs:
-            break
-    else:
-        pytest.fail("no job was shared with the workers in 20 tries")
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
 
 
 @needs_workers

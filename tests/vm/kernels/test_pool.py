@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from tests.vm.kernels.harness import Program, check, run
+from tests.vm.kernels.workers import assert_shared, needs_workers
+from vm.kernels import pool_loops
 
 RNG = np.random.default_rng(41)
 
@@ -106,3 +109,28 @@ def test_pools_raise_on_windows_bigger_than_the_input() -> None:
     desc = program.description(program.add("nn.global_max_pool2d", [0]))
     with pytest.raises(ValueError, match="at least one element per window"):
         run(desc, [tensor("float32", 1, 2, 0, 3)], [np.zeros((1, 2, 1, 1), "float32")])
+
+
+@njit(nogil=True)
+def _max_pool(x, out, window):
+    ph, pw, sh, sw, dh, dw, pt, pl = window
+    pool_loops.max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl)
+
+
+@needs_workers
+def test_a_max_pool_shared_with_polling_workers_matches_one_thread() -> None:
+    # ResNet's 3x3/2 pool on enough planes to be split; NaN must still win its windows.
+    x = np.random.default_rng(7).standard_normal((2, 9, 64, 63)).astype("float32")
+    x[1, 3, 4, 7] = np.nan
+    window = (3, 3, 2, 2, 1, 1, 1, 1)
+    want = np.empty((2, 9, 32, 32), "float32")
+    assert want.size * 9 >= pool_loops.SPLIT_WORK
+    pool_loops.max_pool2d(x, want, *window, -np.inf, 0, 18)
+    assert np.isnan(want[1, 3]).any()
+    got = np.empty_like(want)
+
+    def shared_run() -> None:
+        got[...] = 0
+        _max_pool(x, got, window)
+
+    assert_shared(shared_run, lambda: np.testing.assert_array_equal(got, want))

@@ -129,7 +129,7 @@ def test_a_failing_python_handler_raises_in_compiled_code() -> None:
     def fail(values, count) -> None:
         raise KeyError(f"handler saw {count} values")
 
-    code = bridge.register(fail, 1)
+    code = bridge.register(f"tests.fail.{id(fail)}", fail, 1)
 
     @njit
     def call(values):

@@ -1,0 +1,48 @@
+"""Helpers for tests of jobs shared with the polling worker threads (vm.kernels.gemm's slot)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from vm.kernels import gemm, threads
+
+
+def wait_until(condition, seconds=60.0):
+    # Generous: a worker's first poll compiles (or loads) its loop, seconds on a busy machine.
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def workers_polling():
+    """Post a Python job (which wakes every worker) until one polls for products. A new job
+    draws a polling worker away to take it, so it is posted only now and then."""
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        threads.run([lambda: None] * 4)
+        if wait_until(gemm.polling, 0.02):
+            return True
+    return False
+
+
+needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
+
+
+def assert_shared(run, check) -> None:
+    """Call ``run()``, which offers its job to the polling workers, until they take it,
+    and ``check()`` its result each time; the slot must be free afterwards."""
+    for _ in range(20):  # a worker that lost its core in between stops polling: try again
+        assert workers_polling()
+        jobs = int(gemm.SLOT[gemm._JOB])
+        run()
+        check()
+        if int(gemm.SLOT[gemm._JOB]) != jobs:
+            break
+    else:
+        pytest.fail("no job was shared with the workers in 20 tries")
+    assert int(gemm.SLOT[gemm._BUSY]) == 0

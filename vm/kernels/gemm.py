@@ -1,4 +1,5 @@
-"""Matrix products called straight from compiled kernels: numpy's OpenBLAS ``gemm``, no GIL.
+"""Matrix products called straight from compiled kernels (numpy's OpenBLAS ``gemm``, the
+packed register tiles), and the other work kernels share with the worker threads, no GIL.
 
 Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
 
@@ -13,6 +14,12 @@ with LLVM under fixed symbols (``relayvm_sgemm``, ``relayvm_gemm_slot``, ...), s
 loaded from numba's disk cache link to them by name in every process, whatever address
 they got. OpenBLAS runs on the calling thread only (its thread-local thread count is set
 to 1 and restored), as :mod:`vm.kernels.threads` explains.
+
+The slot carries other jobs than products too, each a "kind": im2col copies,
+convolutions by packed weights a block of columns at a time, Winograd transforms, and C
+callbacks of modules this one does not import (max pooling, :func:`share_callback`). The
+chunk code of every kind is one C callback under ``relayvm_chunk``, compiled once per
+process rather than into each kernel that shares a job.
 
 numpy 2's wheels ship OpenBLAS with 64-bit integers under ``scipy_``-prefixed names; the
 symbols are declared with 64-bit integers to match. Where numpy uses another BLAS, or an

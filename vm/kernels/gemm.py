@@ -168,8 +168,8 @@ _PLANES, _OUT_CHANNELS, _TILES, _PHASE = _M, _N, _KERNEL, _ROWS
 # A callback job (share_callback) has the address of a C callback taking (slot, index,
 # parts) and the arguments it reads with argument(): words from _ARGUMENTS on.
 _HANDLER, _ARGUMENTS = 31, 49
-#: How many arguments a callback job may have.
-ARGUMENTS = 64 - _ARGUMENTS
+#: How many arguments a callback job may have (up to the end of :data:`SLOT`).
+ARGUMENTS = 32
 #: What a shared job computes: an OpenBLAS gemm, a product by a packed weight, an im2col
 #: matrix (split by input channels), a convolution by a packed weight (by output rows),
 #: a Winograd transform, or a callback of another module.
@@ -178,7 +178,7 @@ _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
 #: The slot's words (a cache line apart where threads write them at once).
-SLOT = np.zeros(64, np.int64)
+SLOT = np.zeros(_ARGUMENTS + ARGUMENTS, np.int64)
 binding.add_symbol("relayvm_gemm_slot", SLOT.ctypes.data)
 _slot = atomics.symbol_address("relayvm_gemm_slot")
 
@@ -490,18 +490,23 @@ def _call_handler(typingctx, handler, slot, index, parts):
 
 
 @njit(nogil=True)
-def share_callback(handler, parts, arguments):
+def share_callback(handler, extent, arguments):
     """Run the C callback at address ``handler`` as ``handler(slot, index, parts)`` for
-    every ``index < parts``, on this thread and the polling workers, without the GIL; the
-    callback reads the int64 ``arguments`` (at most :data:`ARGUMENTS`) with
-    :func:`argument`. False, doing nothing, if no worker polls or another job holds the
-    slot: the caller then does the work itself. This is how modules that :mod:`gemm`
-    does not import share jobs (register the callback under a symbol and take its
-    address with :func:`vm.kernels.atomics.symbol_address`, as an address baked into
-    cached code would be wrong in the next process)."""
+    every ``index < parts``, on this thread and the polling workers, without the GIL:
+    ``parts`` chunks of ``extent`` items (two per thread, at most ``extent``), which the
+    callback cuts as ``extent * index // parts``. It reads the int64 ``arguments`` (at
+    most :data:`ARGUMENTS`) with :func:`argument`. False, doing nothing, if no worker
+    polls or another job holds the slot: the caller then does the work itself. This is
+    how modules that :mod:`gemm` does not import share jobs (register the callback under
+    a symbol and take its address with :func:`vm.kernels.atomics.symbol_address`, as an
+    address baked into cached code would be wrong in the next process)."""
+    if len(arguments) > ARGUMENTS:
+        raise ValueError("share_callback: more arguments than the slot holds")
     slot = _slot()
-    if _claim(slot) == 0:
+    threads = _claim(slot)
+    if threads == 0:
         return False
+    parts = min(2 * threads, extent)
     job = _begin(slot, parts)
     for i in range(len(arguments)):
         _set(slot, _ARGUMENTS + i, np.int64(arguments[i]))
@@ -515,12 +520,6 @@ def share_callback(handler, parts, arguments):
 def argument(slot, i):
     """Argument ``i`` of the callback job in the slot (see :func:`share_callback`)."""
     return _word(slot, _ARGUMENTS + i)
-
-
-@njit(nogil=True)
-def threads_polling():
-    """How many threads would share a job now: the caller and the polling workers."""
-    return _word(_slot(), _AWAKE) + 1
 
 
 @njit(nogil=True)

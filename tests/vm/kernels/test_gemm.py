@@ -345,3 +345,15 @@ def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, ph
         _winograd_transform(phase, *args, out, *rest, True)
 
     assert_shared(shared_run, lambda: np.testing.assert_array_equal(v if phase == 0 else out, want))
+
+
+@njit(nogil=True)
+def _share_callback(handler, extent, arguments):
+    return gemm.share_callback(handler, extent, arguments)
+
+
+def test_a_callback_job_with_more_arguments_than_the_slot_holds_traps():
+    too_many = tuple(range(gemm.ARGUMENTS + 1))
+    with pytest.raises(ValueError, match="more arguments than the slot holds"):
+        _share_callback(0, 4, too_many)
+    assert int(gemm.SLOT[gemm._BUSY]) == 0

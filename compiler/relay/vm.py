@@ -8,9 +8,14 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
 
 1. bind ``params`` to ``@main``'s parameters of those names, as constants;
 2. optimize, each pass run when the context enables it: ``SimplifyInference``
-   (batch_norm, dropout and the norms become arithmetic), ``FoldConstant`` (opt_level 2:
+   (batch_norm, dropout and the norms become arithmetic), ``SpecializeConstantArguments``
+   (opt_level 2: a recursive loop whose callers all pass it the same bound weights, which
+   it passes on unchanged, gets a copy with those weights as constants, so the passes
+   below see them), ``FoldConstant`` (opt_level 2:
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
    one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3),
+   ``CombineSummedDense`` (opt_level 3: ``dense(x, W) + dense(h, U)`` with constant
+   weights becomes one product of the joined data and weights),
    ``AlterOpLayout`` (opt_level 3: 3x3 convolutions with constant weights become Winograd
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
@@ -82,10 +87,12 @@ def _optimizations() -> Any:
     """The optimizing passes, filtered by the current PassContext like any Sequential."""
     from compiler.transform import (
         AlterOpLayout,
+        CombineSummedDense,
         EliminateCommonSubexpr,
         FoldConstant,
         Sequential,
         SimplifyInference,
+        SpecializeConstantArguments,
         SplitToSlices,
     )
 
@@ -93,8 +100,10 @@ def _optimizations() -> Any:
     return Sequential(
         [
             SimplifyInference(),
+            SpecializeConstantArguments(),
             FoldConstant(),
             EliminateCommonSubexpr(),
+            CombineSummedDense(),
             AlterOpLayout(),
             FoldConstant(),
             SplitToSlices(),

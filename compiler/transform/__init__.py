@@ -11,6 +11,7 @@ Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` 
 """
 
 from compiler.transform.alter_op_layout import AlterOpLayout
+from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
@@ -31,16 +32,19 @@ from compiler.transform.pass_manager import (
     register_pass,
 )
 from compiler.transform.simplify_inference import SimplifyInference
+from compiler.transform.specialize_arguments import SpecializeConstantArguments
 from compiler.transform.split_to_slices import SplitToSlices
 
 for _pass in (
     AlterOpLayout,
+    CombineSummedDense,
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
     InferType,
     RemoveUnusedFunctions,
     SimplifyInference,
+    SpecializeConstantArguments,
     SplitToSlices,
 ):
     register_pass(_pass.__name__, _pass)
@@ -61,6 +65,7 @@ register_pass("FuseOps", lambda: __getattr__("FuseOps")())  # type: ignore[opera
 
 __all__ = [
     "AlterOpLayout",
+    "CombineSummedDense",
     "DeadCodeElimination",
     "EliminateCommonSubexpr",
     "FoldConstant",
@@ -76,6 +81,7 @@ __all__ = [
     "RemoveUnusedFunctions",
     "Sequential",
     "SimplifyInference",
+    "SpecializeConstantArguments",
     "SplitToSlices",
     "function_pass",
     "get_pass",

@@ -77,8 +77,10 @@ K_SET = 8  # (k, value, dst): load_const, load_consti, kill_register
 K_MATCH_TAG = 9  # (k, object, tag_dst, const_dst, const, tag, true_skip, false_skip)
 K_IF_CONST = 10  # (k, test, value, true_offset, false_offset, target)
 K_GET_FIELD = 11  # (k, object, index, dst)
-K_INVOKE = 12  # (k, callee code, args, pad, dst, gather); gather is None for one argument
-K_RET = 13  # (k, result, caller code, return pc, caller registers, result register) slots
+K_INVOKE = 12  # (k, callee code, args, pad, dst, gather); gather is None for one argument;
+# a tail call has dst None and one more item, where this frame's caller slots begin
+K_RET = 13  # (k, result, slots of: caller code, return pc, caller registers, result register,
+# caller depth)
 K_MOVE = 14  # (k, src, dst)
 K_GOTO = 15  # (k, offset)
 K_CALL = 16  # (k, handler): handler(registers)
@@ -559,7 +561,7 @@ def _ret(d: Decoder, ops: dict[str, Any]) -> tuple:
     at = d.function.register_file_size + d.plan.slots
     if d.mode == "hooked":
         return (K_RET_HOOKED, ops["result"], at)
-    return (K_RET, ops["result"], at, at + 1, at + 2, at + 3)
+    return (K_RET, ops["result"], at, at + 1, at + 2, at + 3, at + 4)
 
 
 @_decoder(Opcode.Invoke)
@@ -570,7 +572,29 @@ def _invoke(d: Decoder, ops: dict[str, Any]) -> tuple:
     args = tuple(ops["args"])
     if d.mode == "hooked":
         return (K_INVOKE_HOOKED, code, args, pad, ops["dst"], d.exe.functions[callee], d.hook)
+    if d.mode != "count" and _returns_result(d.function.instructions, d.pc, ops["dst"]):
+        # A tail call: the callee's frame replaces this one and returns to this frame's
+        # caller (the slots after this function's registers, none in the entry frame).
+        at = d.function.register_file_size + d.plan.slots
+        return (K_INVOKE, code, args, pad, None, _gather(args), at)
     return (K_INVOKE, code, args, pad, ops["dst"], _gather(args))
+
+
+def _returns_result(code: Sequence[Instruction], pc: int, dst: int) -> bool:
+    """Whether the instructions after ``pc`` only return register ``dst`` (``ret dst``, or
+    ``move x dst; ret x``): then the call at ``pc`` is a tail call. A loop written as a
+    recursive function runs in one frame, so its depth and memory do not grow with the
+    number of steps (each frame holds the storage of its step's tensors)."""
+    following = [(i.opcode, _operands(i)) for i in code[pc + 1 : pc + 3]]
+    if not following:
+        return False
+    opcode, ops = following[0]
+    if opcode is Opcode.Ret:
+        return ops["result"] == dst
+    if opcode is not Opcode.Move or ops["src"] != dst or len(following) < 2:
+        return False
+    last, last_ops = following[1]
+    return last is Opcode.Ret and last_ops["result"] == ops["dst"]
 
 
 def _no_arguments(registers: list) -> tuple:

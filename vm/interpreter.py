@@ -6,10 +6,14 @@ through :mod:`vm.kernels`, when an executable with kernels is first run).
 :func:`run` is the interpreter: one ``while`` loop that finds the kind of each
 decoded tuple (see :mod:`vm.decode`) with a small decision tree, hot kinds first.
 Calls never use Python's stack: a callee's register list ends with its caller's
-frame (code, return pc, registers, result register), so frames form a chain that
+frame (code, return pc, registers, result register, depth), so frames form a chain that
 costs no allocation beyond the register list, and a call depth counter enforces
-``max_call_depth``. Any exception raised by an instruction becomes a
-:class:`vm.VMError` naming the function, the pc and the instruction. Frames are local
+``max_call_depth``. A call whose result is returned at once (a loop written as a
+recursive function) is a tail call: the callee's frame replaces the caller's and takes
+over its return slots, so such a loop runs in constant memory (it still counts towards
+``max_call_depth``, and an instrument or the instruction counter sees every call and
+return, so those modes make ordinary calls). Any exception raised by an instruction
+becomes a :class:`vm.VMError` naming the function, the pc and the instruction. Frames are local
 to one run, so after an error the machine is ready for the next call.
 
 :class:`VirtualMachine` follows TVM's Relay VM API (``invoke``, ``run``,
@@ -116,7 +120,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     ndarray = _ndarray
     tuple_type = tuple
     skip_run = _SKIP_RUN
-    depth = 0  # frames above the entry frame
+    depth = 0  # calls in flight above the entry frame, tail calls included
     pc = 0
     try:
         while True:
@@ -206,27 +210,40 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     pc += 1
             elif op < 16:
                 if op == 12:  # K_INVOKE
-                    _, callee, args, pad, dst, gather = ins
                     if depth >= limit:
                         raise _depth_error(program, code, pc, limit)
-                    depth += 1
+                    if ins[4] is None:  # a tail call: the callee takes over this frame
+                        _, callee, args, pad, _, gather, at = ins
+                        # It still counts towards the limit (so a runaway loop stops as
+                        # it would without tail calls), and the frame's slots restore
+                        # the caller's depth on return however many tail calls ran.
+                        depth += 1
+                        if len(args) == 1:
+                            regs = [regs[args[0]], *pad, *regs[at:]]
+                        else:
+                            regs = [*gather(regs), *pad, *regs[at:]]
+                        code = callee
+                        pc = 0
+                        continue
+                    _, callee, args, pad, dst, gather = ins
                     # The callee's registers end with the caller's frame: code, return
-                    # pc, registers and the register that receives the result.
+                    # pc, registers, the register that receives the result and depth.
                     if len(args) == 1:
-                        regs = [regs[args[0]], *pad, code, pc + 1, regs, dst]
+                        regs = [regs[args[0]], *pad, code, pc + 1, regs, dst, depth]
                     else:
-                        regs = [*gather(regs), *pad, code, pc + 1, regs, dst]
+                        regs = [*gather(regs), *pad, code, pc + 1, regs, dst, depth]
+                    depth += 1
                     code = callee
                     pc = 0
                 elif op == 13:  # K_RET
-                    _, result, at_code, at_pc, at_regs, at_dst = ins
+                    _, result, at_code, at_pc, at_regs, at_dst, at_depth = ins
                     value = regs[result]
-                    if not depth:
+                    if len(regs) == at_code:  # the entry frame has no caller slots
                         return value
-                    depth -= 1
                     code = regs[at_code]
                     pc = regs[at_pc]
                     dst = regs[at_dst]
+                    depth = regs[at_depth]
                     regs = regs[at_regs]
                     regs[dst] = value
                 elif op == 14:  # K_MOVE
@@ -255,8 +272,11 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     raise _closure_arity_error(program, code, pc, closure, len(args))
                 if depth >= limit:
                     raise _depth_error(program, code, pc, limit)
+                regs = [
+                    *captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs, dst,
+                    depth,
+                ]  # fmt: skip
                 depth += 1
-                regs = [*captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs, dst]
                 code = codes[index]
                 pc = 0
             elif op == 20:  # K_FATAL

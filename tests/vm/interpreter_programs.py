@@ -122,6 +122,59 @@ def nat_programs() -> vm.Executable:
     return b.build()
 
 
+#: Bytes of the storage each step of :func:`loop_programs`' loops allocates.
+STEP_BYTES = 1 << 16
+
+
+def loop_programs() -> vm.Executable:
+    """Loops over a nat, each step allocating a storage of :data:`STEP_BYTES` and a tensor
+    in it, which it passes to the next step.
+
+    - ``steps(n, t)`` -> the last step's tensor: a tail call (``invoke; move; ret``);
+    - ``counted(n, t)`` -> the same through a non-tail call (the result is wrapped);
+    - ``twice(n, t)`` -> ``(steps(n, t), steps(n, t))``: two loops in one run, each
+      returning to a frame that goes on.
+    """
+    b = ExecutableBuilder()
+    _nat_types(b)
+    tensor = ("tensor", (STEP_BYTES // 4,), "float32")
+    for name, tail in (("steps", True), ("counted", False)):
+        callee = b.declare(name)
+        f = b.function(name, ["n", "t"], [NAT, tensor], tensor if tail else ("tuple", (tensor,)))
+        result, m, size, storage, fresh, inner = (f.reg() for _ in range(6))
+        step, end = f.label(), f.label()
+        emit_match_tag(f, 0, ZERO, step)
+        if tail:
+            f.emit(O.Move, 1, result)
+        else:
+            f.emit(O.AllocADT, 0, [1], result)
+        f.emit(O.Goto, end)
+        f.place(step)
+        f.emit(O.GetField, 0, 0, m)
+        f.emit(O.LoadConsti, STEP_BYTES, size)
+        f.emit(O.AllocStorage, size, 64, "float32", storage)
+        f.emit(O.AllocTensor, storage, 0, [STEP_BYTES // 4], "float32", fresh)
+        f.emit(O.Invoke, callee, [m, fresh], inner)
+        if tail:
+            f.emit(O.Move, inner, result)
+        else:
+            f.emit(O.GetField, inner, 0, inner)
+            f.emit(O.AllocADT, 0, [inner], result)
+        f.place(end)
+        f.emit(O.Ret, result)
+        b.add_function(f)
+
+    steps = b.declare("steps")
+    f = b.function("twice", ["n", "t"], [NAT, tensor], ("tuple", (tensor, tensor)))
+    first, second, pair = f.reg(), f.reg(), f.reg()
+    f.emit(O.Invoke, steps, [0, 1], first)
+    f.emit(O.Invoke, steps, [0, 1], second)
+    f.emit(O.AllocADT, 0, [first, second], pair)
+    f.emit(O.Ret, pair)
+    b.add_function(f)
+    return b.build()
+
+
 def scalar_programs() -> vm.Executable:
     """Functions on int64 scalars and tuples, without kernels.
 

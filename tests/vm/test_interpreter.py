@@ -6,15 +6,19 @@ kernel programs are in test_interpreter_kernels.py).
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
 import vm
 from tests.vm.interpreter_programs import (
     CONS,
+    STEP_BYTES,
     SUCC,
     ZERO,
     closure_programs,
+    loop_programs,
     memory_programs,
     nat,
     nat_programs,
@@ -234,6 +238,34 @@ def test_export_copies_read_only_tensors_inside_containers_and_keeps_sharing():
     assert export(untouched) is untouched
 
 
+def traced_peak(call) -> int:
+    """The peak of memory traced by tracemalloc (numpy's buffers included) during ``call()``."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_tail_recursive_loop_runs_in_constant_memory():
+    machine = vm.VirtualMachine(loop_programs())
+    start = np.zeros(STEP_BYTES // 4, "float32")
+    # Each step's storage dies when the next step's frame replaces its own...
+    assert traced_peak(lambda: machine.invoke("steps", nat(500), start)) < 16 * STEP_BYTES
+    # ...while a loop that must come back to wrap its result keeps every frame.
+    assert traced_peak(lambda: machine.invoke("counted", nat(200), start)) > 150 * STEP_BYTES
+
+
+def test_tail_calls_return_to_a_caller_that_goes_on_at_its_own_depth():
+    # Each loop runs 101 calls deep; were tail calls not undone on return, the second
+    # loop would start at depth 101 and pass the limit.
+    machine = vm.VirtualMachine(loop_programs(), max_call_depth=150)
+    start = np.zeros(STEP_BYTES // 4, "float32")
+    first, second = machine.invoke("twice", nat(100), start)
+    assert first.shape == second.shape == start.shape
+
+
 # ---- traps ------------------------------------------------------------------------------------
 
 
@@ -262,6 +294,17 @@ def test_the_call_depth_limit_counts_frames():
     assert machine.invoke("walk", nat(100)).constructor == "zero"
     with pytest.raises(vm.VMError, match="call depth limit"):
         machine.invoke("walk", nat(102))
+
+
+def test_tail_calls_count_towards_the_call_depth_limit():
+    machine = vm.VirtualMachine(loop_programs(), max_call_depth=50)
+    start = np.zeros(STEP_BYTES // 4, "float32")
+    # steps(n) makes n calls below the entry frame, as many as without tail calls.
+    assert machine.invoke("steps", nat(50), start).shape == start.shape
+    with pytest.raises(
+        vm.VMError, match="call depth limit of 50 frames exceeded in function steps"
+    ):
+        machine.invoke("steps", nat(51), start)
 
 
 def test_the_default_call_depth_limit_stops_an_infinite_recursion(nats):

@@ -583,8 +583,8 @@ def _invoke(d: Decoder, ops: dict[str, Any]) -> tuple:
 def _returns_result(code: Sequence[Instruction], pc: int, dst: int) -> bool:
     """Whether the instructions after ``pc`` only return register ``dst`` (``ret dst``, or
     ``move x dst; ret x``): then the call at ``pc`` is a tail call. A loop written as a
-    recursive function runs in one frame, so its depth and memory do not grow with the
-    number of steps (each frame holds the storage of its step's tensors)."""
+    recursive function runs in one frame, so its memory does not grow with the number of
+    steps (each frame holds the storage of its step's tensors)."""
     following = [(i.opcode, _operands(i)) for i in code[pc + 1 : pc + 3]]
     if not following:
         return False

@@ -28,7 +28,7 @@ from vm.kernels.rules import (
     require_rank,
     require_same_dtype,
 )
-from vm.kernels.source import EmitCtx, ShapeCtx, Source, cast, const, product, shape_tuple
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tuple
 
 #: Multiply-adds below which a compiled loop beats calling BLAS through object mode.
 BLAS_MIN_FLOPS = 32768
@@ -396,22 +396,6 @@ def _softmax_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [list(ctx.arg_dims[0])]
 
 
-def _emit_row_sum(src: Source, total: str, row: str, a: str, c: str, n: str) -> None:
-    """``total = sum(row[a, :, c])`` in float64, in four running sums (one sum waits on
-    the latency of each addition before it)."""
-    sums = [src.fresh("t") for _ in range(4)]
-    j, whole = src.fresh("j"), src.fresh("n")
-    for t in sums:
-        src.line(f"{t} = 0.0")
-    src.line(f"{whole} = {n} - {n} % 4")
-    with src.block(f"for {j} in range(0, {whole}, 4):"):
-        for k, t in enumerate(sums):
-            src.line(f"{t} += {row}[{a}, {j} + {k}, {c}]")
-    with src.block(f"for {j} in range({whole}, {n}):"):
-        src.line(f"{sums[0]} += {row}[{a}, {j}, {c}]")
-    src.line(f"{total} = ({sums[0]} + {sums[1]}) + ({sums[2]} + {sums[3]})")
-
-
 def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
     def emit(ctx: EmitCtx) -> None:
         src = ctx.src
@@ -441,7 +425,7 @@ def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
                 # reads its input again at the end, so it does not write ahead of that.
                 with src.block(f"for {j} in range({n}):"):
                     src.line(f"{o3}[{a}, {j}, {c}] = {exp}({x3}[{a}, {j}, {c}] - {top})")
-                _emit_row_sum(src, total, o3, a, c, n)
+                src.running_sum(total, lambda j: f"{o3}[{a}, {j}, {c}]", n)
             else:
                 # float16 keeps each exponential's extra precision in the sum.
                 src.line(f"{total} = 0.0")

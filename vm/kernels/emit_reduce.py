@@ -24,6 +24,9 @@ REDUCE_ATTRS = (
     Attr("exclude", "bool", False),
 )
 ARG_REDUCE_ATTRS = (*REDUCE_ATTRS, Attr("select_last_index", "bool", False))
+#: Float dtypes whose sums over one innermost axis run in four running sums (float16 is
+#: decoded element by element and keeps the plain loop).
+_SUMMED_FLOATS = ("float32", "float64")
 
 
 def reduce_axes(attrs: dict, ndim: int) -> list[int]:
@@ -132,6 +135,14 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
             return index(kept_idx)
 
         trailing = kept == list(range(len(kept)))
+        if trailing and len(axes) == 1 and op in ("sum", "mean") and dtype in _SUMMED_FLOATS:
+            # One innermost axis of floats (a layer norm's mean and variance): running sums.
+            with src.loops([dims[a] for a in kept]) as ki:
+                a_var = src.fresh("acc")
+                src.running_sum(a_var, lambda j: f"{x}[{index([*ki, j])}]", dims[axes[0]])
+                value = _finish(op, dtype, out_dtype, a_var, acc, count)
+                src.line(f"{out}[{out_index(ki)}] = {value}")
+            return
         if trailing:
             # The reduced axes are innermost: one scalar accumulator per output element.
             with src.loops([dims[a] for a in kept]) as ki:

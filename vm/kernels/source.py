@@ -82,6 +82,22 @@ class Source:
                 stack.enter_context(self.block(f"for {name} in range({dim}):"))
             yield names
 
+    def running_sum(self, total: str, element: Callable[[str], str], count: str) -> None:
+        """``total = sum(element(j) for j in range(count))`` in float64, in four running
+        sums: a single sum waits on the latency of each addition before the next (a
+        float sum in order cannot be vectorized either), four overlap."""
+        sums = [self.fresh("t") for _ in range(4)]
+        j, whole = self.fresh("j"), self.fresh("n")
+        for t in sums:
+            self.line(f"{t} = 0.0")
+        self.line(f"{whole} = {count} - {count} % 4")
+        with self.block(f"for {j} in range(0, {whole}, 4):"):
+            for k, t in enumerate(sums):
+                self.line(f"{t} += {element(f'{j} + {k}')}")
+        with self.block(f"for {j} in range({whole}, {count}):"):
+            self.line(f"{sums[0]} += {element(j)}")
+        self.line(f"{total} = ({sums[0]} + {sums[1]}) + ({sums[2]} + {sums[3]})")
+
     def text(self) -> str:
         return "\n".join(self.lines)
 

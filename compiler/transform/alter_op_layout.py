@@ -39,8 +39,7 @@ weights:
   transpose of a ``(units, in_features)`` one, as it need not gather the weight's
   columns while packing them; a single row of data (a matrix-vector product, 15% slower
   by a row-major weight) keeps ``nn.dense``, an unknown batch size (``?``) takes the
-  product. Smaller weights keep ``nn.dense`` (compiled loops, which read the
-  ``(units, in_features)`` rows in order).
+  product. Smaller weights keep ``nn.dense``.
 
 The pass runs at ``opt_level`` 3, as in TVM.
 """
@@ -72,9 +71,9 @@ MIN_TILES = 40
 #: convolution's product runs by its packed weight (measured on ResNet-18's layers, which
 #: all gain, from the 1x1 downsample of 64 channels, 7-13%, to the 3x3 on 7x7, 20%).
 MIN_PACKED_DEPTH = 64
-#: Fewest weight elements for which a dense layer is given the ``(in_features, units)``
-#: layout: the kernels' compiled loops take products below 32768 multiply-adds, and a
-#: product with this many weights reaches that from one row of data.
+#: Fewest weight elements for which a dense layer is given a packed or transposed weight:
+#: smaller products go to BLAS by the ``(units, in_features)`` weight as it is (or, below
+#: 256 multiply-adds, to compiled loops), where packing would pay little.
 MIN_DENSE_WEIGHTS = 32768
 
 

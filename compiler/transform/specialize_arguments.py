@@ -138,7 +138,7 @@ def _specialize(mod: IRModule, gvar: GlobalVar) -> IRModule | None:
     out = mod.copy()
     for owner, other in mod.functions.items():
         if owner is not gvar and owner in calls:
-            out[owner] = _Redirect(gvar, copy, set(constants)).visit(other)
+            out[owner] = redirect.visit(other)
     specialized = Function(kept, redirect.visit(body), func.ret_type, [], func.attrs)
     specialized.span = func.span
     out[copy] = specialized

@@ -190,11 +190,8 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
     (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows``
     rows (0: the 1x1 input is its own column matrix), then the product in register tiles
     (:mod:`vm.kernels.packed`); when big, both are shared with the polling workers without
-    the GIL (the copy by input channels). A weight small enough to stay in cache takes
-    the columns a block at a time instead (:func:`vm.kernels.gemm.packed_conv`)."""
-    window = (n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    if _conv_blocks(x, w, out3, rows, window):
-        return
+    the GIL (the copy by input channels). Compiled code reaches it only when the column
+    blocks of :func:`vm.kernels.gemm.packed_conv` do not pay (:func:`conv_packed_into`)."""
     plane = out_h * out_w
     out = out3[n]
     if rows == 0:
@@ -274,9 +271,9 @@ def _packed_entry(address):
     the output's address, columns and row stride."""
     b = carray(gemm.int64s(address), (10,))
     if b[1] > 0 and b[8] > 0:
-        x = gemm.rows_at(b[0], b[1], b[2], b[3])
+        x = gemm.view_at(b[0], (b[1], b[2]), (b[3] * 4, 4))
         w = carray(gemm.floats(b[4]), (b[5], b[6], packed.PANEL))
-        gemm.packed_product(x, w, gemm.rows_at(b[7], b[1], b[8], b[9]))
+        gemm.packed_product(x, w, gemm.view_at(b[7], (b[1], b[8]), (b[9] * 4, 4)))
     return 1
 
 

@@ -228,11 +228,17 @@ def int64s(typingctx, address):
 
 
 @njit(nogil=True)
-def rows_at(address, rows, cols, stride):
-    """The float32 ``(rows, cols)`` array at byte ``address``, rows ``stride`` elements
-    apart."""
-    flat = carray(floats(address), (max(rows - 1, 0) * stride + cols,))
-    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (stride * 4, 4))
+def view_at(address, shape, strides):
+    """The float32 array of ``shape`` at byte ``address``, ``strides`` in bytes (a job's
+    arrays reach the workers as addresses)."""
+    extent = 1
+    for d in range(len(shape)):
+        if shape[d] == 0:
+            extent = 0
+            break
+        extent += (shape[d] - 1) * (strides[d] // 4)
+    flat = carray(floats(address), (extent,))
+    return np.lib.stride_tricks.as_strided(flat, shape, strides)
 
 
 @njit(nogil=True)
@@ -290,17 +296,29 @@ def _claim(slot):
     return awake + 1
 
 
+#: Where the image and window words of an im2col, convolution or Winograd job go.
+_WINDOW_AT = (_A, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT,
+              _STRIDED)  # fmt: skip
+
+
 @njit(nogil=True)
-def _post_window(slot, x, n, window, strided):
-    """Write the image and window words of an im2col or convolution job."""
+def _window_words(x, n, window, strided):
+    """The words at :data:`_WINDOW_AT` of a job on image ``n`` of ``x`` (see :func:`_window`)."""
     kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    words = (np.int64(x.ctypes.data), x.shape[0], n, x.shape[1], _two(x.shape[2], x.shape[3]),
-             _two(kh, kw), _two(sh, sw), _two(pt, pl), _two(dh, dw), _two(out_h, out_w),
-             1 if strided else 0)  # fmt: skip
-    indices = (_A, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT,
-               _STRIDED)  # fmt: skip
-    for i in range(len(words)):
-        _set(slot, indices[i], words[i])
+    return (np.int64(x.ctypes.data), np.int64(x.shape[0]), np.int64(n), np.int64(x.shape[1]),
+            _two(x.shape[2], x.shape[3]), _two(kh, kw), _two(sh, sw), _two(pt, pl),
+            _two(dh, dw), _two(out_h, out_w), np.int64(1 if strided else 0))  # fmt: skip
+
+
+@njit(nogil=True)
+def _post(slot, parts, kind, at, words):
+    """Run a job of ``parts`` chunks of ``kind`` in the claimed slot, ``words[i]`` at word
+    ``at[i]``: write it, publish it, do chunks of it and wait for the workers' chunks."""
+    job = _begin(slot, parts)
+    for i in range(len(at)):
+        _set(slot, at[i], words[i])
+    _set(slot, _KIND, kind)
+    _finish(slot, parts, job)
 
 
 @njit(nogil=True)
@@ -326,12 +344,8 @@ def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
     if threads == 0:
         _fill(x, n, 0, channels, cols, window, strided)
         return
-    parts = min(2 * threads, channels)
-    job = _begin(slot, parts)
-    _post_window(slot, x, n, window, strided)
-    _set(slot, _B, np.int64(cols.ctypes.data))
-    _set(slot, _KIND, _IM2COL)
-    _finish(slot, parts, job)
+    words = (*_window_words(x, n, window, strided), np.int64(cols.ctypes.data))
+    _post(slot, min(2 * threads, channels), _IM2COL, (*_WINDOW_AT, _B), words)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels
@@ -371,14 +385,9 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
             _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
                        out.ctypes.data, index * block, block)  # fmt: skip
         return
-    job = _begin(slot, parts)
-    _post_window(slot, x, n, window, strided)
-    words = (np.int64(weight.ctypes.data), np.int64(out.ctypes.data), units, k, block)
-    indices = (_B, _C, _N, _K, _M)
-    for i in range(len(words)):
-        _set(slot, indices[i], words[i])
-    _set(slot, _KIND, _CONV)
-    _finish(slot, parts, job)
+    words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
+             np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block))  # fmt: skip
+    _post(slot, parts, _CONV, (*_WINDOW_AT, _B, _C, _N, _K, _M), words)
 
 
 @njit(nogil=True)
@@ -418,18 +427,14 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
     if threads == 0:
         _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
         return
-    parts = min(2 * threads, extent)
-    job = _begin(slot, parts)
-    _post_window(slot, x, n, (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1]), False)
-    words = (np.int64(v.ctypes.data), v.strides[0] // 4, np.int64(m.ctypes.data),
-             m.strides[0] // 4, np.int64(out3.ctypes.data), v.shape[0], out3.shape[1],
-             _two(tiles[0], tiles[1]), phase)  # fmt: skip
-    indices = (_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES,
-               _PHASE)  # fmt: skip
-    for i in range(len(words)):
-        _set(slot, indices[i], words[i])
-    _set(slot, _KIND, _WINOGRAD)
-    _finish(slot, parts, job)
+    window = (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1])
+    words = (*_window_words(x, n, window, False), np.int64(v.ctypes.data),
+             np.int64(v.strides[0] // 4), np.int64(m.ctypes.data), np.int64(m.strides[0] // 4),
+             np.int64(out3.ctypes.data), np.int64(v.shape[0]), np.int64(out3.shape[1]),
+             _two(tiles[0], tiles[1]), np.int64(phase))  # fmt: skip
+    at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
+          _TILES, _PHASE)  # fmt: skip
+    _post(slot, min(2 * threads, extent), _WINOGRAD, at, words)
 
 
 @njit(nogil=True)
@@ -447,14 +452,6 @@ def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
 
 
 @njit(nogil=True)
-def _plane_view(address, planes, rows, cols, stride):
-    """The float32 ``(planes, rows, cols)`` array at ``address``, planes ``stride``
-    elements apart."""
-    flat = carray(floats(address), ((planes - 1) * stride + rows * cols,))
-    return np.lib.stride_tricks.as_strided(flat, (planes, rows, cols), (stride * 4, cols * 4, 4))
-
-
-@njit(nogil=True)
 def _winograd_chunk(slot, index, parts):
     """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
     x, n, channels, window, _ = _window(slot)
@@ -462,8 +459,10 @@ def _winograd_chunk(slot, index, parts):
     tiles_h, tiles_w = _pair(slot, _TILES)
     tiles = tiles_h * tiles_w
     out_h, out_w = window[8], window[9]
-    v = _plane_view(_word(slot, _V), planes, channels, tiles, _word(slot, _V_STRIDE))
-    m = _plane_view(_word(slot, _M_PLANES), planes, out_channels, tiles, _word(slot, _M_STRIDE))
+    v = view_at(_word(slot, _V), (planes, channels, tiles),
+                (_word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    m = view_at(_word(slot, _M_PLANES), (planes, out_channels, tiles),
+                (_word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
     out3 = carray(floats(_word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
     phase = _word(slot, _PHASE)
     extent = channels if phase == 0 else out_channels
@@ -506,13 +505,11 @@ def share_callback(handler, extent, arguments):
     threads = _claim(slot)
     if threads == 0:
         return False
-    parts = min(2 * threads, extent)
-    job = _begin(slot, parts)
+    # Written before the job starts: the slot is claimed, and no chunk runs before _post
+    # publishes the job.
     for i in range(len(arguments)):
         _set(slot, _ARGUMENTS + i, np.int64(arguments[i]))
-    _set(slot, _HANDLER, handler)
-    _set(slot, _KIND, _CALLBACK)
-    _finish(slot, parts, job)
+    _post(slot, min(2 * threads, extent), _CALLBACK, (_HANDLER,), (np.int64(handler),))
     return True
 
 
@@ -624,15 +621,19 @@ def _wake_sleepers(slot):
         _write(np.int32(fd), slot + 8 * _ONE, 1)
 
 
+#: Where the words of a product job go (see :func:`_shared`).
+_PRODUCT_AT = (_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _A_COLS,
+               _C_COLS, _ROWS_OUTER)  # fmt: skip
+
+
 @njit(nogil=True)
 def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing):
     """Share the product with the polling workers; False (nothing done) if none polls or
     another product holds the slot. ``packing`` is a packed product's (column stride of
     a, column stride of c, rows outer), zeros for a BLAS one."""
     slot = _slot()
-    _wake_sleepers(slot)
-    awake = _word(slot, _AWAKE)
-    if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
+    threads = _claim(slot)
+    if threads == 0:
         return False
     if kind == _PACKED:
         tiles, panels = -(-m // packed.ROWS), -(-n // packed.PANEL)
@@ -641,14 +642,10 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     else:
         rows = m >= n
         extent = m if rows else n
-    parts = min(2 * (awake + 1), extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
-    job = _begin(slot, parts)
-    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0, kind,
+    parts = min(2 * threads, extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
+    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0,
              packing[0], packing[1], packing[2])  # fmt: skip
-    product = np.array([np.int64(w) for w in literal_unroll(words)])
-    for i in range(len(product)):  # the words _A to _ROWS_OUTER, in order
-        _set(slot, _A + i, product[i])
-    _finish(slot, parts, job)
+    _post(slot, parts, kind, _PRODUCT_AT, np.array([np.int64(w) for w in literal_unroll(words)]))
     return True
 
 

@@ -135,6 +135,23 @@ def tile(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
 
 
 @njit(nogil=True)
+def _tile_into(rows, a, b, k, c, width, scratch):
+    """One :func:`tile` of ``rows`` rows of ``a`` ``(address, row stride, k stride)`` by
+    the panel ``b`` ``(address, row stride)``, its first ``width`` columns written to ``c``
+    ``(address of the corner, row stride, column stride)``: straight when they are a
+    contiguous 32, else through the ``(ROWS, 32)`` ``scratch`` (a short panel's padding
+    must not reach ``c``; a convolution's ``c`` can be transposed)."""
+    pc, c_rows, c_cols = c
+    if width == PANEL and c_cols == 1:
+        tile(rows, a[0], a[1], a[2], b[0], b[1], k, pc, c_rows)
+        return
+    tile(rows, a[0], a[1], a[2], b[0], b[1], k, scratch.ctypes.data, PANEL)
+    for r in range(rows):
+        for j in range(width):
+            store(pc, r * c_rows + j * c_cols, scratch[r, j])
+
+
+@njit(nogil=True)
 def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     """Rows ``rows[0]:rows[1]`` by panels ``panels[0]:panels[1]`` of the float32 product
     ``c = a @ w.T`` of ``a`` (``k`` columns) by the packed weight at ``pw`` (``units`` of
@@ -142,12 +159,10 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
 
     ``a`` and ``c`` are ``(address, row stride, column stride)`` in elements: a row of
     ``a`` is one row of data for a dense layer, one output pixel of an im2col matrix for a
-    convolution. Each panel's columns of ``c`` are written in place when they are a
-    contiguous 32, else through a scratch tile (the last panel's padding must not reach
-    ``c``; a convolution's ``c`` is transposed: its columns are rows of the output).
-    ``rows_outer`` walks tiles of rows in the outer loop, for weights small enough to stay
-    in cache while the rows stream past; else panels, so that each panel of a big weight
-    is read once."""
+    convolution (whose ``c`` is transposed: its columns are rows of the output; see
+    :func:`_tile_into`). ``rows_outer`` walks tiles of rows in the outer loop, for
+    weights small enough to stay in cache while the rows stream past; else panels, so
+    that each panel of a big weight is read once."""
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
@@ -166,14 +181,9 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
             width = min(PANEL, units - first)
             pr = pa + r0 * a_rows * 4
             pb = pw + panel * k * PANEL * 4
-            if width == PANEL and c_cols == 1:
-                pt = pc + (r0 * c_rows + first) * 4
-                tile(height, pr, a_rows, a_cols, pb, PANEL, k, pt, c_rows)
-                continue
-            tile(height, pr, a_rows, a_cols, pb, PANEL, k, scratch.ctypes.data, PANEL)
-            for r in range(height):
-                for j in range(width):
-                    store(pc, (r0 + r) * c_rows + (first + j) * c_cols, scratch[r, j])
+            corner = pc + (r0 * c_rows + first * c_cols) * 4
+            _tile_into(height, (pr, a_rows, a_cols), (pb, PANEL), k, (corner, c_rows, c_cols),
+                       width, scratch)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -198,16 +208,10 @@ def panel_product(a, k, rows, b, columns, c):
         for t in range(tiles):
             r0 = t * rows // tiles
             height = (t + 1) * rows // tiles - r0
-            pr = pa + r0 * a_rows * 4
-            if width == PANEL:
-                pt = pc + (r0 * ldc + first) * 4
-                tile(height, pr, a_rows, a_cols, pb + first * 4, ldb, k, pt, ldc)
-                continue
             # A short last panel: its extra columns hold whatever follows b's rows.
-            tile(height, pr, a_rows, a_cols, pb + first * 4, ldb, k, scratch.ctypes.data, PANEL)
-            for r in range(height):
-                for j in range(width):
-                    store(pc, (r0 + r) * ldc + first + j, scratch[r, j])
+            corner = pc + (r0 * ldc + first) * 4
+            _tile_into(height, (pa + r0 * a_rows * 4, a_rows, a_cols), (pb + first * 4, ldb), k,
+                       (corner, ldc, 1), width, scratch)  # fmt: skip
 
 
 #: Packed weights up to this many bytes stay in a core's L2 cache while rows stream past.

@@ -66,7 +66,7 @@ def main() -> int:
     print(f"compiled in {time.perf_counter() - t0:.2f} s; primitives: {exe.primitive_ops}")
 
     print(f"== 2. save the executable to {model_path}")
-    data = exe.save(model_path)
+    data, _ = exe.save(model_path)
     print(f"{len(data):,} bytes")
 
     x = np.random.default_rng(1).standard_normal((1, 784)).astype("float32")

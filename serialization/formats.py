@@ -34,3 +34,23 @@ PARAMS_FORMAT = DocumentFormat(
     sections=("params",),
     array_sections=frozenset({"params"}),
 )
+
+#: The library half of TVM's ``code, lib = exe.save()`` pair, as ``lib.export_library``
+#: writes it: the name and description digest of every kernel the executable calls, so
+#: that ``load_exec(code, lib)`` can tell a library from another executable.
+KERNEL_LIBRARY_FORMAT = DocumentFormat(
+    name="relayvm kernel library",
+    magic=b"\x89RVL\r\n\x1a\n",
+    version=(1, 0),
+    sections=("kernels",),
+)
+
+#: A graph executor factory from ``factory.export_library``: the module's name and
+#: target, the graph JSON, the executable's file bytes and the parameter-dictionary bytes
+#: (each verified by its own reader when loaded).
+GRAPH_FACTORY_FORMAT = DocumentFormat(
+    name="relayvm graph executor factory",
+    magic=b"\x89RVG\r\n\x1a\n",
+    version=(1, 0),
+    sections=("module", "graph", "executable", "params"),
+)

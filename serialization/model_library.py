@@ -7,7 +7,7 @@ TVM users hand Model Library Format (MLF) archives to deployment tools; ours kee
 layout where it applies and stores relayvm's executable as the "library"::
 
     metadata.json                       what is inside (see below)
-    codegen/host/lib/<model>.rvm        the executable (``Executable.save()`` bytes)
+    codegen/host/lib/<model>.rvm        the executable (the code of ``Executable.save()``)
     parameters/<model>.params           the parameters (``save_param_dict``)
     src/<model>.relay                   the Relay text of the module, when known
     runtime-config/graph/graph.json     the graph, for graph-executor modules
@@ -210,7 +210,7 @@ def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
         lib = module.get_lib()
         params = module.get_params()
         members = {
-            f"codegen/host/lib/{name}.rvm": bytes(lib.save()),
+            f"codegen/host/lib/{name}.rvm": bytes(lib.save()[0]),
             f"parameters/{name}.params": save_param_dict(params),
             "runtime-config/graph/graph.json": graph_json.encode("utf-8"),
         }
@@ -220,7 +220,7 @@ def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     elif callable(getattr(module, "save", None)) and hasattr(module, "constant_values"):
         name = _model_name(getattr(module, "mod_name", "default"))
         members = {
-            f"codegen/host/lib/{name}.rvm": bytes(module.save()),
+            f"codegen/host/lib/{name}.rvm": bytes(module.save()[0]),
             f"parameters/{name}.params": save_param_dict({}),
         }
         constant_bytes = sum(int(np.asarray(c).nbytes) for c in module.constant_values)

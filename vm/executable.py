@@ -7,7 +7,7 @@ what a :class:`vm.VirtualMachine` runs. It never changes after construction, so 
 instance can serve many virtual machines on many threads. Construction puts the
 pieces in canonical form (tuples for type specs, sorted plain data for kernel
 descriptions, read-only little-endian constants) so that saving is deterministic and
-``load_exec(exe.save())`` is equal to ``exe`` section by section. Construction does
+``load_exec(exe.save()[0])`` is equal to ``exe`` section by section. Construction does
 not verify; :func:`vm.verify.verify` does, and :meth:`Executable.load_exec` always
 runs it.
 """
@@ -179,8 +179,20 @@ class Executable:
 
     # ---- saving and loading -------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str] | None = None) -> bytes:
-        """The executable as one self-contained byte string; also written to ``path`` if given.
+    @property
+    def lib(self) -> KernelLibrary:
+        """The library half of TVM's ``code, lib`` pair (see :class:`KernelLibrary`)."""
+        return KernelLibrary.of(self)
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> tuple[bytearray, KernelLibrary]:
+        """TVM's pair ``code, lib``; the code is also written to ``path`` if given.
+
+        ``code`` is the one self-contained executable file (header, global, constant,
+        primitive-name, kernel and code sections) as a bytearray: it is all that
+        :meth:`load_exec` needs. ``lib`` is :attr:`lib`, kept for TVM's two-part
+        flow: kernels are generated from the descriptions inside ``code``, so the
+        library carries nothing ``code`` lacks; passed back to :meth:`load_exec`, it
+        is checked to belong to ``code``.
 
         The same executable always gives the same bytes, in any process. The file is
         written atomically: a reader sees the old file or the new one, never part.
@@ -192,6 +204,11 @@ class Executable:
             executables always can.
         OSError
             If ``path`` cannot be written; the old file, if any, is unchanged.
+
+        Examples
+        --------
+        >>> code, lib = exe.save()                      # doctest: +SKIP
+        >>> again = vm.Executable.load_exec(code, lib)  # doctest: +SKIP
         """
         from serialization.atomic import atomic_write
         from vm.executable_codec import encode
@@ -199,18 +216,23 @@ class Executable:
         data = encode(self)
         if path is not None:
             atomic_write(path, data)
-        return data
+        return bytearray(data), self.lib
 
     @staticmethod
     def load_exec(
-        data_or_path: bytes | bytearray | memoryview | str | os.PathLike[str],
+        code: bytes | bytearray | memoryview | str | os.PathLike[str],
+        lib: KernelLibrary | None = None,
     ) -> Executable:
         """Load and verify an executable saved by :meth:`save`.
 
         Parameters
         ----------
-        data_or_path : bytes-like, str or os.PathLike
-            The saved bytes, or the path of a saved file.
+        code : bytes-like, str or os.PathLike
+            The saved code (``save()[0]``), or the path of a saved file.
+        lib : KernelLibrary, optional
+            The library saved with it (``save()[1]``, or what
+            ``tvm.runtime.load_module`` read back); checked against ``code``. Not needed:
+            the kernels are built from the descriptions in ``code``.
 
         Returns
         -------
@@ -222,27 +244,186 @@ class Executable:
         vm.MalformedExecutableError
             If the bytes do not decode (the message names the section).
         vm.InvalidExecutableError
-            If the program decodes but fails verification (names function and instruction).
+            If the program decodes but fails verification (names function and
+            instruction), or ``lib`` is the library of another executable.
         TypeError
-            If ``data_or_path`` is neither bytes-like nor a path.
+            If ``code`` is neither bytes-like nor a path (a ``(code, lib)`` pair is named
+            as such), or ``lib`` is not a library.
         OSError
             If the path cannot be read.
         """
         from vm.executable_codec import decode
         from vm.verify import verify
 
-        if isinstance(data_or_path, (bytes, bytearray, memoryview)):
-            data = bytes(data_or_path)
-        elif isinstance(data_or_path, (str, os.PathLike)):
-            with open(data_or_path, "rb") as handle:
+        if isinstance(code, (bytes, bytearray, memoryview)):
+            data = bytes(code)
+        elif isinstance(code, (str, os.PathLike)):
+            with open(code, "rb") as handle:
                 data = handle.read()
+        elif isinstance(code, tuple):
+            raise TypeError(
+                "load_exec takes the code and the library as two arguments: "
+                "code, lib = exe.save(); Executable.load_exec(code, lib)"
+            )
         else:
             raise TypeError(
-                f"load_exec needs the saved bytes or a file path, got {type(data_or_path).__name__}"
+                f"load_exec needs the saved bytes or a file path, got {type(code).__name__}"
+            )
+        if lib is not None and not isinstance(lib, KernelLibrary):
+            raise TypeError(
+                "lib must be the library saved with the code (exe.save()[1] or "
+                f"tvm.runtime.load_module of its file) or None, got {type(lib).__name__}"
             )
         exe = decode(data)
         verify(exe)
+        if lib is not None:
+            lib.check(exe)
         return exe
+
+
+class KernelLibrary:
+    """The library half of TVM's ``code, lib = exe.save()``: which kernels the code calls.
+
+    TVM keeps compiled kernels in a shared library beside the bytecode. relayvm builds
+    every kernel from the structured description stored in the code itself, so this
+    object only names the kernels (primitive name and a SHA-256 digest of its
+    description, in primitive-index order). ``load_exec(code, lib)`` uses it to refuse
+    a library saved with another executable, as a mismatched TVM library would fail.
+
+    Parameters
+    ----------
+    kernels : iterable of (str, str)
+        ``(primitive name, description digest)`` pairs, in primitive-index order.
+
+    Examples
+    --------
+    >>> code, lib = exe.save()                              # doctest: +SKIP
+    >>> lib.export_library("lib.rvl")                       # doctest: +SKIP
+    >>> lib = vm.graph_executor.load_module("lib.rvl")      # doctest: +SKIP
+    """
+
+    __slots__ = ("_kernels",)
+
+    def __init__(self, kernels: Iterable[tuple[str, str]]) -> None:
+        pairs = tuple(tuple(k) for k in kernels)
+        for i, pair in enumerate(pairs):
+            if len(pair) != 2 or not all(isinstance(p, str) for p in pair):
+                raise TypeError(f"kernels[{i}] must be a (name, digest) pair of str, got {pair!r}")
+        object.__setattr__(self, "_kernels", pairs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a KernelLibrary is immutable")
+
+    @classmethod
+    def of(cls, exe: Executable) -> KernelLibrary:
+        """The library of ``exe``."""
+        import hashlib
+        import json
+
+        return cls(
+            (
+                p.name,
+                hashlib.sha256(
+                    json.dumps(p.description, sort_keys=True, allow_nan=True).encode()
+                ).hexdigest(),
+            )
+            for p in exe.primitives
+        )
+
+    @property
+    def kernels(self) -> tuple[tuple[str, str], ...]:
+        """``(primitive name, description digest)`` pairs, in primitive-index order."""
+        return self._kernels
+
+    @property
+    def primitive_ops(self) -> list[str]:
+        """The kernel names, in primitive-index order."""
+        return [name for name, _ in self._kernels]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KernelLibrary) and other._kernels == self._kernels
+
+    def __hash__(self) -> int:
+        return hash(self._kernels)
+
+    def __repr__(self) -> str:
+        return f"<KernelLibrary: {len(self._kernels)} kernels>"
+
+    def check(self, exe: Executable) -> None:
+        """Raise unless this is the library of ``exe``.
+
+        Raises
+        ------
+        vm.InvalidExecutableError
+            Naming the first kernel that differs (section ``"kernel"``).
+        """
+        from vm.errors import InvalidExecutableError
+
+        own = KernelLibrary.of(exe)._kernels
+        if own == self._kernels:
+            return
+        for i, (mine, theirs) in enumerate(zip(own, self._kernels)):
+            if mine != theirs:
+                detail = (
+                    f"kernel {i} of the code is {mine[0]!r}, the library's is {theirs[0]!r}"
+                    if mine[0] != theirs[0]
+                    else f"kernel {i} ({mine[0]!r}) has another description in the library"
+                )
+                break
+        else:
+            detail = f"the code calls {len(own)} kernels, the library holds {len(self._kernels)}"
+        raise InvalidExecutableError(
+            f"invalid executable: the library was not saved with this code: {detail}", "kernel"
+        )
+
+    def save(self) -> bytes:
+        """The library as a file's bytes (see :meth:`export_library`)."""
+        from serialization.formats import KERNEL_LIBRARY_FORMAT
+        from serialization.framing import write_document
+
+        return write_document(
+            KERNEL_LIBRARY_FORMAT, [("kernels", [list(k) for k in self._kernels])]
+        )
+
+    def export_library(self, path: str | os.PathLike[str]) -> None:
+        """Write the library to ``path`` (atomically), as TVM's ``lib.export_library``.
+
+        ``vm.graph_executor.load_module(path)`` (``tvm.runtime.load_module``) reads it back.
+        """
+        from serialization.atomic import atomic_write
+
+        atomic_write(path, self.save())
+
+    @staticmethod
+    def load(data: bytes | bytearray | memoryview) -> KernelLibrary:
+        """The library in ``data`` (what :meth:`save` returned).
+
+        Raises
+        ------
+        vm.MalformedExecutableError
+            If the bytes are not a kernel library (naming the section).
+        """
+        from serialization.errors import FormatError
+        from serialization.formats import KERNEL_LIBRARY_FORMAT
+        from serialization.framing import read_document
+        from vm.errors import MalformedExecutableError
+
+        try:
+            document = read_document(KERNEL_LIBRARY_FORMAT, bytes(data))
+        except FormatError as err:
+            raise MalformedExecutableError(
+                f"malformed kernel library: {err}", err.section
+            ) from None
+        kernels = document.sections["kernels"]
+        if type(kernels) is not list or not all(
+            type(k) is list and len(k) == 2 and all(type(p) is str for p in k) for k in kernels
+        ):
+            raise MalformedExecutableError(
+                "malformed kernel library: kernels section, expected a list of "
+                "[name, digest] string pairs",
+                "kernels",
+            )
+        return KernelLibrary(tuple(k) for k in kernels)
 
 
 # ---- canonical forms ---------------------------------------------------------------------

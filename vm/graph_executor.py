@@ -128,6 +128,149 @@ class GraphExecutorFactoryModule:
         """The executor configuration (the graph JSON), as TVM's factories name it."""
         return self.graph_json
 
+    def save(self) -> bytes:
+        """The factory as one file's bytes (see :meth:`export_library`)."""
+        from serialization import save_param_dict
+        from serialization.formats import GRAPH_FACTORY_FORMAT
+        from serialization.framing import write_document
+
+        module = {
+            "mod_name": self.libmod_name,
+            "target": str(self.target),
+            "relay_text": None if self.ir_mod is None else str(self.ir_mod),
+        }
+        code, _ = self.lib.save()
+        return write_document(
+            GRAPH_FACTORY_FORMAT,
+            [
+                ("module", module),
+                ("graph", self.graph_json),
+                ("executable", bytes(code)),
+                ("params", save_param_dict(self.params)),
+            ],
+        )
+
+    def export_library(self, path: str | Any, *args: Any, **kwargs: Any) -> None:
+        """Write the factory to ``path`` as one file, atomically (TVM's ``export_library``).
+
+        The file holds the graph, the executable and the parameters;
+        :func:`load_module` (``tvm.runtime.load_module``) reads it back, verifying the
+        executable as ``Executable.load_exec`` does. TVM's compiler options
+        (``fcompile``, ``cc``, ``options``...) name a C compiler, which relayvm does not
+        use, so any given are refused rather than ignored.
+
+        Raises
+        ------
+        TypeError
+            If compiler options are given.
+        OSError
+            If ``path`` cannot be written; the old file, if any, is unchanged.
+        """
+        from serialization.atomic import atomic_write
+
+        if args or kwargs:
+            names = ", ".join([*(repr(a) for a in args), *kwargs])
+            raise TypeError(
+                f"export_library(path) takes no compiler options (got {names}): relayvm "
+                "writes one file of graph, executable and parameters, with no C compiler"
+            )
+        atomic_write(path, self.save())
+
+
+def load_module(path: str | Any) -> Any:
+    """Read a file ``export_library`` wrote, as TVM's ``tvm.runtime.load_module``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A graph executor factory's file (``factory.export_library(path)``), the library
+        of an executable (``code, lib = exe.save(); lib.export_library(path)``), or an
+        executable's file (``exe.save(path)``).
+
+    Returns
+    -------
+    GraphExecutorFactoryModule, vm.executable.KernelLibrary or vm.Executable
+        According to the file's kind. A factory answers ``["default"](dev)``.
+
+    Raises
+    ------
+    serialization.FormatError
+        If a factory file does not decode (naming the section).
+    vm.ExecutableLoadError
+        If the executable inside is malformed or invalid, or a library file does not
+        decode.
+    ValueError
+        If the file is of no kind above, or a factory's graph does not fit its kernels.
+    OSError
+        If the file cannot be read.
+    """
+    import os
+
+    from serialization.formats import (
+        EXECUTABLE_FORMAT,
+        GRAPH_FACTORY_FORMAT,
+        KERNEL_LIBRARY_FORMAT,
+    )
+    from vm.executable import Executable, KernelLibrary
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_module needs a file path, got {describe_value(path)}")
+    with open(path, "rb") as handle:
+        data = handle.read()
+    magic = data[:8]
+    if magic == GRAPH_FACTORY_FORMAT.magic:
+        return _load_factory(data)
+    if magic == KERNEL_LIBRARY_FORMAT.magic:
+        return KernelLibrary.load(data)
+    if magic == EXECUTABLE_FORMAT.magic:
+        return Executable.load_exec(data)
+    kinds = ", ".join(
+        f.name for f in (GRAPH_FACTORY_FORMAT, KERNEL_LIBRARY_FORMAT, EXECUTABLE_FORMAT)
+    )
+    raise ValueError(
+        f"{os.fspath(path)!r} is not a file relayvm's export_library or save wrote "
+        f"(it starts with {magic!r}); load_module reads a {kinds}"
+    )
+
+
+def _load_factory(data: bytes) -> GraphExecutorFactoryModule:
+    from serialization import FormatError, load_param_dict
+    from serialization.formats import GRAPH_FACTORY_FORMAT
+    from serialization.framing import read_document
+    from vm.executable import Executable
+
+    document = read_document(GRAPH_FACTORY_FORMAT, data)
+    sections = document.sections
+    module = sections["module"]
+    if not (
+        type(module) is dict
+        and set(module) == {"mod_name", "target", "relay_text"}
+        and isinstance(module["mod_name"], str)
+        and isinstance(module["target"], str)
+        and isinstance(module["relay_text"], (str, type(None)))
+    ):
+        raise FormatError(
+            "expected a map of mod_name (str), target (str) and relay_text (str or nil)",
+            "module",
+        )
+    for name, kind in (("graph", str), ("executable", bytes), ("params", bytes)):
+        if type(sections[name]) is not kind:
+            raise FormatError(
+                f"expected {kind.__name__}, found {type(sections[name]).__name__}", name
+            )
+    try:
+        params = load_param_dict(sections["params"])
+    except FormatError as err:
+        raise FormatError(f"the parameter dictionary does not decode: {err}", "params") from None
+    return GraphExecutorFactoryModule(
+        sections["graph"],
+        Executable.load_exec(sections["executable"]),
+        params,
+        mod_name=module["mod_name"],
+        target=module["target"],
+        ir_mod=module["relay_text"],
+    )
+
 
 def load_model_library(source: str | bytes | Any) -> GraphExecutorFactoryModule:
     """The graph executor factory of a Model Library Format archive.
@@ -446,7 +589,20 @@ class GraphExecutorModule:
             np.ndarray(shape, dtype, buffers[sid], 0)
             for shape, dtype, sid in zip(graph.shapes, graph.dtypes, graph.storage_ids)
         ]
+        self._kernels = kernels
         self.calls: list[tuple[Callable[..., Any], tuple[np.ndarray, ...], Node]] = []
+        self._link()
+        self.input_names = [graph.nodes[i].name for i in graph.arg_nodes]
+        self.input_entries = {
+            graph.nodes[i].name: graph.nodes[i].first_entry for i in graph.arg_nodes
+        }
+        self.param_names: set[str] = set()
+        self.load_param_values(params)
+
+    def _link(self) -> None:
+        """Point reshape views and kernel calls at the current entry arrays."""
+        graph = self.graph
+        calls = []
         for node in graph.nodes:
             if node.op == "null":
                 continue
@@ -456,13 +612,47 @@ class GraphExecutorModule:
                 self.entries[dst] = self.entries[src].reshape(graph.shapes[dst])
                 continue
             args = tuple(self.entries[e] for e in (*node.inputs, *outputs))
-            self.calls.append((kernels[node.func_name].entry, args, node))
-        self.input_names = [graph.nodes[i].name for i in graph.arg_nodes]
-        self.input_entries = {
-            graph.nodes[i].name: graph.nodes[i].first_entry for i in graph.arg_nodes
-        }
-        self.param_names: set[str] = set()
-        self.load_param_values(params)
+            calls.append((self._kernels[node.func_name].entry, args, node))
+        self.calls = calls
+
+    def share_param_values(self, other: GraphExecutorModule, names: Sequence[str]) -> None:
+        """Make inputs ``names`` use ``other``'s arrays for them (no copy).
+
+        Raises
+        ------
+        KeyError
+            If a name is not an input of both graphs.
+        ValueError
+            If the two inputs differ in dtype or shape, or this graph's storage of the
+            input is shared with another value (writing it would change ``other``'s).
+        """
+        graph = self.graph
+        views = {dst for n in graph.nodes if n.func_name == NOP for dst in [n.first_entry]}
+        shared: dict[int, np.ndarray] = {}
+        for name in names:
+            entry = self.input_entries.get(name)
+            source = other.input_entries.get(name)
+            if entry is None or source is None:
+                graph_name = "this graph" if entry is None else "the other graph"
+                raise KeyError(f"cannot share parameter {name!r}: {graph_name} has no such input")
+            mine, theirs = self.entries[entry], other.entries[source]
+            if mine.shape != theirs.shape or mine.dtype != theirs.dtype:
+                raise ValueError(
+                    f"cannot share parameter {name!r}: it is {_entry_text(graph, entry)} here "
+                    f"but {theirs.dtype}{describe_shape(theirs.shape)} in the other graph"
+                )
+            sid = graph.storage_ids[entry]
+            for other_entry, other_sid in enumerate(graph.storage_ids):
+                if other_sid == sid and other_entry != entry and other_entry not in views:
+                    raise ValueError(
+                        f"cannot share parameter {name!r}: its storage {sid} also holds "
+                        f"entry {other_entry}, which the graph writes"
+                    )
+            shared[entry] = theirs
+        for entry, array in shared.items():
+            self.entries[entry] = array
+        self._link()
+        self.param_names.update(names)
 
     def load_param_values(self, params: Mapping[str, np.ndarray]) -> None:
         """Copy parameter values into their input nodes (names must exist)."""
@@ -504,6 +694,20 @@ class GraphExecutorModule:
                 ) from err
             shapes = ", ".join(type_text(a.dtype, a.shape) for a in args)
             recorder.record(node.func_name, shapes, elapsed)
+
+    def run_until(self, node_index: int) -> None:
+        """Run the kernel calls of the nodes up to and including ``node_index``, in order."""
+        position = {id(node): i for i, node in enumerate(self.graph.nodes)}
+        for entry, args, node in self.calls:
+            if position[id(node)] > node_index:
+                break
+            try:
+                entry(*args)
+            except Exception as err:
+                raise VMError(
+                    f"graph node {node.name!r} (kernel {node.func_name}) failed: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
 
 
 def _as_input(value: Any, dtype: np.dtype, name: str) -> np.ndarray:
@@ -578,11 +782,83 @@ class GraphModule:
         return len(self._graph.heads)
 
     def get_input_index(self, name: str) -> int:
-        """The index of input ``name`` among all inputs (parameters included), as in TVM."""
-        try:
-            return self.module.input_names.index(name)
-        except ValueError:
-            raise KeyError(f"the graph has no input named {name!r}") from None
+        """The index of input ``name`` among all inputs (parameters included), or -1 if
+        the graph has no such input (as TVM)."""
+        names = self.module.input_names
+        return names.index(name) if name in names else -1
+
+    def get_device(self) -> Any:
+        """The device the module runs on (``vm.cpu()`` when none was given)."""
+        from vm.device import Device, cpu
+
+        device = self.module.device
+        if isinstance(device, (list, tuple)):
+            device = device[0] if device else None
+        return device if isinstance(device, Device) else cpu()
+
+    def __getitem__(self, key: str) -> Callable[..., Any]:
+        """TVM's packed-function lookup: ``module["run"]()``, ``module["get_output"](0)``...
+
+        Raises
+        ------
+        KeyError
+            If ``key`` is not one of the module's functions (the message lists them).
+        """
+        if not isinstance(key, str) or key not in _PACKED_FUNCTIONS:
+            raise KeyError(
+                f"the graph module has no function {key!r}; it has {', '.join(_PACKED_FUNCTIONS)}"
+            )
+        return getattr(self, key)
+
+    def share_params(self, other: GraphModule, params_bytes: bytes | bytearray) -> None:
+        """Use ``other``'s parameter arrays for the parameters named in ``params_bytes``.
+
+        As TVM's ``share_params``: the names in the ``save_param_dict`` blob choose which
+        parameters are shared (their values are not used); afterwards both modules read
+        the same memory, so the weights are held once. Loading new values into either
+        changes both.
+
+        Raises
+        ------
+        TypeError
+            If ``other`` is not a GraphModule.
+        KeyError, ValueError
+            If a named parameter is not an input of both graphs with the same dtype and
+            shape, or its storage here is shared with another value.
+        """
+        from serialization import load_param_dict
+
+        if not isinstance(other, GraphModule):
+            raise TypeError(f"share_params needs another GraphModule, got {describe_value(other)}")
+        names = list(load_param_dict(bytes(params_bytes)))
+        self.module.share_param_values(other.module, names)
+
+    def debug_get_output(self, node: int | str, out: np.ndarray | None = None) -> np.ndarray:
+        """Run the graph up to ``node`` (an index or a name) and return its first output.
+
+        Only the kernels of the nodes before and including ``node`` run, with the inputs
+        set so far; the result is copied into ``out`` if given.
+
+        Raises
+        ------
+        KeyError
+            If there is no such node (the message names it).
+        ValueError
+            If ``out`` does not match the output's dtype and shape.
+        """
+        nodes = self._graph.nodes
+        if isinstance(node, str):
+            matches = [i for i, n in enumerate(nodes) if n.name == node]
+            if not matches:
+                raise KeyError(f"the graph has no node named {node!r}")
+            index = matches[0]
+        elif isinstance(node, int) and not isinstance(node, bool) and 0 <= node < len(nodes):
+            index = node
+        else:
+            raise KeyError(f"node {node!r} is neither a node name nor an index below {len(nodes)}")
+        self.module.run_until(index)
+        entry = nodes[index].first_entry
+        return _copy_out(self.module.entries[entry], out, f"node {nodes[index].name!r}")
 
     def get_input(self, key: str | int, out: np.ndarray | None = None) -> np.ndarray:
         """A copy of input ``key`` (a name or an index), or copied into ``out``."""
@@ -616,11 +892,17 @@ class GraphModule:
         entries = [self.module.entries[e] for e in self._graph.heads]
         return [e.shape for e in entries], [e.dtype.name for e in entries]
 
-    def load_params(self, params_bytes: bytes) -> None:
-        """Set parameters from a ``serialization.save_param_dict`` blob."""
+    def load_params(self, params_bytes: bytes | bytearray) -> None:
+        """Set parameters from a ``serialization.save_param_dict`` blob.
+
+        Names the graph has no input for are ignored, as TVM does (a blob saved for a
+        larger model loads into a part of it).
+        """
         from serialization import load_param_dict
 
-        self.module.load_param_values(load_param_dict(params_bytes))
+        inputs = self.module.input_entries
+        params = load_param_dict(bytes(params_bytes))
+        self.module.load_param_values({k: v for k, v in params.items() if k in inputs})
 
     def benchmark(
         self,
@@ -700,6 +982,24 @@ class GraphModule:
         if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(names):
             return names[key]
         raise KeyError(f"input {key!r} is neither an input name nor an index below {len(names)}")
+
+
+#: What ``GraphModule[name]`` returns: TVM's graph executor functions.
+_PACKED_FUNCTIONS = (
+    "set_input",
+    "run",
+    "get_output",
+    "get_input",
+    "get_num_outputs",
+    "get_num_inputs",
+    "get_input_index",
+    "get_input_info",
+    "get_output_info",
+    "load_params",
+    "share_params",
+    "debug_get_output",
+    "get_device",
+)
 
 
 def _copy_out(array: np.ndarray, out: np.ndarray | None, what: str) -> np.ndarray:

@@ -155,7 +155,7 @@ def test_non_exhaustive_match_traps_and_the_vm_stays_usable() -> None:
     with pytest.raises(vm.VMError):
         relay.create_executor("debug", mod).evaluate()(I(1))
     exe = relay.vm.compile(mod)
-    for executable in (exe, vm.Executable.load_exec(exe.save())):
+    for executable in (exe, vm.Executable.load_exec(exe.save()[0])):
         machine = vm.VirtualMachine(executable)
         with pytest.raises(vm.VMError):
             machine.invoke("main", I(1))

@@ -113,7 +113,7 @@ def test_returned_closure_can_be_called_through_the_vm_after_save_and_load() -> 
       fn (%y: int32) -> int32 { %x - %y }
     }""")
     exe = relay.vm.compile(mod)
-    for executable in (exe, vm.Executable.load_exec(exe.save())):
+    for executable in (exe, vm.Executable.load_exec(exe.save()[0])):
         machine = vm.VirtualMachine(executable)
         closure = machine.invoke("main", I(10))
         assert isinstance(closure, vm.Closure)

@@ -39,8 +39,8 @@ def assert_close(actual: Any, expected: Any, what: str, tol: float = 1e-5) -> No
 
 def machines(exe: vm.Executable) -> list[vm.VirtualMachine]:
     """A machine on ``exe`` and one on the executable saved and loaded back."""
-    reloaded = vm.Executable.load_exec(exe.save())
-    assert reloaded.save() == exe.save()
+    reloaded = vm.Executable.load_exec(exe.save()[0])
+    assert reloaded.save()[0] == exe.save()[0]
     return [vm.VirtualMachine(exe), vm.VirtualMachine(reloaded)]
 
 

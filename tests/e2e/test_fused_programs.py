@@ -114,7 +114,7 @@ def test_an_mlp_fuses_dense_bias_and_relu_per_layer() -> None:
     bound = relay.vm.compile(mod, params=params)
     assert bound.primitive_ops == exe.primitive_ops
     reference = relay.create_executor("debug", mod).evaluate()(x, *params.values())
-    for executable in (bound, vm.Executable.load_exec(bound.save())):
+    for executable in (bound, vm.Executable.load_exec(bound.save()[0])):
         assert_close(vm.VirtualMachine(executable).invoke("main", x), reference, "bound MLP")
 
 
@@ -138,7 +138,7 @@ def test_batch_norm_and_dropout_fold_into_the_dense_epilogue_with_params() -> No
     assert exe.get_function_params("main") == ["x"]
     data = f32(4, 8)
     reference = relay.create_executor("debug", mod).evaluate()(data, *params.values())
-    reloaded = vm.Executable.load_exec(exe.save())
+    reloaded = vm.Executable.load_exec(exe.save()[0])
     for executable in (exe, reloaded):
         got = vm.VirtualMachine(executable).invoke("main", data)
         assert_close(got, reference, "folded batch_norm network", tol=1e-4)

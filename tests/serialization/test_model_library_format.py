@@ -67,14 +67,14 @@ GRAPH = {
 
 
 class FakeLib:
-    """What an executable offers export: its bytes and its constants."""
+    """What an executable offers export: TVM's ``(code, lib)`` pair and its constants."""
 
     def __init__(self, payload: bytes = b"RVM\x00executable bytes") -> None:
         self.payload = payload
         self.constant_values = (np.zeros(5, "float32"), np.ones((2, 2), "int64"))
 
-    def save(self) -> bytes:
-        return self.payload
+    def save(self) -> tuple[bytearray, None]:
+        return bytearray(self.payload), None
 
 
 class FakeFactory:

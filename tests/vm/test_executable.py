@@ -163,11 +163,11 @@ def test_the_executable_is_immutable():
 
 def test_the_builder_output_is_shared_safely_across_threads():
     exe = control_flow_executable()
-    expected = exe.save()
+    expected = exe.save()[0]
     results = []
 
     def worker():
-        results.append(exe.save() == expected and exe.bytecode == exe.bytecode)
+        results.append(exe.save()[0] == expected and exe.bytecode == exe.bytecode)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
@@ -226,21 +226,21 @@ def test_constructors_accept_an_empty_default():
 def test_save_with_a_path_writes_the_same_bytes(tmp_path):
     exe = control_flow_executable()
     path = tmp_path / "model.relayvm"
-    data = exe.save(path)
-    assert path.read_bytes() == data == exe.save()
+    data, _ = exe.save(path)
+    assert path.read_bytes() == data == exe.save()[0]
 
 
 @pytest.mark.parametrize("convert", [bytes, bytearray, memoryview])
 def test_load_exec_accepts_bytes_like_values(convert):
-    data = tiny_executable().save()
-    assert Executable.load_exec(convert(data)).save() == data
+    data = tiny_executable().save()[0]
+    assert Executable.load_exec(convert(data)).save()[0] == data
 
 
 def test_load_exec_accepts_str_and_pathlike_paths(tmp_path):
     path = tmp_path / "model.relayvm"
-    data = control_flow_executable().save(path)
-    assert Executable.load_exec(path).save() == data
-    assert Executable.load_exec(str(path)).save() == data
+    data, _ = control_flow_executable().save(path)
+    assert Executable.load_exec(path).save()[0] == data
+    assert Executable.load_exec(str(path)).save()[0] == data
 
 
 @pytest.mark.parametrize("value", [None, 42, ["bytes"], 3.5])
@@ -262,7 +262,7 @@ def test_load_exec_verifies(tmp_path):
     bad_main = VMFunction("main", ("x",), (F32x2,), F32x2, 1, (Instruction(Opcode.Ret, (5,)),))
     broken = Executable(exe.functions[:-1] + (bad_main,), exe.constant_values, (), exe.constructors)
     with pytest.raises(InvalidExecutableError, match=r"function 'main', instruction 0 \(Ret\)"):
-        Executable.load_exec(broken.save())
+        Executable.load_exec(broken.save()[0])
 
 
 def test_saving_constants_beyond_the_byte_cap_names_the_cap(monkeypatch):
@@ -284,3 +284,72 @@ def test_saving_an_int_beyond_64_bits_names_the_section():
     bad = VMFunction("main", (), (), ("any",), 1, (Instruction(Opcode.LoadConsti, (1 << 70, 0)),))
     with pytest.raises(ValueError, match="code section"):
         Executable((bad,), (), ()).save()
+
+
+# ---- TVM's (code, lib) pair ------------------------------------------------------------------
+
+
+def test_save_returns_tvms_pair_of_code_bytearray_and_library():
+    exe = kernel_executable()
+    code, lib = exe.save()
+    assert type(code) is bytearray
+    assert lib == exe.lib
+    assert lib.primitive_ops == exe.primitive_ops
+    assert Executable.load_exec(code, lib).save()[0] == code
+
+
+def test_library_export_and_load_module_give_back_an_equal_library(tmp_path):
+    from vm.executable import KernelLibrary
+    from vm.graph_executor import load_module
+
+    code, lib = kernel_executable().save()
+    lib.export_library(tmp_path / "lib.rvl")
+    loaded = load_module(tmp_path / "lib.rvl")
+    assert isinstance(loaded, KernelLibrary)
+    assert loaded == lib
+    assert Executable.load_exec(bytes(code), loaded).primitive_ops == lib.primitive_ops
+
+
+def test_load_module_of_an_executable_file_loads_the_executable(tmp_path):
+    from vm.graph_executor import load_module
+
+    exe = kernel_executable()
+    exe.save(tmp_path / "model.relayvm")
+    assert load_module(tmp_path / "model.relayvm").save() == exe.save()
+
+
+def test_load_exec_of_a_library_saved_with_other_code_is_invalid():
+    code, _ = kernel_executable().save()
+    _, other_lib = control_flow_executable().save()
+    with pytest.raises(InvalidExecutableError, match="library was not saved with this code"):
+        Executable.load_exec(code, other_lib)
+
+
+def test_load_exec_of_the_pair_as_one_argument_says_to_pass_two():
+    with pytest.raises(TypeError, match=r"two arguments: code, lib = exe.save\(\)"):
+        Executable.load_exec(kernel_executable().save())
+
+
+def test_load_exec_rejects_a_library_of_another_type_naming_it():
+    code, _ = kernel_executable().save()
+    with pytest.raises(TypeError, match="lib must be the library saved with the code.*got str"):
+        Executable.load_exec(code, "lib.so")
+
+
+@pytest.mark.parametrize("data", [b"\x89RVL\r\n\x1a\n", b"\x89RVL\r\n\x1a\n\x01\x00\x00\x00junk"])
+def test_a_malformed_library_file_is_a_malformed_executable_error(tmp_path, data):
+    from vm.graph_executor import load_module
+
+    path = tmp_path / "lib.rvl"
+    path.write_bytes(data)
+    with pytest.raises(MalformedExecutableError, match="malformed kernel library"):
+        load_module(path)
+
+
+def test_load_module_of_a_file_of_no_known_kind_names_the_kinds(tmp_path):
+    from vm.graph_executor import load_module
+
+    path = tmp_path / "lib.so"
+    path.write_bytes(b"\x7fELF")
+    with pytest.raises(ValueError, match="not a file relayvm's export_library or save wrote"):
+        load_module(path)

@@ -44,16 +44,16 @@ def assert_same_sections(a: Executable, b: Executable) -> None:
 )
 def test_save_then_load_gives_equal_sections(make):
     exe = make()
-    data = exe.save()
+    data = exe.save()[0]
     loaded = Executable.load_exec(data)
     assert_same_sections(exe, loaded)
-    assert loaded.save() == data
+    assert loaded.save()[0] == data
     assert loaded.bytecode == exe.bytecode
     assert loaded.stats == exe.stats
 
 
 def test_loaded_instructions_use_opcode_enums_and_tuples():
-    loaded = Executable.load_exec(control_flow_executable().save())
+    loaded = Executable.load_exec(control_flow_executable().save()[0])
     for function in loaded.functions:
         for ins in function.instructions:
             assert isinstance(ins.opcode, Opcode)
@@ -74,13 +74,13 @@ def test_constants_of_every_dtype_and_shape_round_trip():
     f.emit(Opcode.Ret, last)
     b.add_function(f)
     exe = b.build()
-    loaded = Executable.load_exec(exe.save())
+    loaded = Executable.load_exec(exe.save()[0])
     assert_same_sections(exe, loaded)
     assert all(not c.flags.writeable for c in loaded.constant_values)
 
 
 def test_the_file_holds_the_documented_sections():
-    document = read_document(EXECUTABLE_FORMAT, control_flow_executable().save())
+    document = read_document(EXECUTABLE_FORMAT, control_flow_executable().save()[0])
     assert list(document.sections) == ["global", "constant", "primitive", "kernel", "code"]
     assert document.sections["global"]["functions"] == [
         "identity", "pick", "first", "cons", "head", "main",
@@ -103,14 +103,14 @@ def test_the_file_holds_the_documented_sections():
 
 
 def test_register_lists_are_flattened_as_length_then_items():
-    document = read_document(EXECUTABLE_FORMAT, kernel_executable().save())
+    document = read_document(EXECUTABLE_FORMAT, kernel_executable().save()[0])
     code = document.sections["code"][0]["code"]
     invoke_packed = [int(Opcode.InvokePacked), 0, 3, 0, 1, 4, 1]
     assert any(code[i : i + 7] == invoke_packed for i in range(len(code)))
 
 
 def test_saving_twice_gives_identical_bytes():
-    assert control_flow_executable().save() == control_flow_executable().save()
+    assert control_flow_executable().save()[0] == control_flow_executable().save()[0]
 
 
 _BUILD_AND_HASH = """
@@ -121,7 +121,7 @@ from vm.executable import Executable
 a = control_flow_builder().build(verify=False)
 b = kernel_builder().build(verify=False)
 both = Executable(a.functions, a.constant_values, b.primitives, a.constructors)
-print(hashlib.sha256(a.save() + b.save() + both.save()).hexdigest())
+print(hashlib.sha256(a.save()[0] + b.save()[0] + both.save()[0]).hexdigest())
 """
 
 
@@ -136,12 +136,12 @@ def test_bytes_are_identical_across_processes_with_different_hash_seeds():
             cwd=ROOT, env=env, capture_output=True, text=True, check=True,
         )  # fmt: skip
         digests.add(out.stdout.strip())
-    a = control_flow_executable().save()
-    b = kernel_executable().save()
+    a = control_flow_executable().save()[0]
+    b = kernel_executable().save()[0]
     exe_a = control_flow_executable()
     both = Executable(exe_a.functions, exe_a.constant_values, kernel_executable().primitives,
                       exe_a.constructors)  # fmt: skip
-    local = hashlib.sha256(a + b + both.save()).hexdigest()
+    local = hashlib.sha256(a + b + both.save()[0]).hexdigest()
     assert digests == {local}
 
 
@@ -199,7 +199,7 @@ def programs(draw):
 @settings(max_examples=60, deadline=None)
 @given(programs())
 def test_random_valid_programs_round_trip_byte_for_byte(exe):
-    data = exe.save()
+    data = exe.save()[0]
     loaded = Executable.load_exec(data)
     assert_same_sections(exe, loaded)
-    assert loaded.save() == data
+    assert loaded.save()[0] == data

@@ -275,3 +275,142 @@ def test_graph_json_that_does_not_parse_is_a_value_error():
 def test_lib_must_be_an_executable():
     with pytest.raises(TypeError, match=r"lib must be a vm\.Executable"):
         GraphExecutorFactoryModule(json.dumps(graph()), object(), {})
+
+
+# ---- TVM's GraphModule API: returns -------------------------------------------------------
+
+
+def test_get_input_index_is_minus_one_for_an_unknown_name():
+    m = module()
+    assert m.get_input_index("y") == 1
+    assert m.get_input_index("nope") == -1
+
+
+def test_getitem_gives_tvms_packed_functions():
+    m = module()
+    m["set_input"]("x", X)
+    m["set_input"]("y", Y)
+    m["run"]()
+    np.testing.assert_array_equal(m["get_output"](0), 2 * (X + Y) + Y)
+    assert m["get_num_outputs"]() == 2
+
+
+def test_get_device_is_the_cpu():
+    assert module().get_device() == vm.cpu()
+    f = factory()
+    assert GraphModule(f["default"]()).get_device() == vm.cpu(0)
+
+
+def test_load_params_ignores_names_the_graph_lacks():
+    m = module()
+    m.load_params(serialization.save_param_dict({"y": Y, "not_in_graph": X}))
+    np.testing.assert_array_equal(m.get_input("y"), Y)
+
+
+def test_debug_get_output_runs_only_up_to_the_node():
+    m = module()
+    m.set_input(x=X, y=Y)
+    out = np.empty(4, "float32")
+    assert m.debug_get_output("s", out) is out
+    np.testing.assert_array_equal(out, X + Y)
+    # Node "u" (index 5) has not run: its buffer (storage 2, shared with "s") holds x + y.
+    np.testing.assert_array_equal(m.module.entries[m.module.graph.nodes[5].first_entry], X + Y)
+    np.testing.assert_array_equal(m.debug_get_output(3), 2 * (X + Y))
+    np.testing.assert_array_equal(m.debug_get_output("x"), X)
+
+
+def test_share_params_makes_two_modules_read_one_weight_array():
+    f = factory(params={"y": Y})
+    first = GraphModule(f["default"](vm.cpu()))
+    second = GraphModule(f["default"](vm.cpu()))
+    second.share_params(first, serialization.save_param_dict({"y": np.zeros(4, "float32")}))
+    first_y = first.module.entries[first.module.input_entries["y"]]
+    assert second.module.entries[second.module.input_entries["y"]] is first_y
+    first.set_input("y", 2 * Y)  # loading new weights into one changes both
+    second.run(x=X)
+    np.testing.assert_array_equal(second.get_output(0), 2 * (X + 2 * Y) + 2 * Y)
+    assert second.get_num_inputs() == 1
+
+
+def test_export_library_and_load_module_give_back_a_working_factory(tmp_path):
+    from vm.graph_executor import load_module
+
+    f = factory(params={"y": Y})
+    f.export_library(tmp_path / "deploy.rvg")
+    loaded = load_module(str(tmp_path / "deploy.rvg"))
+    assert isinstance(loaded, GraphExecutorFactoryModule)
+    assert loaded.get_graph_json() == f.get_graph_json()
+    assert loaded.lib.save() == f.lib.save()
+    m = GraphModule(loaded["default"](vm.cpu()))
+    m.run(x=X)
+    np.testing.assert_array_equal(m.get_output(0), 2 * (X + Y) + Y)
+
+
+# ---- TVM's GraphModule API: invalid -------------------------------------------------------
+
+
+def test_getitem_of_an_unknown_function_lists_them():
+    with pytest.raises(KeyError, match="no function 'time_evaluator'; it has set_input, run"):
+        module()["time_evaluator"]
+
+
+def test_debug_get_output_of_an_unknown_node_names_it():
+    with pytest.raises(KeyError, match="no node named 'zz'"):
+        module().debug_get_output("zz")
+    with pytest.raises(KeyError, match="index below 6"):
+        module().debug_get_output(6)
+
+
+def test_share_params_refuses_a_mismatched_or_unknown_parameter():
+    first = module()
+    other = module(graph(n=6, shapes=[[6], [6], [6], [6], [2, 3], [6]]))
+    with pytest.raises(ValueError, match="cannot share parameter 'y': it is float32"):
+        first.share_params(other, serialization.save_param_dict({"y": Y}))
+    with pytest.raises(KeyError, match="cannot share parameter 'w'"):
+        first.share_params(module(), serialization.save_param_dict({"w": Y}))
+    with pytest.raises(TypeError, match="another GraphModule"):
+        first.share_params(object(), b"")
+
+
+def test_share_params_refuses_a_parameter_whose_storage_the_graph_writes():
+    # y shares storage 1 with "t", which the graph writes.
+    m = module(graph(storage=[0, 1, 2, 1, 1, 2]))
+    with pytest.raises(ValueError, match="storage 1 also holds entry 3"):
+        m.share_params(module(), serialization.save_param_dict({"y": Y}))
+
+
+def test_export_library_refuses_compiler_options(tmp_path):
+    with pytest.raises(TypeError, match="takes no compiler options"):
+        factory().export_library(tmp_path / "lib.so", cc="g++")
+
+
+# ---- TVM's GraphModule API: malformed -----------------------------------------------------
+
+
+def test_a_truncated_factory_file_is_a_format_error_naming_the_problem(tmp_path):
+    from vm.graph_executor import load_module
+
+    path = tmp_path / "deploy.rvg"
+    factory().export_library(path)
+    path.write_bytes(path.read_bytes()[:-7])
+    with pytest.raises(serialization.FormatError):
+        load_module(path)
+
+
+def test_a_factory_file_with_a_tampered_executable_fails_verification(tmp_path):
+    from serialization.formats import GRAPH_FACTORY_FORMAT
+    from serialization.framing import read_document, write_document
+    from vm.graph_executor import load_module
+
+    path = tmp_path / "deploy.rvg"
+    factory().export_library(path)
+    document = read_document(GRAPH_FACTORY_FORMAT, path.read_bytes())
+    sections = dict(document.sections)
+    sections["executable"] = sections["executable"][:-3]
+    path.write_bytes(
+        write_document(
+            GRAPH_FACTORY_FORMAT, [(n, sections[n]) for n in GRAPH_FACTORY_FORMAT.sections]
+        )
+    )
+    with pytest.raises(vm.ExecutableLoadError):
+        load_module(path)

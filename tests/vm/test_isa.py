@@ -17,7 +17,7 @@ from vm.verify import verify
 
 EXE = every_opcode_executable()
 BY_OPCODE = {ins.opcode: (pc, ins) for pc, ins in enumerate(EXE.functions[0].instructions)}
-ROUND_TRIPPED = Executable.load_exec(EXE.save())
+ROUND_TRIPPED = Executable.load_exec(EXE.save()[0])
 
 # An operand value of each kind that the builder accepts.
 SAMPLE_OPERAND = {

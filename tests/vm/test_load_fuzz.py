@@ -23,11 +23,11 @@ from vm.errors import ExecutableLoadError, MalformedExecutableError
 from vm.executable import Executable
 from vm.verify import verify
 
-TINY = tiny_executable().save()
+TINY = tiny_executable().save()[0]
 _MAJOR, _MINOR = EXECUTABLE_FORMAT.version
 OLDER_VERSIONS = {struct.pack("<HH", _MAJOR, minor) for minor in range(_MINOR)}
-CONTROL = control_flow_executable().save()
-KERNEL = kernel_executable().save()
+CONTROL = control_flow_executable().save()[0]
+KERNEL = kernel_executable().save()[0]
 
 
 def load_or_error(data: bytes):
@@ -42,8 +42,8 @@ def load_or_error(data: bytes):
     # saves back to a file that loads to the same thing.
     verify(exe)
     assert exe.bytecode.startswith("VM Function[0]") or not exe.functions
-    resaved = exe.save()
-    assert Executable.load_exec(resaved).save() == resaved
+    resaved = exe.save()[0]
+    assert Executable.load_exec(resaved).save()[0] == resaved
     return exe
 
 

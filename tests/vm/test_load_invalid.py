@@ -16,8 +16,8 @@ from vm.errors import ExecutableLoadError, InvalidExecutableError, MalformedExec
 from vm.executable import Executable
 from vm.isa import Opcode
 
-BASE = control_flow_executable().save()
-KERNEL_BASE = kernel_executable().save()
+BASE = control_flow_executable().save()[0]
+KERNEL_BASE = kernel_executable().save()[0]
 
 
 def edit(mutate, base=BASE):

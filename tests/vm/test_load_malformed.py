@@ -24,8 +24,8 @@ from tests.vm.executable_samples import (
 from vm.errors import ExecutableLoadError, MalformedExecutableError
 from vm.executable import Executable
 
-BASE = control_flow_executable().save()
-KERNEL_BASE = kernel_executable().save()
+BASE = control_flow_executable().save()[0]
+KERNEL_BASE = kernel_executable().save()[0]
 
 
 def edit(mutate, base=BASE):
@@ -318,9 +318,9 @@ def test_malformed_corpus(case):
 
 def test_corpus_mutators_start_from_a_loadable_file():
     # Guards against a corpus that fails for the wrong reason: the unmutated round trip loads.
-    assert Executable.load_exec(edit(lambda s: None)).save() == BASE
-    assert Executable.load_exec(edit(lambda s: None, KERNEL_BASE)).save() == KERNEL_BASE
-    assert Executable.load_exec(edit_raw(lambda b: None)).save() == BASE
+    assert Executable.load_exec(edit(lambda s: None)).save()[0] == BASE
+    assert Executable.load_exec(edit(lambda s: None, KERNEL_BASE)).save()[0] == KERNEL_BASE
+    assert Executable.load_exec(edit_raw(lambda b: None)).save()[0] == BASE
 
 
 def test_malformed_messages_carry_no_library_internals():

@@ -82,7 +82,7 @@ def test_stateful_calls_keep_per_machine_state(kernels_exe):
 
 
 def test_the_shared_executable_is_unchanged(kernels_exe):
-    before = kernels_exe.save()
+    before = kernels_exe.save()[0]
 
     def work(i):
         machine = vm.VirtualMachine(kernels_exe)
@@ -92,4 +92,4 @@ def test_the_shared_executable_is_unchanged(kernels_exe):
             machine.invoke("into_const", np.ones((10, 10), np.float32))
 
     run_in_threads(work)
-    assert kernels_exe.save() == before
+    assert kernels_exe.save()[0] == before

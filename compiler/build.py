@@ -16,22 +16,45 @@ from typing import Any
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 
+#: Executors ``relay.build`` makes, and the runtimes it accepts (both TVM runtimes mean
+#: relayvm's Python runtime).
+_EXECUTORS = ("graph",)
+_RUNTIMES = ("cpp", "crt")
+
+
+def _option_name(value: Any, what: str, accepted: tuple[str, ...]) -> str:
+    """The name of an ``executor`` or ``runtime`` argument: a str, or TVM's
+    ``relay.backend.Executor``/``Runtime`` object (anything with a str ``name``)."""
+    name = value if isinstance(value, str) else getattr(value, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str such as {accepted[0]!r}, got {type(value).__name__}")
+    return name
+
 
 def build(
-    mod: IRModule | Function,
-    target: str | None = "cpu",
+    ir_mod: IRModule | Function,
+    target: Any = None,
+    target_host: Any = None,
+    executor: Any = None,
+    runtime: Any = None,
     params: Mapping[str, Any] | None = None,
     mod_name: str = "default",
 ) -> Any:
-    """Compile ``mod`` into a graph executor factory.
+    """Compile ``ir_mod`` into a graph executor factory (TVM's signature and order).
 
     Parameters
     ----------
-    mod : IRModule or Function
+    ir_mod : IRModule or Function
         The program; ``@main`` and what it calls must have no control flow, no ADTs, no
         closures and no recursion, and ``@main``'s parameters static tensor shapes.
-    target : str
-        ``"cpu"`` (or TVM's alias ``"llvm"``).
+    target, target_host : str, dict, Target or None
+        This CPU, however TVM names it (``"llvm"`` with options, ``"c"``, ``"cpu"``, a
+        ``Target``); None means ``"cpu"``. ``str`` of it is recorded as the factory's target.
+    executor : str or None
+        ``"graph"`` (the default; TVM's ``Executor("graph")`` object also works).
+    runtime : str or None
+        ``"cpp"`` or ``"crt"`` (TVM's ``Runtime`` objects also work): both mean relayvm's
+        runtime.
     params : mapping of str to array-like, optional
         Values bound to ``@main``'s parameters of those names before optimizing.
     mod_name : str
@@ -44,34 +67,51 @@ def build(
     Raises
     ------
     ValueError
-        If the program uses control flow or dynamic shapes (naming the construct), or
-        the target is unknown.
+        If the program uses control flow or dynamic shapes (naming the construct), the
+        target is not this CPU, or the executor or runtime is one relayvm lacks.
 
     Examples
     --------
-    >>> factory = relay.build(mod, params={"w": w})              # doctest: +SKIP
-    >>> module = vm.graph_executor.GraphModule(factory["default"](vm.cpu()))  # doctest: +SKIP
+    >>> lib = relay.build(mod, "llvm", params={"w": w})          # doctest: +SKIP
+    >>> module = vm.graph_executor.GraphModule(lib["default"](vm.cpu()))  # doctest: +SKIP
     >>> module.run(x=x); y = module.get_output(0)               # doctest: +SKIP
     """
     from compiler.backend.graph_codegen import graph_from_executable
     from compiler.executor import check_graph_program
     from compiler.relay import vm as relay_vm
+    from compiler.relay.target import as_target
     from vm.graph_executor import GraphExecutorFactoryModule
 
+    mod = ir_mod
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     if not isinstance(mod, IRModule):
         raise TypeError(f"relay.build expects an IRModule or a Function, got {type(mod).__name__}")
     if not isinstance(mod_name, str) or not mod_name:
         raise ValueError(f"mod_name must be a non-empty str, got {mod_name!r}")
+    if executor is not None:
+        name = _option_name(executor, "executor", _EXECUTORS)
+        if name not in _EXECUTORS:
+            raise ValueError(
+                f"relay.build makes graph executor factories only, not executor {name!r}; "
+                "use executor='graph', or relay.vm.compile for the virtual machine"
+            )
+    if runtime is not None:
+        name = _option_name(runtime, "runtime", _RUNTIMES)
+        if name not in _RUNTIMES:
+            raise ValueError(
+                f"unknown runtime {name!r}; relay.build accepts {', '.join(map(repr, _RUNTIMES))}"
+                ", which both mean relayvm's runtime"
+            )
+    checked = as_target(target, target_host)
     check_graph_program(mod)
-    exe = relay_vm.compile(mod, target=target, params=params)
+    exe = relay_vm.compile(mod, target=checked, params=params)
     graph_json, graph_params = graph_from_executable(exe)
     return GraphExecutorFactoryModule(
         graph_json,
         exe,
         graph_params,
         mod_name=mod_name,
-        target="cpu" if target is None else str(target),
+        target=str(checked),
         ir_mod=mod,
     )

@@ -62,8 +62,6 @@ __all__ = [
     "create_executor",
 ]
 
-_TARGETS = ("cpu", "llvm")
-
 
 # --- type names and value descriptions for messages -------------------------------------------
 
@@ -396,13 +394,13 @@ class Executor(abc.ABC):
         The module (``main`` already has ``params`` bound when they were given).
     device : object
         The device the VM runs on (``None`` means the CPU).
-    target : str
-        The compilation target (``"cpu"``; ``"llvm"`` is accepted as an alias).
+    target : str, dict or Target
+        The compilation target (any spelling of this CPU, see :mod:`compiler.relay.target`).
     """
 
     kind = ""
 
-    def __init__(self, mod: IRModule, device: object = None, target: str = "cpu") -> None:
+    def __init__(self, mod: IRModule, device: object = None, target: Any = "cpu") -> None:
         self.mod = mod
         self.device = device
         self.target = target
@@ -737,7 +735,7 @@ def create_executor(
     kind: str = "debug",
     mod: IRModule | None = None,
     device: object = None,
-    target: str = "cpu",
+    target: Any = "cpu",
     params: Mapping[str, object] | None = None,
 ) -> Executor:
     """An executor that evaluates Relay programs.
@@ -746,14 +744,16 @@ def create_executor(
     ----------
     kind : {"debug", "vm", "graph"}
         ``debug`` runs the reference interpreter, ``vm`` the bytecode VM, ``graph`` the graph
-        executor (``relay.build``) for programs without control flow.
+        executor (``relay.build``) for programs without control flow. TVM's ``"aot"`` is not
+        available yet and raises ``ValueError`` naming the kinds to use instead.
     mod : IRModule, optional
         The module whose functions the programs may call (an empty module if omitted). It is
         not modified.
     device : optional
         The device to run on (``vm.cpu()``; ``None`` means the CPU).
-    target : str
-        ``"cpu"`` (``"llvm"`` is accepted as an alias).
+    target : str, dict or Target
+        This CPU, however TVM names it (``"cpu"``, ``"llvm"`` with options, ``"c"``, a
+        ``Target``); see :mod:`compiler.relay.target`.
     params : dict of str to array, optional
         Values bound to ``main``'s parameters of those names (they become constants and are
         removed from ``main``'s parameters).
@@ -763,12 +763,18 @@ def create_executor(
     Executor
         Call ``.evaluate()`` for a callable of ``main`` or ``.evaluate(expr)`` for a value.
     """
+    from compiler.relay.target import as_target
+
+    if kind == "aot":
+        raise ValueError(
+            "create_executor('aot') is not available yet: use 'graph' for the same "
+            "control-flow-free programs compiled ahead of time into a kernel graph, or 'vm'"
+        )
     if kind not in _KINDS:
         raise ValueError(
             f"unknown executor kind {kind!r}; expected one of {', '.join(map(repr, _KINDS))}"
         )
-    if not isinstance(target, str) or target not in _TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected 'cpu' (or its alias 'llvm')")
+    as_target(target)
     if mod is None:
         mod = IRModule()
     elif not isinstance(mod, IRModule):

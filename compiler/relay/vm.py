@@ -2,7 +2,8 @@
 
 Compiler layer (``compiler.relay``).
 
-``relay.vm.compile(mod, target="cpu", params=None)`` optimizes and lowers the module under
+``relay.vm.compile(mod, target=None, target_host=None, params=None)`` (TVM's signature)
+optimizes and lowers the module under
 the current :class:`~compiler.transform.PassContext` (``opt_level`` 2 unless a ``with
 relay.transform.PassContext(...)`` block says otherwise), then generates bytecode:
 
@@ -45,15 +46,12 @@ from typing import Any
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 
-#: Target names accepted by :func:`compile`; ``"llvm"`` is TVM's name for the CPU.
-TARGETS = ("cpu", "llvm")
 
+def _check_target(target: object, target_host: object = None) -> None:
+    """Raise unless ``target`` and ``target_host`` name this CPU (see compiler.relay.target)."""
+    from compiler.relay.target import as_target
 
-def _check_target(target: object) -> None:
-    if target is None or target in TARGETS:
-        return
-    accepted = ", ".join(repr(t) for t in TARGETS)
-    raise ValueError(f"unknown target {target!r}; relay.vm.compile accepts {accepted}")
+    as_target(target, target_host)
 
 
 def _as_module(mod: object) -> IRModule:
@@ -135,7 +133,8 @@ def _lowering() -> list[Any]:
 
 def optimize(
     mod: IRModule | Function,
-    target: str | None = "cpu",
+    target: Any = None,
+    target_host: Any = None,
     params: Mapping[str, Any] | None = None,
 ) -> tuple[IRModule, dict[str, Any]]:
     """Lower ``mod`` to the form the code generator takes (TVM's ``VMCompiler.optimize``):
@@ -145,8 +144,8 @@ def optimize(
     ----------
     mod : IRModule or Function
         The program (a function becomes the ``main`` of a new module); not modified.
-    target : str
-        ``"cpu"`` (or its alias ``"llvm"``).
+    target, target_host : str, dict, Target or None
+        Any CPU target (see :mod:`compiler.relay.target`); None means this CPU.
     params : dict of str to array, optional
         Values for ``@main``'s parameters of those names, bound as constants.
 
@@ -157,7 +156,7 @@ def optimize(
     """
     from compiler.transform import DeadCodeElimination, PassContext
 
-    _check_target(target)
+    _check_target(target, target_host)
     lowered = _bind_params(_as_module(mod), params)
     lowered = _optimizations()(lowered)
     dead_code = DeadCodeElimination()
@@ -172,7 +171,8 @@ def optimize(
 
 def compile(
     mod: IRModule | Function,
-    target: str | None = "cpu",
+    target: Any = None,
+    target_host: Any = None,
     params: Mapping[str, Any] | None = None,
 ) -> Any:
     """Compile a Relay module to a VM executable.
@@ -185,8 +185,10 @@ def compile(
     ----------
     mod : IRModule or Function
         The program; every global function is compiled, used or not.
-    target : str
-        ``"cpu"``; ``"llvm"`` is accepted as an alias. Anything else raises ``ValueError``.
+    target, target_host : str, dict, Target or None
+        This CPU, however TVM names it: ``"llvm"`` (options such as ``-mcpu`` and
+        ``-mattr`` are accepted and recorded), ``"c"``, ``"cpu"``, a
+        ``tvm.target.Target``, or None. A GPU target raises ``ValueError``.
     params : dict of str to array, optional
         Values bound to ``@main``'s parameters of the same names as constants before
         optimizing; those parameters disappear from ``main``'s signature.
@@ -200,7 +202,7 @@ def compile(
     Raises
     ------
     ValueError
-        For an unknown target.
+        For an unknown or GPU target (naming it).
     TypeError
         If the program is ill-typed (the message names the expression and the types).
     compiler.backend.codegen.CodegenError
@@ -208,8 +210,17 @@ def compile(
     """
     from compiler.backend.codegen import compile_module
 
-    lowered, _ = optimize(mod, target, params)
+    lowered, _ = optimize(mod, target, target_host, params)
     return compile_module(lowered)
+
+
+def __getattr__(name: str) -> Any:
+    # TVM's relay.vm also names the runtime classes; they are vm's own, loaded on use.
+    if name in ("Executable", "VirtualMachine"):
+        import vm
+
+        return getattr(vm, name)
+    raise AttributeError(f"module 'relay.vm' has no attribute {name!r}")
 
 
 class VMCompiler:
@@ -233,17 +244,18 @@ class VMCompiler:
     def optimize(
         self,
         mod: IRModule | Function,
-        target: str | None = "cpu",
+        target: Any = None,
+        target_host: Any = None,
         params: Mapping[str, Any] | None = None,
     ) -> tuple[IRModule, dict[str, Any]]:
         """See :func:`optimize`; ``params`` defaults to those set with :meth:`set_params`."""
-        return optimize(mod, target, self._params if params is None else params)
+        return optimize(mod, target, target_host, self._params if params is None else params)
 
-    def lower(self, mod: IRModule | Function, target: str | None = "cpu") -> None:
+    def lower(self, mod: IRModule | Function, target: Any = None, target_host: Any = None) -> None:
         """Compile ``mod``; fetch the result with :meth:`get_exec`."""
         if self._exec is not None:
             raise RuntimeError("a VMCompiler compiles one module; make a new one for another")
-        self._exec = compile(mod, target, self._params)
+        self._exec = compile(mod, target, target_host, self._params)
 
     def codegen(self) -> None:
         """Kept for TVM compatibility: :meth:`lower` already generated the code."""

@@ -174,10 +174,43 @@ def test_tuple_inputs_are_rejected():
         relay.build(mod)
 
 
+def test_build_takes_tvms_positional_order_and_records_the_target_string():
+    params = weights()
+    target = "llvm -mcpu=skylake -mattr=+avx2"
+    factory = relay.build(relay.fromtext(MLP), target, "llvm", "graph", "cpp", params, "net")
+    assert factory.target == target
+    assert factory.libmod_name == "net"
+    module = GraphModule(factory["net"](vm.cpu()))
+    x = RNG.standard_normal((2, 8)).astype("float32")
+    module.run(x=x)
+    want = relay.create_executor("debug", relay.fromtext(MLP), params=params).evaluate()(x)
+    np.testing.assert_allclose(module.get_output(0), want, rtol=1e-5, atol=1e-6)
+
+
+def test_build_accepts_tvms_executor_and_runtime_objects_by_their_name():
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+    factory = relay.build(relay.fromtext(MLP), executor=Named("graph"), runtime=Named("crt"))
+    assert factory.target == "cpu"
+
+
+def test_build_refuses_executors_and_runtimes_it_lacks_naming_what_to_use():
+    with pytest.raises(ValueError, match="graph executor factories only, not executor 'aot'"):
+        relay.build(relay.fromtext(MLP), executor="aot")
+    with pytest.raises(ValueError, match="unknown runtime 'wasm'"):
+        relay.build(relay.fromtext(MLP), runtime="wasm")
+    with pytest.raises(TypeError, match="executor must be a str"):
+        relay.build(relay.fromtext(MLP), executor=3)
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(TypeError, match="IRModule or a Function"):
         relay.build("def @main() { 1 }")
-    with pytest.raises(ValueError, match="unknown target 'cuda'"):
+    with pytest.raises(
+        ValueError, match="cuda device: relayvm generates code for the host CPU only"
+    ):
         relay.build(relay.fromtext(MLP), target="cuda")
     with pytest.raises(ValueError, match="mod_name"):
         relay.build(relay.fromtext(MLP), mod_name="")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import vm
 from compiler import relay
 from compiler.executor import check_graph_program, convert_arguments
 from compiler.interpreter import InterpreterClosure, InterpreterError
@@ -317,11 +318,31 @@ def test_ill_typed_programs_fail_before_running():
         relay.create_executor(mod=mod).evaluate()
 
 
-def test_unknown_kind_target_and_free_variables_are_rejected():
-    with pytest.raises(ValueError, match="unknown executor kind 'aot'"):
+def test_aot_is_not_available_yet_and_names_the_kinds_to_use():
+    with pytest.raises(
+        ValueError, match=r"create_executor\('aot'\) is not available yet: use 'graph'"
+    ):
         relay.create_executor("aot")
-    with pytest.raises(ValueError, match="unknown target 'cuda'"):
+
+
+@pytest.mark.parametrize("kind", ["debug", "vm", "graph"])
+def test_every_kind_takes_tvms_cpu_targets(kind):
+    from compiler.relay.target import Target
+
+    x = relay.var("x", shape=(2,))
+    mod = relay.IRModule.from_expr(relay.Function([x], x + x))
+    for target in ("llvm", "llvm -mcpu=skylake", "c", Target("llvm")):
+        got = relay.create_executor(kind, mod, vm.cpu(), target).evaluate()(np.ones(2, "float32"))
+        np.testing.assert_array_equal(got, [2.0, 2.0])
+
+
+def test_unknown_kind_target_and_free_variables_are_rejected():
+    with pytest.raises(ValueError, match="unknown executor kind 'tensorrt'"):
+        relay.create_executor("tensorrt")
+    with pytest.raises(ValueError, match="cuda device: relayvm generates code for the host CPU"):
         relay.create_executor(target="cuda")
+    with pytest.raises(ValueError, match="unknown target kind 'x86'"):
+        relay.create_executor(target="x86")
     x = relay.var("x", shape=())
     with pytest.raises(ValueError, match=r"free variables \(%x\)"):
         relay.create_executor().evaluate(x + x)

@@ -7,6 +7,7 @@ import pytest
 
 import vm
 from compiler import relay
+from compiler.relay.target import Target
 from compiler.relay.vm import VMCompiler
 from tests.e2e.harness import assert_same_value, check, parse
 
@@ -14,15 +15,45 @@ F3 = "Tensor[(3), float32]"
 AFFINE = f"def @main(%x: {F3}, %w: {F3}, %b: {F3}) -> {F3} {{ %x * %w + %b }}"
 
 
-def test_llvm_is_an_alias_of_cpu_and_gives_the_same_executable() -> None:
+@pytest.mark.parametrize(
+    "target",
+    [
+        "llvm",
+        "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx2",
+        "c",
+        None,
+        {"kind": "llvm", "mcpu": "znver3"},
+        Target("llvm -mcpu=core-avx2"),
+        Target("llvm", host="llvm"),
+    ],
+)
+def test_every_cpu_target_gives_the_executable_of_cpu(target) -> None:
     mod = parse(AFFINE)
-    assert relay.vm.compile(mod, target="llvm").save() == relay.vm.compile(mod, target="cpu").save()
-    assert relay.vm.compile(mod).save() == relay.vm.compile(mod, "cpu").save()
+    expected, _ = relay.vm.compile(mod, target="cpu").save()
+    code, _ = relay.vm.compile(mod, target).save()
+    assert code == expected
 
 
-def test_unknown_target_is_refused_naming_the_accepted_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown target 'cuda'.*'cpu', 'llvm'"):
-        relay.vm.compile(parse(AFFINE), target="cuda")
+def test_compile_takes_tvms_positional_order_mod_target_target_host_params() -> None:
+    w = np.array([1.0, 2.0, 3.0], dtype="float32")
+    exe = relay.vm.compile(parse(AFFINE), "llvm", "llvm", {"w": w})
+    assert exe.get_function_params("main") == ["x", "b"]
+
+
+@pytest.mark.parametrize("target", ["cuda", "vulkan -from_device=0", {"kind": "opencl"}])
+def test_a_gpu_target_is_refused_naming_the_cpu_targets(target) -> None:
+    with pytest.raises(
+        ValueError, match="relayvm generates code for the host CPU only; use 'llvm'"
+    ):
+        relay.vm.compile(parse(AFFINE), target=target)
+    with pytest.raises(ValueError, match="host CPU only"):
+        relay.vm.compile(parse(AFFINE), "llvm", target)
+
+
+@pytest.mark.parametrize("target", ["x86", "", "llvm mcpu=skylake"])
+def test_an_unknown_or_malformed_target_is_refused(target) -> None:
+    with pytest.raises(ValueError, match="target"):
+        relay.vm.compile(parse(AFFINE), target=target)
 
 
 def test_params_bind_main_parameters_by_name_as_constants() -> None:
@@ -32,7 +63,7 @@ def test_params_bind_main_parameters_by_name_as_constants() -> None:
     x = np.array([2.0, 2.0, -1.0], dtype="float32")
     exe = relay.vm.compile(mod, params={"w": w, "b": b, "unknown": w})
     assert exe.get_function_params("main") == ["x"]
-    for executable in (exe, vm.Executable.load_exec(exe.save())):
+    for executable in (exe, vm.Executable.load_exec(exe.save()[0])):
         got = vm.VirtualMachine(executable).invoke("main", x)
         assert_same_value(got, x * w + b)
     assert mod["main"].params[1].name_hint == "w", "the caller's module is not modified"
@@ -80,5 +111,5 @@ def test_compiling_twice_and_saving_is_byte_identical() -> None:
       let %f = fn (%v: {F3}) -> {F3} {{ %v * %x }};
       (if (%n > 0) {{ %f(%x) }} else {{ %x }}, %n + 1)
     }}"""
-    assert relay.vm.compile(parse(text)).save() == relay.vm.compile(parse(text)).save()
+    assert relay.vm.compile(parse(text)).save()[0] == relay.vm.compile(parse(text)).save()[0]
     check(parse(text), np.ones(3, dtype="float32"), np.int32(1))

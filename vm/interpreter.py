@@ -521,27 +521,45 @@ class VirtualMachine:
     device : vm.Device, list of vm.Device, or None
         Where to run; only ``vm.cpu()`` exists, so this is accepted for TVM
         compatibility and checked.
+    memory_cfg : str, dict or None
+        TVM's memory allocator choice, ``"naive"`` or ``"pooled"`` (or a dict of device
+        to either). Accepted and checked for TVM compatibility; the storage plan is
+        made by the compiler, so both mean the same here.
+    profile : bool
+        TVM's switch for a profiling machine; every machine has :meth:`profile`, so
+        both values give the same machine.
     max_call_depth : int
         How many nested calls a run may make before it fails with :class:`vm.VMError`.
 
     Raises
     ------
     TypeError
-        If ``exe`` is not an Executable or ``device`` is not a device.
+        If ``exe`` is not an Executable, ``device`` is not a device or ``profile`` is
+        not a bool.
     ValueError
-        If ``max_call_depth`` is not a positive int.
+        If ``memory_cfg`` names another allocator or ``max_call_depth`` is not a
+        positive int.
     vm.VMError
         If one of the executable's kernels cannot be built.
     """
 
     def __init__(
-        self, exe: Any, device: Any = None, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
+        self,
+        exe: Any,
+        device: Any = None,
+        memory_cfg: str | dict[Any, str] | None = None,
+        profile: bool = False,
+        *,
+        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
     ) -> None:
         from vm.executable import Executable
 
         if not isinstance(exe, Executable):
             raise TypeError(f"VirtualMachine needs a vm.Executable, got {describe_value(exe)}")
         check_devices(device, "VirtualMachine")
+        _check_memory_cfg(memory_cfg)
+        if not isinstance(profile, bool):
+            raise TypeError(f"profile must be a bool, got {describe_value(profile)}")
         if (
             isinstance(max_call_depth, bool)
             or not isinstance(max_call_depth, int)
@@ -564,6 +582,8 @@ class VirtualMachine:
         self._instrument: Callable[..., Any] | None = None
         self._inputs: dict[int, list[Any]] = {}
         self._outputs: Any = _NOTHING
+        self._outputs_of: dict[int, Any] = {}
+        self._partial_inputs: dict[int, list[Any]] = {}
         self._saved: dict[str, Callable[[], Any]] = {}
 
     def _decode(self, mode: str, **extra: Any) -> Program:
@@ -616,6 +636,8 @@ class VirtualMachine:
             return values
         values = self._inputs.get(index)
         if values is None:
+            if index in self._partial_inputs:
+                raise TypeError(self._no_inputs_message(index, "invoke"))
             error = signature.count_error(0)
             raise TypeError(f"{error}, and no inputs were set with set_input")
         return values
@@ -716,6 +738,68 @@ class VirtualMachine:
         signature = self._signatures[index]
         bound = signature.bind(args, kwargs) if kwargs else args
         self._inputs[index] = signature.convert_all(bound)
+        self._partial_inputs.pop(index, None)
+
+    def set_one_input(self, func_name: str, index_or_name: int | str, value: Any) -> None:
+        """Set one input of ``func_name``, by position or parameter name (TVM's
+        ``set_one_input``); the other inputs keep the values set before.
+
+        When every parameter has a value, :meth:`invoke_stateful` and argument-less
+        :meth:`invoke` use them.
+
+        Raises
+        ------
+        TypeError, ValueError
+            If the value does not fit the parameter (naming it).
+        IndexError, KeyError
+            If there is no such parameter.
+        """
+        index = self._function_index(func_name)
+        function = self._exe.functions[index]
+        params = function.params
+        if isinstance(index_or_name, str):
+            if index_or_name not in params:
+                raise KeyError(
+                    f"{function.name}() has no parameter {index_or_name!r}; its parameters "
+                    f"are {', '.join(params) or 'none'}"
+                )
+            position = params.index(index_or_name)
+        elif (
+            isinstance(index_or_name, int)
+            and not isinstance(index_or_name, bool)
+            and 0 <= index_or_name < len(params)
+        ):
+            position = index_or_name
+        else:
+            raise IndexError(
+                f"input {index_or_name!r} of {function.name}() is neither a parameter name "
+                f"nor an index below {len(params)}"
+            )
+        key = (index, -1 - position)
+        single = self._closure_signatures.get(key)
+        if single is None:
+            head = VMFunction(
+                function.name,
+                params[: position + 1],
+                function.param_types[: position + 1],
+                function.ret_type,
+                function.register_file_size,
+                (),
+            )
+            single = Signature(head, self._values, skip=position, label=f"{function.name}()")
+            self._closure_signatures[key] = single
+        (converted,) = single.convert_all((value,))
+        values = self._partial_inputs.get(index)
+        if values is None:
+            current = self._inputs.get(index)
+            values = list(current) if current is not None else [_NOTHING] * len(params)
+        values[position] = converted
+        if any(v is _NOTHING for v in values):
+            self._partial_inputs[index] = values
+            self._inputs.pop(index, None)
+        else:
+            self._partial_inputs.pop(index, None)
+            self._inputs[index] = values
 
     def invoke_stateful(self, func_name: str, *args: Any, **kwargs: Any) -> None:
         """Run ``func_name`` on the inputs set; keep the result for :meth:`get_outputs`.
@@ -733,27 +817,57 @@ class VirtualMachine:
         values = self._inputs.get(index)
         if values is None:
             if self._signatures[index].arity:
-                raise ValueError(
-                    f"no inputs set for {func_name}: call set_input({func_name!r}, ...) "
-                    "before invoke_stateful"
-                )
+                raise ValueError(self._no_inputs_message(index, "invoke_stateful"))
             values = []
-        self._outputs = self._call(index, values)
+        self._outputs = self._outputs_of[index] = self._call(index, values)
 
-    def get_outputs(self) -> list[Any]:
-        """The result of the last :meth:`invoke_stateful`: a tuple's fields, or ``[result]``.
+    def _no_inputs_message(self, index: int, caller: str) -> str:
+        name = self._exe.functions[index].name
+        partial = self._partial_inputs.get(index)
+        if partial is None:
+            return f"no inputs set for {name}: call set_input({name!r}, ...) before {caller}"
+        params = self._exe.functions[index].params
+        missing = ", ".join(p for p, v in zip(params, partial) if v is _NOTHING)
+        return f"inputs of {name} not set: {missing} (set them with set_one_input or set_input)"
+
+    def get_outputs(self, func_name: str | None = None) -> list[Any]:
+        """The result of the last :meth:`invoke_stateful` (of ``func_name`` if given): a
+        tuple's fields, or ``[result]``.
 
         Raises
         ------
         ValueError
-            If :meth:`invoke_stateful` has not run yet.
+            If :meth:`invoke_stateful` has not run yet (for that function).
         """
-        result = self._outputs
+        if func_name is None:
+            result = self._outputs
+        else:
+            result = self._outputs_of.get(self._function_index(func_name), _NOTHING)
         if result is _NOTHING:
-            raise ValueError("no outputs saved: call invoke_stateful(func_name) before get_outputs")
+            target = "func_name" if func_name is None else repr(func_name)
+            raise ValueError(f"no outputs saved: call invoke_stateful({target}) before get_outputs")
         if type(result) is tuple:
             return [export(field) for field in result]
         return [export(result)]
+
+    def get_num_outputs(self, func_name: str | None = None) -> int:
+        """How many values :meth:`get_outputs` returns (for ``func_name`` if given).
+
+        Raises
+        ------
+        ValueError
+            If :meth:`invoke_stateful` has not run yet (for that function).
+        """
+        if func_name is None:
+            result = self._outputs
+        else:
+            result = self._outputs_of.get(self._function_index(func_name), _NOTHING)
+        if result is _NOTHING:
+            target = "func_name" if func_name is None else repr(func_name)
+            raise ValueError(
+                f"no outputs saved: call invoke_stateful({target}) before get_num_outputs"
+            )
+        return len(result) if type(result) is tuple else 1
 
     def save_function(
         self,
@@ -832,7 +946,7 @@ class VirtualMachine:
         cooldown_interval_ms: float = 0,
         repeats_to_cooldown: int = 1,
         limit_zero_time_iterations: int = 100,
-        f_preproc: Callable[..., Any] | None = None,
+        f_preproc: Callable[..., Any] | str | None = None,
     ) -> Callable[..., Any]:
         """A callable that times ``func_name`` and returns a :class:`vm.BenchmarkResult`.
 
@@ -842,6 +956,10 @@ class VirtualMachine:
         takes its arguments, converted once before timing; with none, the inputs set
         are used), a name given to :meth:`save_function` (no arguments), or
         ``"invoke_stateful"`` (the evaluator takes the function's name).
+
+        ``f_preproc`` runs before each round, untimed: a callable (given the
+        evaluator's arguments), or one of TVM's names, ``""`` (nothing) and
+        ``"cache_flush_cpu_non_first_arg"`` (see :func:`vm.timing.cache_flush_cpu_non_first_arg`).
 
         Raises
         ------
@@ -859,8 +977,9 @@ class VirtualMachine:
             repeats_to_cooldown=repeats_to_cooldown,
             limit_zero_time_iterations=limit_zero_time_iterations,
         )
-        if f_preproc is not None and not callable(f_preproc):
-            raise TypeError(f"f_preproc must be callable or None, got {describe_value(f_preproc)}")
+        from vm.timing import preprocessor
+
+        f_preproc = preprocessor(f_preproc)
 
         if func_name == "invoke_stateful":
             invoke_stateful = self.invoke_stateful
@@ -994,6 +1113,19 @@ class VirtualMachine:
 
 
 _NOTHING = object()
+
+#: TVM's allocator names; the compiler plans storage, so they behave alike here.
+_ALLOCATORS = ("naive", "pooled")
+
+
+def _check_memory_cfg(memory_cfg: Any) -> None:
+    values = list(memory_cfg.values()) if isinstance(memory_cfg, dict) else [memory_cfg]
+    for value in values:
+        if value is not None and value not in _ALLOCATORS:
+            raise ValueError(
+                f"memory_cfg must be None, 'naive' or 'pooled' (or a dict of device to "
+                f"them), got {memory_cfg!r}"
+            )
 
 
 def kernel_threads() -> int:

@@ -177,3 +177,90 @@ def test_invoke_closure_checks_the_captured_values_too():
 def test_invoke_closure_rejects_an_index_outside_the_executable(machine):
     with pytest.raises(TypeError, match="function index 99"):
         machine.invoke_closure(vm.Closure(99, []))
+
+
+# ---- TVM's signatures: returns ----------------------------------------------------------------
+
+
+def test_constructor_takes_tvms_device_memory_cfg_and_profile():
+    exe = scalar_programs()
+    for memory_cfg in (None, "naive", "pooled", {vm.cpu(): "pooled"}):
+        machine = vm.VirtualMachine(exe, vm.cpu(), memory_cfg, True)
+        assert ints(machine.invoke("swap", 1, 2)) == [2, 1]
+
+
+def test_get_outputs_of_a_named_function_is_its_last_stateful_result(machine):
+    machine.invoke_stateful("swap", 1, 2)
+    machine.invoke_stateful("is_five", 5)
+    assert ints(machine.get_outputs("swap")) == [2, 1]
+    assert ints(machine.get_outputs("is_five")) == [1]
+    assert ints(machine.get_outputs()) == [1]
+
+
+def test_get_num_outputs_counts_a_tuples_fields(machine):
+    machine.invoke_stateful("swap", 1, 2)
+    assert machine.get_num_outputs() == 2
+    machine.invoke_stateful("is_five", 4)
+    assert machine.get_num_outputs() == 1
+    assert machine.get_num_outputs("swap") == 2
+
+
+def test_set_one_input_by_index_and_name_fills_the_inputs(machine):
+    machine.set_one_input("swap", 0, 3)
+    machine.set_one_input("swap", "b", 4)
+    machine.invoke_stateful("swap")
+    assert ints(machine.get_outputs()) == [4, 3]
+    machine.set_one_input("swap", "a", 9)  # the other input keeps its value
+    assert ints(machine.invoke("swap")) == [4, 9]
+
+
+def test_set_one_input_after_set_input_replaces_one_value(machine):
+    machine.set_input("swap", 1, 2)
+    machine.set_one_input("swap", 1, 7)
+    assert ints(machine.invoke("swap")) == [7, 1]
+
+
+# ---- TVM's signatures: invalid ------------------------------------------------------------------
+
+
+def test_constructor_refuses_other_allocators_and_a_non_bool_profile():
+    exe = scalar_programs()
+    with pytest.raises(ValueError, match="memory_cfg must be None, 'naive' or 'pooled'"):
+        vm.VirtualMachine(exe, vm.cpu(), "arena")
+    with pytest.raises(TypeError, match="profile must be a bool"):
+        vm.VirtualMachine(exe, vm.cpu(), None, "yes")
+
+
+def test_max_call_depth_is_keyword_only():
+    with pytest.raises(TypeError):
+        vm.VirtualMachine(scalar_programs(), None, None, False, 100)
+
+
+def test_get_outputs_of_a_function_not_run_statefully_is_a_value_error(machine):
+    machine.invoke_stateful("swap", 1, 2)
+    with pytest.raises(ValueError, match=r"invoke_stateful\('is_five'\) before get_outputs"):
+        machine.get_outputs("is_five")
+    with pytest.raises(KeyError, match="unknown function 'nope'"):
+        machine.get_outputs("nope")
+    with pytest.raises(ValueError, match="before get_num_outputs"):
+        vm.VirtualMachine(scalar_programs()).get_num_outputs()
+
+
+def test_stateful_call_with_inputs_partly_set_names_the_missing_ones(machine):
+    machine.set_one_input("swap", "b", 4)
+    with pytest.raises(ValueError, match="inputs of swap not set: a"):
+        machine.invoke_stateful("swap")
+    with pytest.raises(TypeError, match="inputs of swap not set: a"):
+        machine.invoke("swap")
+
+
+def test_set_one_input_checks_the_parameter_and_the_value(machine):
+    with pytest.raises(KeyError, match="swap\\(\\) has no parameter 'c'; its parameters are a, b"):
+        machine.set_one_input("swap", "c", 1)
+    with pytest.raises(IndexError, match="index below 2"):
+        machine.set_one_input("swap", 2, 1)
+    with pytest.raises(TypeError, match=r"swap\(\): argument 1 \('b'\)"):
+        machine.set_one_input("swap", "b", np.zeros(3, "float32"))
+    machine.set_one_input("swap", "a", 1)  # a failed call left nothing half-set
+    with pytest.raises(ValueError, match="inputs of swap not set: b"):
+        machine.invoke_stateful("swap")

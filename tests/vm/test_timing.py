@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import vm
@@ -217,3 +218,43 @@ def test_benchmark_wants_the_device_first():
     machine = vm.VirtualMachine(nat_programs())
     with pytest.raises(TypeError, match="benchmark's first argument is the device"):
         machine.benchmark(nat(1))
+
+
+# ---- TVM's f_preproc names ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("f_preproc", ["", "cache_flush_cpu_non_first_arg", None])
+def test_time_evaluator_takes_tvms_f_preproc_names(counted, f_preproc):
+    machine, calls = counted
+    result = machine.time_evaluator("main", vm.cpu(), number=1, repeat=2, f_preproc=f_preproc)(
+        nat(0)
+    )
+    assert len(result.results) == 2 and len(calls) == 1 + 2
+
+
+def test_preprocessor_names_map_to_what_they_run():
+    from vm.timing import cache_flush_cpu_non_first_arg, preprocessor
+
+    assert preprocessor("") is None
+    assert preprocessor("cache_flush_cpu_non_first_arg") is cache_flush_cpu_non_first_arg
+    f = print
+    assert preprocessor(f) is f
+
+
+def test_cache_flush_keeps_the_arguments_unchanged():
+    from vm.timing import cache_flush_cpu_non_first_arg
+
+    a, b = np.arange(4.0), np.arange(3)
+    cache_flush_cpu_non_first_arg(a, (b, [a]), "other")
+    np.testing.assert_array_equal(a, np.arange(4.0))
+    np.testing.assert_array_equal(b, np.arange(3))
+
+
+def test_an_unknown_f_preproc_name_lists_tvms_names():
+    machine = vm.VirtualMachine(nat_programs())
+    with pytest.raises(
+        ValueError, match=r"unknown f_preproc 'flush'.*'cache_flush_cpu_non_first_arg'"
+    ):
+        machine.time_evaluator("main", f_preproc="flush")
+    with pytest.raises(TypeError, match="f_preproc must be a callable, a str or None, got int"):
+        machine.time_evaluator("main", f_preproc=3)

@@ -695,6 +695,46 @@ class GraphExecutorModule:
             shapes = ", ".join(type_text(a.dtype, a.shape) for a in args)
             recorder.record(node.func_name, shapes, elapsed)
 
+    def time_evaluator(
+        self,
+        func_name: str,
+        dev: Any = None,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0,
+        cooldown_interval_ms: float = 0,
+        repeats_to_cooldown: int = 1,
+        limit_zero_time_iterations: int = 100,
+        f_preproc: Callable[..., Any] | str | None = None,
+    ) -> Callable[[], Any]:
+        """A callable timing :meth:`run` with TVM's loop (``module.module.time_evaluator("run",
+        dev)`` in TVM's tutorials); it returns a :class:`vm.BenchmarkResult`.
+
+        Raises
+        ------
+        ValueError
+            If ``func_name`` is not ``"run"`` or a setting is out of range.
+        """
+        from vm.timing import check_settings, measure, preprocessor
+
+        check_devices(dev, "time_evaluator")
+        if func_name != "run":
+            raise ValueError(f"the graph executor can only time 'run', not {func_name!r}")
+        settings = check_settings(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            cooldown_interval_ms=cooldown_interval_ms,
+            repeats_to_cooldown=repeats_to_cooldown,
+            limit_zero_time_iterations=limit_zero_time_iterations,
+        )
+        preproc = preprocessor(f_preproc)
+
+        def evaluate() -> Any:
+            return measure(self.run, (), preproc, **settings)
+
+        return evaluate
+
     def run_until(self, node_index: int) -> None:
         """Run the kernel calls of the nodes up to and including ``node_index``, in order."""
         position = {id(node): i for i, node in enumerate(self.graph.nodes)}

@@ -740,9 +740,9 @@ class VirtualMachine:
         self._inputs[index] = signature.convert_all(bound)
         self._partial_inputs.pop(index, None)
 
-    def set_one_input(self, func_name: str, index_or_name: int | str, value: Any) -> None:
-        """Set one input of ``func_name``, by position or parameter name (TVM's
-        ``set_one_input``); the other inputs keep the values set before.
+    def set_one_input(self, func_name: str, *args: Any, **kwargs: Any) -> None:
+        """Set one input of ``func_name`` (TVM's ``set_one_input``): ``(func_name, index or
+        name, value)`` or ``(func_name, name=value)``; the other inputs keep their values.
 
         When every parameter has a value, :meth:`invoke_stateful` and argument-less
         :meth:`invoke` use them.
@@ -754,6 +754,16 @@ class VirtualMachine:
         IndexError, KeyError
             If there is no such parameter.
         """
+        if len(args) == 2 and not kwargs:
+            index_or_name, value = args
+        elif len(kwargs) == 1 and not args:
+            ((index_or_name, value),) = kwargs.items()
+        else:
+            raise TypeError(
+                "set_one_input takes one input: set_one_input(func_name, index_or_name, value) "
+                f"or set_one_input(func_name, name=value); got {len(args)} positional and "
+                f"{len(kwargs)} keyword arguments"
+            )
         index = self._function_index(func_name)
         function = self._exe.functions[index]
         params = function.params

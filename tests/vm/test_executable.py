@@ -332,7 +332,7 @@ def test_load_exec_of_the_pair_as_one_argument_says_to_pass_two():
 
 def test_load_exec_rejects_a_library_of_another_type_naming_it():
     code, _ = kernel_executable().save()
-    with pytest.raises(TypeError, match="lib must be the library saved with the code.*got str"):
+    with pytest.raises(TypeError, match=r"lib must be the library saved with the code.*got str"):
         Executable.load_exec(code, "lib.so")
 
 

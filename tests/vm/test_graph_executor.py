@@ -414,3 +414,12 @@ def test_a_factory_file_with_a_tampered_executable_fails_verification(tmp_path):
     )
     with pytest.raises(vm.ExecutableLoadError):
         load_module(path)
+
+
+def test_module_time_evaluator_times_run_as_tvms_tutorials_do():
+    m = module()
+    m.set_input(x=X, y=Y)
+    result = m.module.time_evaluator("run", vm.cpu(), number=2, repeat=3, f_preproc="")()
+    assert isinstance(result, vm.BenchmarkResult) and len(result.results) == 3
+    with pytest.raises(ValueError, match="can only time 'run', not 'set_input'"):
+        m.module.time_evaluator("set_input", vm.cpu())

@@ -210,7 +210,7 @@ def test_set_one_input_by_index_and_name_fills_the_inputs(machine):
     machine.set_one_input("swap", "b", 4)
     machine.invoke_stateful("swap")
     assert ints(machine.get_outputs()) == [4, 3]
-    machine.set_one_input("swap", "a", 9)  # the other input keeps its value
+    machine.set_one_input("swap", a=9)  # the other input keeps its value
     assert ints(machine.invoke("swap")) == [4, 9]
 
 
@@ -261,6 +261,10 @@ def test_set_one_input_checks_the_parameter_and_the_value(machine):
         machine.set_one_input("swap", 2, 1)
     with pytest.raises(TypeError, match=r"swap\(\): argument 1 \('b'\)"):
         machine.set_one_input("swap", "b", np.zeros(3, "float32"))
+    with pytest.raises(TypeError, match="set_one_input takes one input"):
+        machine.set_one_input("swap", a=1, b=2)
+    with pytest.raises(TypeError, match="set_one_input takes one input"):
+        machine.set_one_input("swap", 1)
     machine.set_one_input("swap", "a", 1)  # a failed call left nothing half-set
     with pytest.raises(ValueError, match="inputs of swap not set: b"):
         machine.invoke_stateful("swap")

@@ -90,3 +90,34 @@ def check_devices(device: Any, where: str) -> None:
             raise TypeError(
                 f"{where}: a device must be vm.cpu() (or None), got {type(item).__name__}"
             )
+
+
+#: Device names that mean the host CPU, as TVM spells them (``tvm.device("llvm")``).
+CPU_NAMES = ("cpu", "llvm", "c", "stackvm")
+
+
+def device(dev_type: str | int, dev_id: int = 0) -> Device:
+    """The device named ``dev_type`` (TVM's ``tvm.device``): any name of the CPU.
+
+    Parameters
+    ----------
+    dev_type : str or int
+        ``"cpu"``, ``"llvm"``, ``"c"`` (a target string's first word counts), or the
+        CPU's device type code 1.
+    dev_id : int
+        The device index.
+
+    Raises
+    ------
+    ValueError
+        For any other device (naming it), or a negative index.
+    """
+    if isinstance(dev_type, str):
+        words = dev_type.split()
+        if words and words[0] in CPU_NAMES:
+            return cpu(dev_id)
+        raise ValueError(
+            f"relayvm runs on the CPU only; device {dev_type!r} is not one of "
+            f"{', '.join(map(repr, CPU_NAMES))}"
+        )
+    return Device(dev_type, dev_id)

@@ -38,6 +38,10 @@ _export("compiler.typing.infer", "RelayTypeError")
 _export("compiler.prelude", "Prelude")
 _export("compiler.executor", "create_executor")
 _export("compiler.build", "build")
+_export("serialization", "save_param_dict", "load_param_dict")
+
+#: TVM's other names for the same objects.
+_ALIASES: dict[str, tuple[str, str]] = {"Module": ("compiler.ir.module", "IRModule")}
 
 _SUBMODULES = {
     "nn": "compiler.op.nn",
@@ -46,6 +50,8 @@ _SUBMODULES = {
     "vm": "compiler.relay.vm",
     "op": "compiler.op",
     "frontend": "compiler.frontend",
+    "build_module": "compiler.relay.build_module",
+    "target": "compiler.relay.target",
 }
 
 
@@ -54,6 +60,9 @@ def __getattr__(name: str) -> _AnyT:
         module = importlib.import_module(_SUBMODULES[name])
     elif name in _EXPORTS:
         module = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _ALIASES:
+        where, real = _ALIASES[name]
+        module = getattr(importlib.import_module(where), real)
     else:
         # Operator builder functions (relay.add, relay.sum, ...) live in compiler.op.api.
         api = importlib.import_module("compiler.op.api")
@@ -67,4 +76,5 @@ def __getattr__(name: str) -> _AnyT:
 
 def __dir__() -> list[str]:
     api = importlib.import_module("compiler.op.api")
-    return sorted(set(_EXPORTS) | set(_SUBMODULES) | set(getattr(api, "__all__", ())))
+    names = set(_EXPORTS) | set(_ALIASES) | set(_SUBMODULES) | set(getattr(api, "__all__", ()))
+    return sorted(names)

@@ -627,7 +627,7 @@ class GraphExecutorModule:
             input is shared with another value (writing it would change ``other``'s).
         """
         graph = self.graph
-        views = {dst for n in graph.nodes if n.func_name == NOP for dst in [n.first_entry]}
+        views = {n.first_entry for n in graph.nodes if n.func_name == NOP}
         shared: dict[int, np.ndarray] = {}
         for name in names:
             entry = self.input_entries.get(name)

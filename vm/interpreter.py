@@ -17,7 +17,8 @@ becomes a :class:`vm.VMError` naming the function, the pc and the instruction. F
 to one run, so after an error the machine is ready for the next call.
 
 :class:`VirtualMachine` follows TVM's Relay VM API (``invoke``, ``run``,
-``set_input``, ``invoke_stateful``, ``get_outputs``, ``benchmark``) plus the Relax
+``set_input``, ``set_one_input``, ``invoke_stateful``, ``get_outputs``,
+``get_num_outputs``, ``get_input_index``, ``benchmark``) plus the Relax
 VM's additions (``vm[name]``, ``invoke_closure``, ``save_function``,
 ``set_instrument``, ``time_evaluator``, ``profile``).
 

@@ -52,7 +52,7 @@ _EXPORTS = {
 }
 
 _WAITING = {
-    "nd": "tvm.nd (array, empty, NDArray) comes with vm.nd; meanwhile pass numpy arrays, "
+    "nd": "it comes with vm.nd (array, empty, NDArray); meanwhile pass numpy arrays, "
     "which every relayvm executor takes and returns",
 }
 

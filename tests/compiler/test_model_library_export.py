@@ -2,14 +2,18 @@
 
 Returns: a graph module exported and loaded back (here and in a process that never imports
 ``compiler``) gives the original's answers; a VM executable's archive loads with
-``vm.Executable.load_exec``; the Relay text inside parses back to the module.
-Invalid: loading a VM archive as a graph names what to do instead.
+``vm.Executable.load_exec``; the archive is TVM's version 1 field by field (``relay.txt`` at
+the root equal to ``str(mod)``, the memory list, the target, the UTC export time).
+Invalid: loading a VM archive as a graph names what to do instead; a module that was never
+built raises ``UnsupportedInModelLibraryFormatError``.
 Malformed: a corrupted executable inside the archive raises ``vm.ExecutableLoadError``.
 """
 
 from __future__ import annotations
 
+import datetime
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -74,11 +78,44 @@ def test_the_archive_holds_relay_text_that_parses_back_to_the_module(tmp_path, m
     assert relay.structural_equal(relay.fromtext(text), mod)
 
 
+def test_the_archive_is_tvms_version_1_field_by_field(tmp_path, model):
+    mod, params, _ = model
+    factory = relay.build(mod, params=params, mod_name="mlp")
+    path = serialization.export_model_library_format(factory, tmp_path / "mlp.tar")
+    with tarfile.open(path, mode="r:") as tar:
+        names = sorted(info.name for info in tar)
+        relay_txt = tar.extractfile("relay.txt").read().decode()
+        metadata = json.loads(tar.extractfile("metadata.json").read())
+    assert names == [
+        "codegen/host/lib/mlp.rvm",
+        "metadata.json",
+        "parameters/mlp.params",
+        "relay.txt",
+        "runtime-config/graph/graph.json",
+    ]
+    assert relay_txt == str(mod)
+    assert metadata["version"] == 1
+    assert metadata["model_name"] == "mlp"
+    assert metadata["target"] == {"1": str(factory.target)}
+    assert metadata["runtimes"] == ["graph"]
+    stamp = datetime.datetime.strptime(metadata["export_datetime"], "%Y-%m-%d %H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    assert abs(now - stamp) < datetime.timedelta(hours=1)  # UTC, not local time
+    memory = metadata["memory"]
+    assert isinstance(memory, list) and memory
+    for entry in memory:
+        assert set(entry) <= {"storage_id", "size_bytes", "input_binding"}
+        assert type(entry["storage_id"]) is int and entry["size_bytes"] > 0
+    graph = json.loads(factory.get_graph_json())
+    sids = graph["attrs"]["storage_id"][1]
+    assert sorted(e["storage_id"] for e in memory) == sorted(set(sids))
+
+
 def test_the_memory_map_binds_every_graph_input(tmp_path, model):
     mod, _, _ = model
     factory = relay.build(mod)
     path = serialization.export_model_library_format(factory, tmp_path / "m.tar")
-    sids = serialization.read_model_library_format(path).metadata["memory"]["sids"]
+    sids = serialization.read_model_library_format(path).metadata["memory"]
     bound = {s["input_binding"] for s in sids if "input_binding" in s}
     assert bound == {"x", "w1", "b1", "w2"}
     assert all(s["size_bytes"] > 0 for s in sids)
@@ -125,6 +162,15 @@ def test_loading_a_vm_archive_as_a_graph_says_to_use_load_exec(tmp_path, model):
     path = serialization.export_model_library_format(exe, tmp_path / "vm.tar")
     with pytest.raises(ValueError, match="load_exec"):
         load_model_library(path)
+
+
+@pytest.mark.parametrize("unbuilt", ["module", "function", "params"])
+def test_what_was_never_built_is_unsupported_in_model_library_format(tmp_path, model, unbuilt):
+    mod, params, _ = model
+    value = {"module": mod, "function": mod["main"], "params": params}[unbuilt]
+    with pytest.raises(serialization.UnsupportedInModelLibraryFormatError, match=r"relay\.build"):
+        serialization.export_model_library_format(value, tmp_path / "m.tar")
+    assert not (tmp_path / "m.tar").exists()
 
 
 # ---- malformed ----------------------------------------------------------------------------

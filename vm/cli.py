@@ -192,8 +192,10 @@ def _array_from_npy(handle: BinaryIO, available: int, where: str) -> np.ndarray:
             raise CLIError(f"{where}: .npy version {version} is not supported (1.0 or 2.0)")
     except CLIError:
         raise
-    except (ValueError, EOFError, OSError, SyntaxError) as err:
-        raise CLIError(f"{where}: not a .npy array: {err}") from None
+    except Exception as err:
+        # numpy parses the header with ast and, for old headers, tokenize: a garbled one
+        # can raise ValueError, SyntaxError, tokenize.TokenError, UnicodeError...
+        raise CLIError(f"{where}: not a .npy array: {_reason(err)}") from None
     if dtype.fields is not None or dtype.subdtype is not None or dtype.name not in DTYPE_NAMES:
         raise CLIError(f"{where}: dtype {dtype} is not one of {', '.join(DTYPE_NAMES)}")
     if len(shape) > MAX_RANK:
@@ -260,8 +262,8 @@ def read_inputs(path: str, params: Sequence[str]) -> dict[str, np.ndarray]:
             )
         try:
             archive = zipfile.ZipFile(handle)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-            raise CLIError(f"{path}: not a readable .npz (zip) file: {err}") from None
+        except Exception as err:  # BadZipFile, OSError, ValueError, EOFError, zlib.error...
+            raise CLIError(f"{path}: not a readable .npz (zip) file: {_reason(err)}") from None
         arrays: dict[str, np.ndarray] = {}
         total = 0
         with archive:
@@ -280,11 +282,16 @@ def read_inputs(path: str, params: Sequence[str]) -> dict[str, np.ndarray]:
                         array = _array_from_npy(member, info.file_size, where)
                 except CLIError:
                     raise
-                except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as err:
-                    # zipfile: bad CRC, unsupported compression or encryption, truncation.
-                    raise CLIError(f"{where}: cannot be read: {err}") from None
+                except Exception as err:
+                    # zipfile and zlib: bad CRC, bad deflate data, unsupported compression
+                    # or encryption, truncation; each is a damaged file, not a bug.
+                    raise CLIError(f"{where}: cannot be read: {_reason(err)}") from None
                 arrays[info.filename.removesuffix(".npy")] = array
     return arrays
+
+
+def _reason(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def check_output_path(path: str) -> None:

@@ -7,7 +7,8 @@ Invalid: a missing file, an unknown function, inputs that are not parameters or 
 and an ``--outputs`` path that is a directory or in a missing directory.
 Malformed: devices, FIFOs, empty, garbled and oversized input files (headers declaring
 256 TiB) are each one line on stderr naming the file, with exit status 4, never a
-traceback, a hang or a large allocation.
+traceback, a hang or a large allocation; byte-mutated ``.npy`` and ``.npz`` files give
+arrays or that one-line error (``RELAYVM_FUZZ_CLI`` mutations of each, default 300).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 
 from tests.vm.executable_samples import kernel_executable
-from vm.cli import EXIT_ERROR, main
+from vm.cli import EXIT_ERROR, CLIError, main, read_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 HUGE_SHAPE = (1 << 46,)  # float32: 256 TiB
@@ -259,8 +260,6 @@ def test_a_fifo_is_refused_by_the_process_without_blocking(tmp_path, exe_path, r
 
 
 def test_read_inputs_reads_fortran_order_arrays_in_their_logical_layout(tmp_path):
-    from vm.cli import read_inputs
-
     x = np.asfortranarray(np.arange(6, dtype="float32").reshape(2, 3))
     np.save(tmp_path / "x.npy", x)
     np.savez(tmp_path / "xy.npz", x=x, y=x.T)
@@ -268,3 +267,30 @@ def test_read_inputs_reads_fortran_order_arrays_in_their_logical_layout(tmp_path
     both = read_inputs(str(tmp_path / "xy.npz"), ["x", "y"])
     np.testing.assert_array_equal(both["x"], x)
     np.testing.assert_array_equal(both["y"], x.T)
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz"])
+def test_byte_mutated_input_files_give_arrays_or_a_cli_error(tmp_path, kind):
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    path = tmp_path / f"in.{kind}"
+    if kind == "npy":
+        np.save(path, x)
+    else:
+        np.savez_compressed(path, x=x, y=x.astype("int64"))
+    original = path.read_bytes()
+    rng = np.random.default_rng(7)
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(int(os.environ.get("RELAYVM_FUZZ_CLI", "300"))):
+        data = bytearray(original)
+        for position in rng.integers(0, len(data), size=int(rng.integers(1, 4))):
+            data[position] = int(rng.integers(0, 256))
+        path.write_bytes(bytes(data))
+        try:
+            arrays = read_inputs(str(path), ["x", "y"])
+        except CLIError as err:
+            assert str(path) in str(err)
+            outcomes["refused"] += 1
+        else:
+            assert all(isinstance(a, np.ndarray) and a.size <= 1 << 20 for a in arrays.values())
+            outcomes["read"] += 1
+    assert outcomes["refused"] > 0 and outcomes["read"] > 0

@@ -6,7 +6,8 @@ Returns: a graph module exported and loaded back (here and in a process that nev
 the root equal to ``str(mod)``, the memory list, the target, the UTC export time).
 Invalid: loading a VM archive as a graph names what to do instead; a module that was never
 built raises ``UnsupportedInModelLibraryFormatError``.
-Malformed: a corrupted executable inside the archive raises ``vm.ExecutableLoadError``.
+Malformed: a corrupted executable inside the archive raises ``vm.ExecutableLoadError``; a
+sparse member declaring 4 GB is refused by ``load_model_library`` before anything is read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ import pytest
 import serialization
 import vm
 from compiler import relay
+from tests.serialization.test_model_library_format import (
+    FOUR_GB,
+    gnu_sparse_member,
+    refused_within_memory,
+)
 from vm.graph_executor import GraphModule, load_model_library
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,3 +197,18 @@ def test_a_corrupted_executable_in_the_archive_raises_executable_load_error(tmp_
             dst.addfile(info, io.BytesIO(payload))
     with pytest.raises(vm.ExecutableLoadError):
         load_model_library(buffer.getvalue())
+
+
+def test_load_model_library_refuses_a_sparse_member_before_reading_it(tmp_path, model):
+    mod, params, _ = model
+    path = serialization.export_model_library_format(
+        relay.build(mod, params=params), tmp_path / "m.tar"
+    )
+    with tarfile.open(path, mode="r:") as tar:
+        entries = [(i, tar.extractfile(i).read()) for i in tar if not i.name.endswith(".rvm")]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for info, payload in entries:
+            tar.addfile(info, io.BytesIO(payload))
+    data = gnu_sparse_member("codegen/host/lib/default.rvm", FOUR_GB) + buffer.getvalue()
+    refused_within_memory(data, "is a sparse file", reader=load_model_library)

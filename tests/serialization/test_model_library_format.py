@@ -546,12 +546,14 @@ def plain_header(name: str, declared: int) -> bytes:
     return info.tobuf(format=tarfile.GNU_FORMAT)
 
 
-def refused_within_memory(data: bytes, match: str, budget: int = 200 << 20) -> FormatError:
-    """Read ``data``, expect a FormatError, and check the read's peak allocation."""
+def refused_within_memory(
+    data: bytes, match: str, budget: int = 200 << 20, reader=read_model_library_format
+) -> FormatError:
+    """Read ``data`` with ``reader``, expect a FormatError, and check the peak allocation."""
     tracemalloc.start()
     try:
         with pytest.raises(FormatError, match=match) as info:
-            read_model_library_format(data)
+            reader(data)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -18,6 +18,7 @@ A failure is reported as one line naming the file and the problem.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import stat
@@ -39,6 +40,9 @@ EXIT_INTERNAL = 1
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
 
+#: Exit status when stdout was closed early, as by ``| head`` (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
 _EPILOG = f"""\
 exit status:
   0    success
@@ -48,6 +52,7 @@ exit status:
        malformed, not an executable), inputs that do not fit the function, or a trap
        while running
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_BROKEN_PIPE}  stdout closed before the output was written (as by | head)
 """
 
 _FILE_KINDS = {
@@ -158,18 +163,18 @@ def regular_file_size(path: str, role: str) -> int:
         If ``path`` does not exist or is a directory, FIFO, device or socket.
     """
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except FileNotFoundError:
         raise CLIError(f"{path}: {role} file not found") from None
     except OSError as err:
         raise CLIError(f"{path}: cannot read the {role} file: {err.strerror}") from None
-    kind = stat.S_IFMT(mode)
+    kind = stat.S_IFMT(info.st_mode)
     if kind != stat.S_IFREG:
         raise CLIError(
-            f"{path}: the {role} file is {_FILE_KINDS.get(kind, 'not a regular file')}, "
+            f"{path}: the {role} file is {_FILE_KINDS.get(kind, 'of an unknown kind')}, "
             "not a regular file"
         )
-    return os.stat(path).st_size
+    return info.st_size
 
 
 def _array_from_npy(handle: BinaryIO, available: int, where: str) -> np.ndarray:
@@ -302,7 +307,7 @@ def check_output_path(path: str) -> None:
         kind = stat.S_IFMT(mode)
         if kind != stat.S_IFREG:
             raise CLIError(
-                f"{path}: the --outputs path is {_FILE_KINDS.get(kind, 'not a regular file')}; "
+                f"{path}: the --outputs path is {_FILE_KINDS.get(kind, 'not a regular file')}, "
                 "name a file to write, such as out.npz"
             )
     if not target.parent.is_dir():
@@ -438,6 +443,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader has gone: nothing to report, and the interpreter's final flush of
+        # stdout must not fail again, so stdout is pointed at the null device.
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no real stdout
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as err:  # the contract is one line, never a traceback
         _error(f"internal error (please report it): {type(err).__name__}: {err}")
         return EXIT_INTERNAL

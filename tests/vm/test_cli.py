@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from tests.vm.executable_samples import kernel_executable
-from vm.cli import EXIT_ERROR, CLIError, main, read_inputs
+from vm.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, CLIError, main, read_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 HUGE_SHAPE = (1 << 46,)  # float32: 256 TiB
@@ -120,6 +120,16 @@ def test_help_documents_the_exit_codes(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "exit status" in out and f"{EXIT_ERROR}    a file that cannot be used" in out
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(capsys, monkeypatch, exe_path):
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["bytecode", exe_path]) == EXIT_BROKEN_PIPE
+    assert capsys.readouterr().err == ""
 
 
 # ---- invalid ------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ Lowest layer; imports numpy and msgpack only, never ``vm`` or ``compiler``.
 - :mod:`serialization.atomic`: :func:`atomic_write`.
 - :mod:`serialization.params`: :func:`save_param_dict` and :func:`load_param_dict`.
 - :mod:`serialization.model_library`: :func:`export_model_library_format` and
-  :func:`read_model_library_format` (Model Library Format tars).
+  :func:`read_model_library_format` (Model Library Format tars), and
+  :class:`UnsupportedInModelLibraryFormatError`.
 """
 
 from serialization import limits
@@ -22,6 +23,7 @@ from serialization.framing import Document, DocumentFormat, read_document, write
 from serialization.model_library import (
     MODEL_LIBRARY_VERSION,
     ModelLibrary,
+    UnsupportedInModelLibraryFormatError,
     export_model_library_format,
     read_model_library_format,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "DocumentFormat",
     "FormatError",
     "ModelLibrary",
+    "UnsupportedInModelLibraryFormatError",
     "VersionError",
     "atomic_write",
     "export_model_library_format",

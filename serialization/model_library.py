@@ -3,29 +3,33 @@
 Lowest layer (``serialization``); standard library and the parameter codec only. Modules
 are taken by duck typing, so this layer never imports ``vm`` or ``compiler``.
 
-TVM users hand Model Library Format (MLF) archives to deployment tools; ours keeps TVM's
-layout where it applies and stores relayvm's executable as the "library"::
+TVM users hand Model Library Format (MLF) archives to deployment tools; ours is the layout
+of TVM's version 1 and stores relayvm's executable as the host "library"::
 
     metadata.json                       what is inside (see below)
     codegen/host/lib/<model>.rvm        the executable (the code of ``Executable.save()``)
     parameters/<model>.params           the parameters (``save_param_dict``)
-    src/<model>.relay                   the Relay text of the module, when known
+    relay.txt                           the Relay text of the module, when known
     runtime-config/graph/graph.json     the graph, for graph-executor modules
 
 ``metadata.json`` holds ``version`` (an integer bumped on any layout or schema change),
-``model_name``, ``export_datetime`` (UTC, TVM's ``"%Y-%m-%d %H:%M:%SZ"``), ``memory`` (for a
-graph, one entry per storage id with its size and the input it binds; for a VM, the constant
-bytes, since a VM plans the rest while running), ``target``, ``runtimes`` (``["graph"]`` or
-``["vm"]``), ``style`` and ``producer``.
+``model_name``, ``export_datetime`` (UTC, TVM's ``"%Y-%m-%d %H:%M:%SZ"``), ``memory`` (the
+list of storage entries ``{storage_id, size_bytes[, input_binding]}``: for a graph, one per
+storage id, sized by the largest entry it holds, with the input it binds; for a VM, one per
+constant, the only storage fixed before running since a VM plans the rest while running),
+``target`` (``{"1": str(target)}``, 1 being the CPU's device type), ``runtimes``
+(``["graph"]`` or ``["vm"]``), ``style`` and ``producer``.
 
 Writing is reproducible: members are sorted, owners, modes and times are fixed, and JSON is
 written with sorted keys; ``export_datetime`` comes from ``SOURCE_DATE_EPOCH`` when that is
 set, so the same module exported twice then gives the same bytes.
 
-Reading never extracts anything: each expected member is read into memory by its exact
-name, and an archive with links, devices, absolute or ``..`` paths, duplicate or unknown
-names, oversized members or a newer version is refused with a :class:`FormatError` naming
-the member.
+Reading never extracts anything and never lets a small archive allocate much: only member
+headers are parsed, and each member's bytes are sliced from the archive itself, so nothing
+larger than the archive is ever allocated. An archive with links, devices, sparse members,
+absolute or ``..`` paths, duplicate or unknown names, a member larger than its limit or than
+the archive, JSON nested too deeply or holding unreadable numbers, or a newer version is
+refused with a :class:`FormatError` naming the member.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import io
 import json
 import os
 import re
+import stat
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,9 +63,25 @@ MAX_TEXT_MEMBER_BYTES = 1 << 28
 #: Largest number of tar members looked at; a real archive has at most a handful.
 MAX_MEMBERS = 64
 
+#: Largest archive read from a path: an executable and a parameter file at their limits,
+#: the three text members at theirs, and room for the tar's own headers.
+MAX_ARCHIVE_BYTES = 2 * MAX_CONSTANT_BYTES + 3 * MAX_TEXT_MEMBER_BYTES + (1 << 20)
+
+#: Members whose contents are text (JSON or Relay), capped at ``MAX_TEXT_MEMBER_BYTES``;
+#: every other member is capped at ``MAX_CONSTANT_BYTES``.
+_TEXT_MEMBERS = ("metadata.json", "relay.txt", "runtime-config/graph/graph.json")
+
 _DATETIME_FORMAT = "%Y-%m-%d %H:%M:%SZ"
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _RUNTIMES = ("graph", "vm")
+
+
+class UnsupportedInModelLibraryFormatError(TypeError):
+    """What was handed to :func:`export_model_library_format` is not a built module.
+
+    TVM's name for the same refusal (``tvm.micro.UnsupportedInModelLibraryFormatError``);
+    a ``TypeError`` too, since it is the argument's kind that is wrong.
+    """
 
 
 @dataclass(frozen=True)
@@ -112,8 +133,8 @@ def export_model_library_format(module: Any, file_name: str | os.PathLike[str]) 
 
     Raises
     ------
-    TypeError
-        If ``module`` is neither kind of module.
+    UnsupportedInModelLibraryFormatError
+        If ``module`` is neither kind of built module (a ``TypeError``).
     ValueError
         If the module's name cannot name files, or its graph JSON is not JSON.
 
@@ -157,25 +178,30 @@ def read_model_library_format(source: str | os.PathLike[str] | bytes) -> ModelLi
         If ``source`` is a path that cannot be read.
     """
     data = _source_bytes(source)
-    members = _read_members(data)
-    metadata = _parse_metadata(members.pop("metadata.json", None))
+    spans = _member_spans(data)
+
+    def payload(name: str) -> bytes | None:
+        span = spans.get(name)
+        return None if span is None else data[span[0] : span[0] + span[1]]
+
+    metadata = _parse_metadata(payload("metadata.json"))
     name = metadata["model_name"]
     runtimes = tuple(metadata["runtimes"])
     expected = {
         "executable": f"codegen/host/lib/{name}.rvm",
         "params": f"parameters/{name}.params",
-        "relay": f"src/{name}.relay",
+        "relay": "relay.txt",
         "graph": "runtime-config/graph/graph.json",
     }
-    unknown = sorted(set(members) - set(expected.values()))
+    unknown = sorted(set(spans) - set(expected.values()) - {"metadata.json"})
     if unknown:
         raise FormatError(f"unexpected member {unknown[0]!r} in model {name!r}", "archive")
-    executable = _required(members, expected["executable"])
+    executable = _required(payload(expected["executable"]), expected["executable"])
     try:
-        params = load_param_dict(_required(members, expected["params"]))
+        params = load_param_dict(_required(payload(expected["params"]), expected["params"]))
     except FormatError as err:
         raise FormatError(f"{expected['params']}: {err}", "archive") from err
-    graph = members.get(expected["graph"])
+    graph = payload(expected["graph"])
     if runtimes == ("graph",) and graph is None:
         raise FormatError(f"member {expected['graph']!r} is missing (graph module)", "archive")
     if runtimes == ("vm",) and graph is not None:
@@ -183,7 +209,7 @@ def read_model_library_format(source: str | os.PathLike[str] | bytes) -> ModelLi
     graph_json = None if graph is None else _text(graph, expected["graph"])
     if graph_json is not None:
         _parse_graph(graph_json, expected["graph"])
-    relay = members.get(expected["relay"])
+    relay = payload(expected["relay"])
     return ModelLibrary(
         metadata=metadata,
         model_name=name,
@@ -210,30 +236,32 @@ def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
         lib = module.get_lib()
         params = module.get_params()
         members = {
-            f"codegen/host/lib/{name}.rvm": bytes(lib.save()[0]),
+            f"codegen/host/lib/{name}.rvm": _executable_bytes(lib),
             f"parameters/{name}.params": save_param_dict(params),
             "runtime-config/graph/graph.json": graph_json.encode("utf-8"),
         }
-        memory = {"sids": _storage_map(graph)}
+        memory = _storage_map(graph)
         runtime = "graph"
         source = getattr(module, "ir_mod", None)
     elif callable(getattr(module, "save", None)) and hasattr(module, "constant_values"):
         name = _model_name(getattr(module, "mod_name", "default"))
         members = {
-            f"codegen/host/lib/{name}.rvm": bytes(module.save()[0]),
+            f"codegen/host/lib/{name}.rvm": _executable_bytes(module),
             f"parameters/{name}.params": save_param_dict({}),
         }
-        constant_bytes = sum(int(np.asarray(c).nbytes) for c in module.constant_values)
-        memory = {"constant_bytes": constant_bytes}
+        memory = [
+            {"storage_id": index, "size_bytes": int(np.asarray(value).nbytes)}
+            for index, value in enumerate(module.constant_values)
+        ]
         runtime = "vm"
         source = getattr(module, "ir_mod", None)
     else:
-        raise TypeError(
+        raise UnsupportedInModelLibraryFormatError(
             "export_model_library_format takes what relay.build returns (a graph executor "
             f"factory) or a vm.Executable, got {type(module).__name__}"
         )
     if source is not None:
-        members[f"src/{name}.relay"] = str(source).encode("utf-8")
+        members["relay.txt"] = str(source).encode("utf-8")
     target = str(getattr(module, "target", "cpu") or "cpu")
     metadata = {
         "model_name": name,
@@ -242,6 +270,14 @@ def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
         "runtimes": [runtime],
     }
     return members, metadata
+
+
+def _executable_bytes(executable: Any) -> bytes:
+    """The executable's file bytes, from ``save()`` returning them or TVM's ``(code, lib)``."""
+    saved = executable.save()
+    if isinstance(saved, tuple):
+        saved = saved[0]
+    return bytes(saved)
 
 
 def _model_name(name: Any) -> str:
@@ -318,13 +354,42 @@ def _source_bytes(source: Any) -> bytes:
     if isinstance(source, bytes | bytearray | memoryview):
         return bytes(source)
     if isinstance(source, str | os.PathLike):
-        return Path(os.fspath(source)).read_bytes()
+        path = os.fspath(source)
+        # Checked before opening: opening a FIFO blocks, and a device never ends.
+        kind = stat.S_IFMT(os.stat(path).st_mode)
+        if kind != stat.S_IFREG:
+            raise FormatError(
+                f"{path!r} is {_FILE_KINDS.get(kind, 'not a regular file')}, not an archive",
+                "archive",
+            )
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_ARCHIVE_BYTES:
+                raise FormatError(
+                    f"{path!r} is {size} bytes, more than MAX_ARCHIVE_BYTES ({MAX_ARCHIVE_BYTES})",
+                    "archive",
+                )
+            return handle.read(MAX_ARCHIVE_BYTES + 1)
     raise TypeError(f"expected a path or bytes, got {type(source).__name__}")
 
 
-def _read_members(data: bytes) -> dict[str, bytes]:
-    """Every regular member by name, read into memory after checking its header."""
-    members: dict[str, bytes] = {}
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _member_spans(data: bytes) -> dict[str, tuple[int, int]]:
+    """Where each regular member's bytes lie in ``data``, from the member headers alone.
+
+    Nothing is extracted: a plain member's bytes are contiguous in the archive, so its
+    (offset, size) is all a reader needs, and a member whose header declares more bytes
+    than the archive holds is refused before anything is allocated for it.
+    """
+    spans: dict[str, tuple[int, int]] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             count = 0
@@ -335,22 +400,39 @@ def _read_members(data: bytes) -> dict[str, bytes]:
                 name = _member_name(info)
                 if info.isdir():
                     continue
-                if not info.isreg():
+                if info.type == tarfile.GNUTYPE_SPARSE or info.sparse is not None:
+                    raise FormatError(
+                        f"member {name!r} is a sparse file ({info.size} bytes declared); "
+                        "only plain files are read",
+                        "archive",
+                    )
+                if info.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                     raise FormatError(f"member {name!r} is not a regular file", "archive")
-                if name in members:
+                if name in spans:
                     raise FormatError(f"member {name!r} appears twice", "archive")
-                if info.size > MAX_CONSTANT_BYTES:
-                    raise FormatError(f"member {name!r} is {info.size} bytes", "archive")
-                handle = tar.extractfile(info)
-                payload = b"" if handle is None else handle.read()
-                if len(payload) != info.size:
-                    raise FormatError(f"member {name!r} is truncated", "archive")
-                members[name] = payload
+                limit, limit_name = (
+                    (MAX_TEXT_MEMBER_BYTES, "MAX_TEXT_MEMBER_BYTES")
+                    if name in _TEXT_MEMBERS
+                    else (MAX_CONSTANT_BYTES, "MAX_CONSTANT_BYTES")
+                )
+                if info.size > limit:
+                    raise FormatError(
+                        f"member {name!r} declares {info.size} bytes, more than "
+                        f"{limit_name} ({limit})",
+                        "archive",
+                    )
+                if info.offset_data + info.size > len(data):
+                    raise FormatError(
+                        f"member {name!r} is truncated: it declares {info.size} bytes, "
+                        f"the archive holds {max(len(data) - info.offset_data, 0)} of them",
+                        "archive",
+                    )
+                spans[name] = (info.offset_data, info.size)
     except FormatError:
         raise
     except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError) as err:
         raise FormatError(f"not a readable tar: {err}", "archive") from err
-    return members
+    return spans
 
 
 def _member_name(info: tarfile.TarInfo) -> str:
@@ -368,10 +450,10 @@ def _member_name(info: tarfile.TarInfo) -> str:
     return name
 
 
-def _required(members: Mapping[str, bytes], name: str) -> bytes:
-    if name not in members:
+def _required(payload: bytes | None, name: str) -> bytes:
+    if payload is None:
         raise FormatError(f"member {name!r} is missing", "archive")
-    return members[name]
+    return payload
 
 
 def _text(payload: bytes, name: str) -> str:
@@ -383,14 +465,29 @@ def _text(payload: bytes, name: str) -> str:
         raise FormatError(f"member {name!r} is not UTF-8 text: {err}", "archive") from err
 
 
+def _json(text: str, where: str) -> Any:
+    """``text`` parsed as JSON, or a FormatError naming ``where``.
+
+    Python's parser raises RecursionError for deep nesting and ValueError for integers
+    longer than ``sys.get_int_max_str_digits()``; both are bad files, not bugs.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FormatError("not JSON this reader accepts: nested too deeply", where) from None
+    except ValueError as err:
+        raise FormatError(f"not JSON this reader accepts: {err}", where) from None
+
+
+def _is_count(value: Any, limit: int = MAX_INDEX) -> bool:
+    return type(value) is int and 0 <= value <= limit
+
+
 def _parse_metadata(payload: bytes | None) -> dict[str, Any]:
     section = "metadata.json"
     if payload is None:
         raise FormatError("member 'metadata.json' is missing", "archive")
-    try:
-        metadata = json.loads(_text(payload, section))
-    except json.JSONDecodeError as err:
-        raise FormatError(f"not JSON: {err}", section) from err
+    metadata = _json(_text(payload, section), section)
     if not isinstance(metadata, dict):
         raise FormatError("not a JSON object", section)
     version = metadata.get("version")
@@ -414,9 +511,32 @@ def _parse_metadata(payload: bytes | None) -> dict[str, Any]:
     target = metadata.get("target")
     if not isinstance(target, dict) or not all(isinstance(v, str) for v in target.values()):
         raise FormatError(
-            f"'target' must map device ids to target strings, got {target!r}", section
+            f"'target' must map device ids to target strings, got {_brief(target)}", section
         )
+    memory = metadata.get("memory")
+    if not isinstance(memory, list):
+        raise FormatError(
+            f"'memory' must be a list of storage entries, got {_brief(memory)}", section
+        )
+    for index, entry in enumerate(memory):
+        if not (
+            isinstance(entry, dict)
+            and _is_count(entry.get("storage_id"))
+            and _is_count(entry.get("size_bytes"), 1 << 62)
+            and isinstance(entry.get("input_binding", ""), str)
+        ):
+            raise FormatError(
+                f"'memory'[{index}] must be {{storage_id, size_bytes[, input_binding]}} "
+                f"with integer ids and sizes, got {_brief(entry)}",
+                section,
+            )
     return metadata
+
+
+def _brief(value: Any) -> str:
+    """``repr(value)``, cut short: a hostile file's values can be megabytes long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _parse_graph(graph_json: Any, where: str) -> dict[str, Any]:
@@ -427,17 +547,37 @@ def _parse_graph(graph_json: Any, where: str) -> dict[str, Any]:
 
     if not isinstance(graph_json, str):
         raise fail(f"must be a str, got {type(graph_json).__name__}")
-    try:
-        graph = json.loads(graph_json)
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise fail(f"not JSON: {err}") from err
+    graph = _json(graph_json, where)
     if not isinstance(graph, dict):
         raise fail("not a JSON object")
     nodes, arg_nodes, attrs = graph.get("nodes"), graph.get("arg_nodes"), graph.get("attrs")
-    if not isinstance(nodes, list) or not all(
-        isinstance(n, dict) and isinstance(n.get("name"), str) for n in nodes
-    ):
+    if not isinstance(nodes, list):
         raise fail("'nodes' must be a list of objects with names")
+
+    def is_ref(ref: Any) -> bool:
+        return (
+            isinstance(ref, list)
+            and len(ref) in (2, 3)
+            and all(_is_count(x) for x in ref)
+            and ref[0] < len(nodes)
+        )
+
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("name"), str):
+            raise fail(f"'nodes'[{index}] must be an object with a name")
+        if not isinstance(node.get("op"), str):
+            raise fail(f"'nodes'[{index}].op must be a string, got {_brief(node.get('op'))}")
+        inputs = node.get("inputs", [])
+        if not isinstance(inputs, list) or not all(is_ref(ref) for ref in inputs):
+            raise fail(
+                f"'nodes'[{index}].inputs must be a list of [node, index, version] "
+                f"references, got {_brief(inputs)}"
+            )
+        if not isinstance(node.get("attrs", {}), dict):
+            raise fail(f"'nodes'[{index}].attrs must be an object")
+    heads = graph.get("heads", [])
+    if not isinstance(heads, list) or not all(is_ref(ref) for ref in heads):
+        raise fail("'heads' must be a list of [node, index, version] references")
     if not isinstance(arg_nodes, list) or not all(
         type(i) is int and 0 <= i < len(nodes) for i in arg_nodes
     ):

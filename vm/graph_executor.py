@@ -435,7 +435,10 @@ class Graph:
         first, end = row_ptr[index], row_ptr[index + 1]
         if not (isinstance(first, int) and isinstance(end, int) and 0 <= first <= end):
             raise ValueError(f"{where}: node_row_ptr is not increasing")
-        inputs = [self._entry(ref, where, index) for ref in raw.get("inputs", [])]
+        refs = raw.get("inputs", [])
+        if not isinstance(refs, list):
+            raise ValueError(f"{where}: inputs must be a list of references, got {refs!r:.80}")
+        inputs = [self._entry(ref, where, index) for ref in refs]
         if op == "null":
             if inputs or end - first != 1:
                 raise ValueError(f"{where}: an input node has no inputs and one output")

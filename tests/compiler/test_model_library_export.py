@@ -2,14 +2,19 @@
 
 Returns: a graph module exported and loaded back (here and in a process that never imports
 ``compiler``) gives the original's answers; a VM executable's archive loads with
-``vm.Executable.load_exec``; the Relay text inside parses back to the module.
-Invalid: loading a VM archive as a graph names what to do instead.
-Malformed: a corrupted executable inside the archive raises ``vm.ExecutableLoadError``.
+``vm.Executable.load_exec``; the archive is TVM's version 1 field by field (``relay.txt`` at
+the root equal to ``str(mod)``, the memory list, the target, the UTC export time).
+Invalid: loading a VM archive as a graph names what to do instead; a module that was never
+built raises ``UnsupportedInModelLibraryFormatError``.
+Malformed: a corrupted executable inside the archive raises ``vm.ExecutableLoadError``; a
+sparse member declaring 4 GB is refused by ``load_model_library`` before anything is read.
 """
 
 from __future__ import annotations
 
+import datetime
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -21,6 +26,11 @@ import pytest
 import serialization
 import vm
 from compiler import relay
+from tests.serialization.test_model_library_format import (
+    FOUR_GB,
+    gnu_sparse_member,
+    refused_within_memory,
+)
 from vm.graph_executor import GraphModule, load_model_library
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,11 +84,44 @@ def test_the_archive_holds_relay_text_that_parses_back_to_the_module(tmp_path, m
     assert relay.structural_equal(relay.fromtext(text), mod)
 
 
+def test_the_archive_is_tvms_version_1_field_by_field(tmp_path, model):
+    mod, params, _ = model
+    factory = relay.build(mod, params=params, mod_name="mlp")
+    path = serialization.export_model_library_format(factory, tmp_path / "mlp.tar")
+    with tarfile.open(path, mode="r:") as tar:
+        names = sorted(info.name for info in tar)
+        relay_txt = tar.extractfile("relay.txt").read().decode()
+        metadata = json.loads(tar.extractfile("metadata.json").read())
+    assert names == [
+        "codegen/host/lib/mlp.rvm",
+        "metadata.json",
+        "parameters/mlp.params",
+        "relay.txt",
+        "runtime-config/graph/graph.json",
+    ]
+    assert relay_txt == str(mod)
+    assert metadata["version"] == 1
+    assert metadata["model_name"] == "mlp"
+    assert metadata["target"] == {"1": str(factory.target)}
+    assert metadata["runtimes"] == ["graph"]
+    stamp = datetime.datetime.strptime(metadata["export_datetime"], "%Y-%m-%d %H:%M:%SZ")
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    assert abs(now - stamp) < datetime.timedelta(hours=1)  # UTC, not local time
+    memory = metadata["memory"]
+    assert isinstance(memory, list) and memory
+    for entry in memory:
+        assert set(entry) <= {"storage_id", "size_bytes", "input_binding"}
+        assert type(entry["storage_id"]) is int and entry["size_bytes"] > 0
+    graph = json.loads(factory.get_graph_json())
+    sids = graph["attrs"]["storage_id"][1]
+    assert sorted(e["storage_id"] for e in memory) == sorted(set(sids))
+
+
 def test_the_memory_map_binds_every_graph_input(tmp_path, model):
     mod, _, _ = model
     factory = relay.build(mod)
     path = serialization.export_model_library_format(factory, tmp_path / "m.tar")
-    sids = serialization.read_model_library_format(path).metadata["memory"]["sids"]
+    sids = serialization.read_model_library_format(path).metadata["memory"]
     bound = {s["input_binding"] for s in sids if "input_binding" in s}
     assert bound == {"x", "w1", "b1", "w2"}
     assert all(s["size_bytes"] > 0 for s in sids)
@@ -127,6 +170,15 @@ def test_loading_a_vm_archive_as_a_graph_says_to_use_load_exec(tmp_path, model):
         load_model_library(path)
 
 
+@pytest.mark.parametrize("unbuilt", ["module", "function", "params"])
+def test_what_was_never_built_is_unsupported_in_model_library_format(tmp_path, model, unbuilt):
+    mod, params, _ = model
+    value = {"module": mod, "function": mod["main"], "params": params}[unbuilt]
+    with pytest.raises(serialization.UnsupportedInModelLibraryFormatError, match=r"relay\.build"):
+        serialization.export_model_library_format(value, tmp_path / "m.tar")
+    assert not (tmp_path / "m.tar").exists()
+
+
 # ---- malformed ----------------------------------------------------------------------------
 
 
@@ -145,3 +197,18 @@ def test_a_corrupted_executable_in_the_archive_raises_executable_load_error(tmp_
             dst.addfile(info, io.BytesIO(payload))
     with pytest.raises(vm.ExecutableLoadError):
         load_model_library(buffer.getvalue())
+
+
+def test_load_model_library_refuses_a_sparse_member_before_reading_it(tmp_path, model):
+    mod, params, _ = model
+    path = serialization.export_model_library_format(
+        relay.build(mod, params=params), tmp_path / "m.tar"
+    )
+    with tarfile.open(path, mode="r:") as tar:
+        entries = [(i, tar.extractfile(i).read()) for i in tar if not i.name.endswith(".rvm")]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for info, payload in entries:
+            tar.addfile(info, io.BytesIO(payload))
+    data = gnu_sparse_member("codegen/host/lib/default.rvm", FOUR_GB) + buffer.getvalue()
+    refused_within_memory(data, "is a sparse file", reader=load_model_library)

@@ -4,18 +4,25 @@ The serialization layer takes modules by duck typing, so these tests hand it sma
 stand-ins with the attributes ``relay.build`` results and executables have;
 ``tests/compiler/test_model_library_export.py`` runs the real thing end to end.
 
-Returns: the layout and metadata are as documented, reading gives back every member, two
+Returns: the layout and metadata are TVM's version 1, reading gives back every member, two
 exports give the same bytes. Invalid: modules and names that cannot be exported.
 Malformed: links, traversal, duplicates, unknown members, newer versions, truncations and
-byte flips all raise ``FormatError`` naming what was wrong.
+byte flips all raise ``FormatError`` naming what was wrong; so do sparse members, sizes
+beyond the limits or the archive, hostile JSON, and paths that are not regular files, all
+refused without allocating more than the archive's size.
+
+``RELAYVM_FUZZ_ARCHIVES`` sets how many byte-mutated archives the fuzz test reads
+(default 600, a few seconds).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import tarfile
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -24,6 +31,7 @@ import serialization
 from serialization import (
     MODEL_LIBRARY_VERSION,
     FormatError,
+    UnsupportedInModelLibraryFormatError,
     export_model_library_format,
     read_model_library_format,
 )
@@ -135,8 +143,8 @@ def test_graph_module_archive_has_the_documented_members(graph_archive):
         "codegen/host/lib/default.rvm",
         "metadata.json",
         "parameters/default.params",
+        "relay.txt",
         "runtime-config/graph/graph.json",
-        "src/default.relay",
     ]
 
 
@@ -156,7 +164,7 @@ def test_metadata_names_model_runtime_target_and_memory_map(graph_archive):
     assert metadata["target"] == {"1": "cpu"}
     assert metadata["style"] == "full-model"
     assert metadata["producer"].startswith("relayvm")
-    assert metadata["memory"]["sids"] == [
+    assert metadata["memory"] == [
         {"storage_id": 0, "size_bytes": 24, "input_binding": "x"},
         {"storage_id": 1, "size_bytes": 24, "input_binding": "p0"},
         {"storage_id": 2, "size_bytes": 24},
@@ -170,7 +178,7 @@ def test_memory_map_sizes_a_shared_storage_id_by_its_largest_entry(tmp_path):
     graph["attrs"]["dltype"][1][3] = "float64"
     graph["attrs"]["storage_id"][1] = [0, 1, 2, 2]
     path = export_model_library_format(FakeFactory(graph=graph), tmp_path / "m.tar")
-    sids = read_model_library_format(path).metadata["memory"]["sids"]
+    sids = read_model_library_format(path).metadata["memory"]
     assert sids[2] == {"storage_id": 2, "size_bytes": 96}
     assert len(sids) == 3
 
@@ -220,7 +228,7 @@ def test_without_source_date_epoch_the_export_time_is_now(tmp_path, monkeypatch)
     assert before <= moment <= datetime.datetime.now(datetime.UTC)
 
 
-def test_vm_executable_archive_has_no_graph_and_records_constant_bytes(tmp_path):
+def test_vm_executable_archive_has_no_graph_and_lists_its_constants_as_storage(tmp_path):
     path = export_model_library_format(FakeLib(b"vm bytes"), tmp_path / "vm.tar")
     assert sorted(members_of(path.read_bytes())) == [
         "codegen/host/lib/default.rvm",
@@ -232,7 +240,19 @@ def test_vm_executable_archive_has_no_graph_and_records_constant_bytes(tmp_path)
     assert library.graph_json is None and library.relay_text is None
     assert library.executable == b"vm bytes"
     assert library.params == {}
-    assert library.metadata["memory"] == {"constant_bytes": 20 + 32}
+    assert library.metadata["memory"] == [
+        {"storage_id": 0, "size_bytes": 20},
+        {"storage_id": 1, "size_bytes": 32},
+    ]
+
+
+def test_an_executable_saved_as_tvms_code_and_lib_pair_is_stored_as_its_code(tmp_path):
+    class PairLib(FakeLib):
+        def save(self):
+            return bytearray(self.payload), None
+
+    path = export_model_library_format(PairLib(b"code bytes"), tmp_path / "vm.tar")
+    assert read_model_library_format(path).executable == b"code bytes"
 
 
 def test_members_are_named_after_the_module(tmp_path):
@@ -251,6 +271,9 @@ def test_export_replaces_an_existing_file(tmp_path):
 def test_the_api_is_exported_from_the_package():
     assert serialization.export_model_library_format is export_model_library_format
     assert serialization.read_model_library_format is read_model_library_format
+    assert serialization.UnsupportedInModelLibraryFormatError is (
+        UnsupportedInModelLibraryFormatError
+    )
 
 
 def test_directory_entries_from_other_tar_tools_are_accepted(graph_archive):
@@ -265,7 +288,7 @@ def test_directory_entries_from_other_tar_tools_are_accepted(graph_archive):
 
 @pytest.mark.parametrize("module", [object(), "model", 3])
 def test_export_rejects_what_is_not_a_module(tmp_path, module):
-    with pytest.raises(TypeError, match=r"relay\.build.*vm\.Executable"):
+    with pytest.raises(UnsupportedInModelLibraryFormatError, match=r"relay\.build.*vm\.Execut"):
         export_model_library_format(module, tmp_path / "m.tar")
     assert not (tmp_path / "m.tar").exists()
 
@@ -453,7 +476,7 @@ def test_every_truncation_raises_format_error_or_reads_the_whole_archive(graph_a
 def test_random_byte_changes_raise_only_format_error(graph_archive):
     rng = np.random.default_rng(0)
     outcomes = {"refused": 0, "read": 0}
-    for _ in range(600):
+    for _ in range(int(os.environ.get("RELAYVM_FUZZ_ARCHIVES", "600"))):
         data = bytearray(graph_archive)
         for position in rng.integers(0, len(data), size=int(rng.integers(1, 4))):
             data[position] = int(rng.integers(0, 256))
@@ -469,3 +492,167 @@ def test_random_byte_changes_raise_only_format_error(graph_archive):
 def test_a_source_that_is_neither_path_nor_bytes_is_a_type_error():
     with pytest.raises(TypeError, match="path or bytes"):
         read_model_library_format(3)
+
+
+# ---- malformed: archives that declare more than they hold ----------------------------------
+
+FOUR_GB = 4_000_000_000
+
+
+def _octal(value: int, width: int) -> bytes:
+    return f"{value:0{width - 1}o}".encode() + b"\0"
+
+
+def _with_checksum(header: bytearray) -> bytes:
+    header[148:156] = b" " * 8
+    header[148:156] = f"{sum(header):06o}".encode() + b"\0 "
+    return bytes(header)
+
+
+def gnu_sparse_member(name: str, real_size: int, stored: bytes = b"x" * 512) -> bytes:
+    """A GNU sparse member (type 'S') of ``real_size`` bytes whose data is ``stored`` at the
+    end: tarfile cannot write one, so the header is built from a plain one."""
+    info = tarfile.TarInfo(name)
+    info.size = len(stored)
+    header = bytearray(info.tobuf(format=tarfile.GNU_FORMAT))
+    header[156:157] = tarfile.GNUTYPE_SPARSE
+    header[386:398] = _octal(real_size - len(stored), 12)  # first map entry: offset
+    header[398:410] = _octal(len(stored), 12)  # and length
+    header[482] = 0  # no extension headers
+    header[483:495] = _octal(real_size, 12)  # the expanded size
+    return _with_checksum(header) + stored + b"\0" * (-len(stored) % 512)
+
+
+def pax_sparse_member(name: str, real_size: int, stored: bytes = b"x" * 512) -> bytes:
+    """A PAX 1.0 sparse member: the map is the first block of the member's data."""
+    sparse_map = f"1\n{real_size - len(stored)}\n{len(stored)}\n".encode()
+    sparse_map += b"\0" * (-len(sparse_map) % 512)
+    info = tarfile.TarInfo("GNUSparseFile.0/x")
+    info.size = len(sparse_map) + len(stored)
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": name,
+        "GNU.sparse.realsize": str(real_size),
+    }
+    body = sparse_map + stored
+    return info.tobuf(format=tarfile.PAX_FORMAT) + body + b"\0" * (-len(body) % 512)
+
+
+def plain_header(name: str, declared: int) -> bytes:
+    """A plain member's header declaring ``declared`` bytes, with none of them following."""
+    info = tarfile.TarInfo(name)
+    info.size = declared
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+def refused_within_memory(
+    data: bytes, match: str, budget: int = 200 << 20, reader=read_model_library_format
+) -> FormatError:
+    """Read ``data`` with ``reader``, expect a FormatError, and check the peak allocation."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match=match) as info:
+            reader(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < budget, f"refusing a {len(data)}-byte archive allocated {peak} bytes"
+    return info.value
+
+
+@pytest.mark.parametrize("make", [gnu_sparse_member, pax_sparse_member])
+def test_a_sparse_member_of_4_gb_is_refused_before_anything_is_read(graph_archive, make):
+    # The small archive of the report: every member as exported, the executable sparse.
+    entries = [e for e in archive_entries(graph_archive) if not e[0].name.endswith(".rvm")]
+    data = make("codegen/host/lib/default.rvm", FOUR_GB) + tar_of(entries)
+    assert len(data) < 32 * 1024
+    error = refused_within_memory(data, r"'codegen/host/lib/default.rvm' is a sparse file")
+    assert str(FOUR_GB) in str(error)
+
+
+@pytest.mark.parametrize(
+    ("name", "declared", "limit"),
+    [
+        ("metadata.json", (1 << 28) + 1, "MAX_TEXT_MEMBER_BYTES"),
+        ("relay.txt", (1 << 28) + 1, "MAX_TEXT_MEMBER_BYTES"),
+        ("codegen/host/lib/default.rvm", 5_000_000_000, "MAX_CONSTANT_BYTES"),
+    ],
+)
+def test_a_member_declaring_more_than_its_limit_is_refused(name, declared, limit):
+    data = plain_header(name, declared) + b"\0" * 1024
+    refused_within_memory(data, rf"{re.escape(repr(name))} declares {declared} bytes.*{limit}")
+
+
+def test_a_member_declaring_more_than_the_archive_holds_is_refused(graph_archive):
+    data = plain_header("parameters/default.params", 100_000_000) + graph_archive
+    refused_within_memory(data, r"'parameters/default.params' is truncated.*100000000 bytes")
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"version": 1' + b"0" * 5000 + b"}", "digits"),
+        (b'{"version": 1, "model_name": "default", "memory": ' + b"[" * 50_000, "JSON"),
+    ],
+)
+def test_hostile_metadata_json_is_a_format_error(graph_archive, payload, message):
+    with pytest.raises(FormatError, match=message) as info:
+        read_model_library_format(replace_member(graph_archive, "metadata.json", payload))
+    assert info.value.section == "metadata.json"
+
+
+def test_a_deeply_nested_graph_is_a_format_error(graph_archive):
+    payload = b'{"nodes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    data = replace_member(graph_archive, "runtime-config/graph/graph.json", payload)
+    with pytest.raises(FormatError, match="nested too deeply"):
+        read_model_library_format(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda g: g["nodes"][2].update(inputs=1), r"'nodes'\[2\]\.inputs must be a list"),
+        (lambda g: g["nodes"][2].update(inputs=[[9, 0, 0]]), r"'nodes'\[2\]\.inputs"),
+        (lambda g: g["nodes"][2].update(inputs=[["0", 0, 0]]), r"'nodes'\[2\]\.inputs"),
+        (lambda g: g["nodes"][3].update(op=None), r"'nodes'\[3\]\.op must be a string"),
+        (lambda g: g["nodes"][3].update(attrs=[]), r"'nodes'\[3\]\.attrs must be an object"),
+        (lambda g: g.update(heads=5), "'heads'"),
+    ],
+)
+def test_a_graph_node_of_the_wrong_shape_is_named(graph_archive, change, message):
+    graph = json.loads(json.dumps(GRAPH))
+    change(graph)
+    data = replace_member(
+        graph_archive, "runtime-config/graph/graph.json", json.dumps(graph).encode()
+    )
+    with pytest.raises(FormatError, match=message):
+        read_model_library_format(data)
+
+
+@pytest.mark.parametrize(
+    "memory", [{"sids": []}, "x", [{"storage_id": "0", "size_bytes": 1}], [{"storage_id": 0}]]
+)
+def test_a_memory_map_that_is_not_a_list_of_storage_entries_is_named(graph_archive, memory):
+    with pytest.raises(FormatError, match="'memory'"):
+        read_model_library_format(with_metadata(graph_archive, memory=memory))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_path_is_refused_without_opening_it(tmp_path):
+    fifo = tmp_path / "model.tar"
+    os.mkfifo(fifo)
+    with pytest.raises(FormatError, match=r"model.tar' is a FIFO, not an archive"):
+        read_model_library_format(fifo)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_device_path_is_refused_without_reading_it():
+    with pytest.raises(FormatError, match=r"'/dev/zero' is a character device"):
+        read_model_library_format("/dev/zero")
+
+
+def test_a_directory_path_is_refused(tmp_path):
+    with pytest.raises(FormatError, match="is a directory, not an archive"):
+        read_model_library_format(tmp_path)

@@ -248,6 +248,7 @@ def broken(edit):
         (lambda g: g.pop("nodes"), "'nodes' is missing"),
         (lambda g: g["nodes"][2]["attrs"].update(func_name="nope"), "no kernel named 'nope'"),
         (lambda g: g["nodes"][2].update(inputs=[[0, 0, 0]]), "takes 2 inputs, the node has 1"),
+        (lambda g: g["nodes"][2].update(inputs=1), "inputs must be a list of references"),
         (lambda g: g["nodes"][2].update(inputs=[[0, 0, 0], [3, 0, 0]]), "does not come before"),
         (lambda g: g["nodes"][2].update(inputs=[[0, 0, 0], [1, 1, 0]]), "node 1 has no output 1"),
         (lambda g: g["attrs"]["shape"][1].__setitem__(0, [2, 2]), "kernel vm_mod_add takes"),

@@ -1,8 +1,4 @@
-"""TVM's Model Library Format export test, with only the imports changed.
-
-Waiting: TVM's version 1 layout (memory map, target, relay.txt, the error type) comes with
-the Model Library Format work; these tests are strict xfails until it is merged.
-"""
+"""TVM's Model Library Format export test, with only the imports changed."""
 
 from __future__ import annotations
 
@@ -17,10 +13,6 @@ import pytest
 from compiler import tvm
 from compiler.tvm import relay
 from compiler.tvm.contrib import utils
-
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="waiting for TVM's Model Library Format version 1 layout"
-)
 
 RELAY_TEXT = """
 #[version = "0.0.5"]

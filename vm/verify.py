@@ -186,23 +186,45 @@ def _check_primitives(primitives: Sequence[Primitive]) -> None:
 
 def _signature(description: Any) -> tuple[int, int] | None:
     """(number of inputs, number of outputs) of a description, or None if malformed."""
-    if not isinstance(description, dict):
+    if _signature_problem(description) is not None:
         return None
-    counts = []
+    return len(description["inputs"]), len(description["outputs"])
+
+
+def _signature_problem(description: Any) -> str | None:
+    """Why the ``inputs`` and ``outputs`` of a description are not lists of [dtype, ndim].
+
+    Every primitive, a numba kernel or a shape function, has this signature; the
+    interpreter reads it to check arguments, so it is checked here for both kinds
+    before the kind-specific checker sees the description.
+    """
+    if not isinstance(description, dict):
+        return f"the description must be a map, found {type(description).__name__}"
     for key in ("inputs", "outputs"):
-        values = description.get(key)
-        if not isinstance(values, list):
-            return None
-        counts.append(len(values))
-    return counts[0], counts[1]
+        if key not in description:
+            return f"the description has no {key!r} list"
+        values = description[key]
+        if not isinstance(values, (list, tuple)):
+            return f"{key!r} must be a list of [dtype, ndim] pairs, found {_brief(values)}"
+        for index, pair in enumerate(values):
+            if (
+                not isinstance(pair, (list, tuple))
+                or len(pair) != 2
+                or type(pair[0]) is not str
+                or type(pair[1]) is not int
+            ):
+                return (
+                    f"{key}[{index}] must be a [dtype, ndim] pair (a string and an int), "
+                    f"found {_brief(pair)}"
+                )
+    return None
 
 
 def _check_description(index: int, name: str, description: Any) -> None:
     item = f"primitive {index} ({name[:60]!r})"
-    if _signature(description) is None:
-        _fail(
-            "kernel", "the description must be a dict with 'inputs' and 'outputs' lists", item=item
-        )
+    problem = _signature_problem(description)
+    if problem is not None:
+        _fail("kernel", problem, item=item)
     from vm.kernels import KernelDescriptionError
     from vm.shape_funcs import check_primitive  # a numba kernel's, or a shape function's
 

@@ -3,7 +3,9 @@ no uninitialized byte is read, returned or handed on (issue 13, item 4).
 
 Returns: programs the compiler emits (alloc, kernel, then use) verify. Invalid: writing into a
 parameter, a constant or a call's result; using a non-storage as storage; returning or passing
-on a storage or tensor no kernel has written; the same on only one path of a branch.
+on a storage or tensor no kernel has written; the same on only one path of a branch. Fuzz:
+programs with renamed registers that still verify are run, and neither change the caller's
+input nor return bytes no kernel wrote (RELAYVM_FUZZ_SCALE=N runs N times as many).
 """
 
 import numpy as np
@@ -276,7 +278,7 @@ def test_a_tensor_allocated_again_in_a_loop_is_unwritten_until_a_kernel_writes_i
     )  # fmt: skip
 
 
-def test_an_invalid_program_built_without_verifying_never_reaches_the_caller_through_a_file():
+def test_a_file_returning_a_fresh_storage_does_not_load():
     # The second case of issue 13: alloc_storage then ret handed back np.empty bytes.
     main = VMFunction("main", ("x",), (F32x2,), F32x2, 3, (*STORAGE[:1],
                       I(O.AllocStorage, (2, 64, "float32", 1)), I(O.Ret, (1,))))  # fmt: skip
@@ -318,3 +320,105 @@ def test_the_interpreter_fixtures_break_only_the_memory_rules_they_test_the_runt
     }  # fmt: skip
     assert "must hold a buffer from alloc_storage" in memory.pop("view_const")
     assert all("may hold uninitialized memory" in text for text in memory.values())
+
+
+# ---- fuzz: programs that verify never touch the caller's input or hand out uninitialized bytes --
+
+CANARY = 0x7B
+
+
+def _canary_empty(shape, dtype=float):
+    """np.empty that fills every new buffer with CANARY, so bytes no kernel wrote are visible."""
+    dtype = np.dtype(dtype)
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize > 1 << 26:
+        raise MemoryError("the fuzz caps storages at 64 MB")  # a renamed size register
+    out = np.empty(shape, dtype)
+    out.view(np.uint8)[...] = CANARY
+    return out
+
+
+def _has_canary(value) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            raw = np.ascontiguousarray(item).reshape(-1).view(np.uint8)
+            if raw.size >= 4 and (raw == CANARY).all():
+                return True
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+    return False
+
+
+def _register_words(record) -> list[int]:
+    """Positions in a code record's words that hold a register number."""
+    from tests.vm.executable_samples import instruction_starts
+    from vm.isa import OPCODES, OperandKind
+
+    words, positions = record["code"], []
+    for pos in instruction_starts(record):
+        pos += 1
+        for _, kind in OPCODES[O(words[pos - 1])].operands:
+            if kind in (OperandKind.REGS, OperandKind.SHAPE):
+                if kind is OperandKind.REGS:
+                    positions.extend(range(pos + 1, pos + 1 + words[pos]))
+                pos += 1 + words[pos]
+            else:
+                if kind in (OperandKind.REG, OperandKind.DST):
+                    positions.append(pos)
+                pos += 1
+    return positions
+
+
+def test_the_canary_shows_a_result_no_kernel_wrote(monkeypatch):
+    # Without this, a change to how the VM allocates would make the fuzz below pass blindly.
+    import vm.decode
+
+    monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
+    unverified = program([*TENSOR, I(O.Ret, (4,))])
+    x = np.zeros(2, "float32")
+    assert _has_canary(VirtualMachine(unverified).invoke("main", x, x))
+
+
+def test_programs_with_renamed_registers_that_verify_never_write_inputs_or_leak_memory(
+    monkeypatch,
+):
+    # Issue 13, item 4: before the memory rules, about one in ten of these loaded, ran
+    # and overwrote the caller's input or returned bytes no kernel wrote.
+    import random
+
+    import vm.decode
+    from tests.vm.executable_samples import control_flow_executable, document_from, sections_of
+    from tests.vm.test_load_fuzz import SCALE, dynamic_executable
+    from vm.errors import ExecutableLoadError, VMError
+
+    monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
+    samples = [encode(e) for e in (control_flow_executable(), kernel_executable())]
+    samples.append(encode(dynamic_executable()))
+    rng = random.Random(13)
+    outcomes = {"rejected": 0, "ran": 0}
+    for _ in range(600 * SCALE):
+        sections = sections_of(rng.choice(samples))
+        for _ in range(rng.choice((1, 1, 2))):
+            record = rng.choice(sections["code"])
+            positions = _register_words(record)
+            if positions and record["register_file_size"]:
+                word = rng.choice(positions)
+                record["code"][word] = rng.randrange(record["register_file_size"])
+        try:
+            exe = Executable.load_exec(document_from(sections))
+        except ExecutableLoadError:
+            outcomes["rejected"] += 1
+            continue
+        main = exe.functions[exe.globals.index("main")]
+        args = [np.arange(2, dtype="float32") + i for i in range(len(main.params))]
+        copies = [a.copy() for a in args]
+        try:
+            result = VirtualMachine(exe, max_call_depth=50).invoke("main", *args)
+        except (VMError, TypeError, ValueError):
+            result = None
+        outcomes["ran"] += 1
+        for arg, copy in zip(args, copies):
+            np.testing.assert_array_equal(arg, copy)
+        assert not _has_canary(result), exe.bytecode
+    assert outcomes["rejected"] > 100 and outcomes["ran"] > 100, outcomes

@@ -540,9 +540,6 @@ _CROSS_CHECKS: dict[Opcode, Callable[[_Context, Instruction], str | None]] = {
 # instruction; every requirement includes that the register is defined (written on every path).
 _DEFINED, _WRITTEN, _OWN, _STORAGE = range(4)  # indices into the state tuple
 
-# How an instruction's destination register is set, from the ISA row's Result.
-_SETS = {Result.VALUE: 0, Result.STORAGE: 1, Result.TENSOR: 2, Result.ALIAS: 3}
-
 
 def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
     """Check the rules that hold on every path to each instruction.
@@ -567,7 +564,7 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
     code = function.instructions
     count = len(code)
     needs: list[list[tuple[int, str, int]]] = []  # per pc: (register, what it is, requirement)
-    effects: list[tuple[int, int, int, int, int]] = []  # (outputs, clears, dst bit, how, source)
+    effects: list[tuple[int, int, int, Result, int]] = []  # (outputs, clears, dst, how, source)
     successors: list[list[int]] = []
     leaders = {0}
     for pc, ins in enumerate(code):
@@ -583,8 +580,8 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
             value = operands[name]
             if kind is OperandKind.REG:
                 if name in info.shallow:
-                    what = _STORAGE if info.result is Result.TENSOR and name == info.source else 0
-                    need.append((value, f"operand {name}", what))
+                    is_storage = info.result is Result.TENSOR and name == info.source
+                    need.append((value, f"operand {name}", _STORAGE if is_storage else _DEFINED))
                 else:
                     need.append((value, f"operand {name}", _WRITTEN))
             elif kind is OperandKind.REGS:
@@ -603,7 +600,7 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
                 targets.append(pc + value)
         source = operands[info.source] if info.result is Result.ALIAS else 0
         needs.append(need)
-        effects.append((outputs, clears, dst, _SETS[info.result], source))
+        effects.append((outputs, clears, dst, info.result, source))
         if not targets and not info.terminator:
             targets.append(pc + 1)
         successors.append(targets)
@@ -622,13 +619,13 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
         if dst:
             keep = ~dst
             defined |= dst
-            if how == 0:  # a value with defined bytes
+            if how is Result.VALUE:
                 written, own, storage = written | dst, own & keep, storage & keep
-            elif how == 1:  # a new storage buffer
+            elif how is Result.STORAGE:
                 written, own, storage = written & keep, own & keep, storage | dst
-            elif how == 2:  # a new tensor in the function's own memory
+            elif how is Result.TENSOR:
                 written, own, storage = written & keep, own | dst, storage & keep
-            else:  # the source's value: it keeps every fact the source has
+            else:  # an alias keeps every fact its source has
                 written = written & keep | (dst if written >> source & 1 else 0)
                 own = own & keep | (dst if own >> source & 1 else 0)
                 storage = storage & keep | (dst if storage >> source & 1 else 0)
@@ -676,7 +673,7 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
                         f"register ${register} is read before it is written on some path "
                         "to this instruction"
                     )
-                elif requirement and not state[requirement] >> register & 1:
+                elif requirement != _DEFINED and not state[requirement] >> register & 1:
                     problem = _memory_problem(register, what, requirement, arity)
                 else:
                     continue

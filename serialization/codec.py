@@ -88,7 +88,10 @@ def unpack(data: bytes, ext_hook: ExtHook = reject_ext) -> Any:
 def describe_unpack_error(err: BaseException) -> str:
     """A one-line reason for an exception raised by ``msgpack.unpackb``."""
     if isinstance(err, msgpack.ExtraData):
-        return "unexpected bytes after the end of the data"
+        return (
+            f"unexpected bytes after the end of the data ({len(err.extra)} left over after "
+            "one complete value)"
+        )
     if isinstance(err, msgpack.StackError):
         return "lists or maps are nested too deeply"
     if isinstance(err, msgpack.FormatError):

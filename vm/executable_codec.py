@@ -212,7 +212,11 @@ def _decode_global(value: Any) -> tuple[list[str], list[ConstructorInfo]]:
             or len(entry) != 4
             or [type(x) for x in entry] != [int, str, int, str]
         ):
-            _malformed("global", f"constructor {index} must be [tag, name, arity, type_name]")
+            _malformed(
+                "global",
+                f"constructor {index} must be [tag, name, arity, type_name] (int, str, int, "
+                f"str), found {_brief(entry)}",
+            )
         constructors.append(ConstructorInfo(*entry))
     return names, constructors
 
@@ -245,7 +249,9 @@ def _decode_primitives(names: Any, descriptions: Any) -> list[Primitive]:
     primitives = []
     for index, (name, description) in enumerate(zip(names, descriptions)):
         if type(name) is not str:
-            _malformed("primitive", f"primitive {index}: the name must be a string")
+            _malformed(
+                "primitive", f"primitive {index}: the name must be a string, found {_type(name)}"
+            )
         try:
             canonical = canonical_description(description)
         except TypeError as err:
@@ -273,12 +279,15 @@ def _decode_function(index: int, entry: Any, global_name: str) -> VMFunction:
     where = f"function {name[:60]!r}"
     params = record["params"]
     if type(params) is not list or any(type(p) is not str for p in params):
-        _malformed("code", f"{where}: the parameter names must be a list of strings")
+        found = _brief(params) if type(params) is list else _type(params)
+        _malformed("code", f"{where}: the parameter names must be a list of strings, found {found}")
     param_types = record["param_types"]
     if type(param_types) is not list or len(param_types) != len(params):
+        found = f"{len(param_types)} types" if type(param_types) is list else _type(param_types)
         _malformed(
             "code",
-            f"{where}: there must be one parameter type per parameter ({len(params)})",
+            f"{where}: the parameter types must be a list of one type per parameter "
+            f"({len(params)}), found {found}",
         )
     size = record["register_file_size"]
     if type(size) is not int or not 0 <= size <= MAX_REGISTERS:
@@ -338,12 +347,19 @@ def _decode_instructions(where: str, code: list[Any], count: int) -> tuple[Instr
                     )
                 items = code[pos : pos + word]
                 pos += word
-                if any(type(item) is not int for item in items):
-                    _malformed("code", f"{at}: operand {operand} must hold ints")
+                wrong = [item for item in items if type(item) is not int]
+                if wrong:
+                    _malformed(
+                        "code",
+                        f"{at}: operand {operand} must hold ints, found {_brief(wrong[0])}",
+                    )
                 operands.append(tuple(items))
             elif kind is OperandKind.DTYPE:
                 if type(word) is not str:
-                    _malformed("code", f"{at}: operand {operand} must be a dtype name")
+                    _malformed(
+                        "code",
+                        f"{at}: operand {operand} must be a dtype name, found {_brief(word)}",
+                    )
                 operands.append(word)
             else:
                 if type(word) is not int:

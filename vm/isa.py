@@ -41,6 +41,21 @@ class OperandKind(enum.Enum):
     DTYPE = "dtype"  # a dtype name such as "float32"
 
 
+class Result(enum.Enum):
+    """What the register an instruction writes holds, as the verifier's memory rules see it.
+
+    The verifier tracks, per register, whether every byte of its value has been written
+    and whether the value is memory the function allocated itself, so a kernel never
+    writes into a caller's input or a constant, and no uninitialized byte is ever read
+    or handed on (see :mod:`vm.verify`).
+    """
+
+    VALUE = "value"  # a value whose bytes are all defined: a constant, a call's result, ...
+    STORAGE = "storage"  # a new buffer whose bytes are undefined
+    TENSOR = "tensor"  # a new tensor viewing the storage operand, undefined until written
+    ALIAS = "alias"  # the value of the source operand, or a view of its bytes
+
+
 class Opcode(enum.IntEnum):
     """Opcode numbers follow TVM's Relay VM where TVM has the opcode."""
 
@@ -75,6 +90,11 @@ class OpInfo:
     operands: tuple[tuple[str, OperandKind], ...]
     semantics: str
     terminator: bool = False  # control never falls through to pc + 1
+    result: Result = Result.VALUE  # what the DST operand holds afterwards
+    source: str | None = None  # the operand a TENSOR views or an ALIAS copies
+    shallow: tuple[str, ...] = ()  # register operands read without reading their bytes
+    # The last ``num_outputs`` registers of ``args`` are written in place, not read.
+    writes_outputs: bool = False
 
     @property
     def name(self) -> str:
@@ -90,7 +110,15 @@ C, F, P, I = OperandKind.CONST, OperandKind.FUNC, OperandKind.PRIM, OperandKind.
 O, T, S, DT = OperandKind.OFFSET, OperandKind.TAG, OperandKind.SHAPE, OperandKind.DTYPE
 
 _ROWS = (
-    OpInfo(Opcode.Move, "move", (("src", R), ("dst", D)), "R[dst] := R[src]"),
+    OpInfo(
+        Opcode.Move,
+        "move",
+        (("src", R), ("dst", D)),
+        "R[dst] := R[src]",
+        result=Result.ALIAS,
+        source="src",
+        shallow=("src",),
+    ),
     OpInfo(Opcode.Ret, "ret", (("result", R),), "return R[result] to the caller", True),
     OpInfo(
         Opcode.Invoke,
@@ -109,18 +137,25 @@ _ROWS = (
         "invoke_packed",
         (("prim_index", P), ("args", RS), ("num_outputs", I)),
         "P[prim_index](inputs..., outputs...): the last num_outputs of args are written in place",
+        writes_outputs=True,
     ),
     OpInfo(
         Opcode.AllocTensor,
         "alloc_tensor",
         (("storage", R), ("offset", I), ("shape", S), ("dtype", DT), ("dst", D)),
         "R[dst] := tensor(shape, dtype) viewing R[storage] at byte offset",
+        result=Result.TENSOR,
+        source="storage",
+        shallow=("storage",),
     ),
     OpInfo(
         Opcode.AllocTensorReg,
         "alloc_tensor_reg",
         (("storage", R), ("offset", I), ("shape_reg", R), ("dtype", DT), ("dst", D)),
         "R[dst] := tensor(R[shape_reg], dtype) viewing R[storage] at byte offset",
+        result=Result.TENSOR,
+        source="storage",
+        shallow=("storage",),
     ),
     OpInfo(
         Opcode.AllocADT,
@@ -171,18 +206,23 @@ _ROWS = (
         "alloc_storage",
         (("size", R), ("alignment", I), ("dtype_hint", DT), ("dst", D)),
         "R[dst] := storage of R[size] bytes",
+        result=Result.STORAGE,
     ),
     OpInfo(
         Opcode.ShapeOf,
         "shape_of",
         (("tensor", R), ("dst", D)),
         "R[dst] := int64 vector holding R[tensor].shape",
+        shallow=("tensor",),
     ),
     OpInfo(
         Opcode.ReshapeTensor,
         "reshape_tensor",
         (("tensor", R), ("newshape", R), ("dst", D)),
         "R[dst] := view of R[tensor] with shape R[newshape] (no copy)",
+        result=Result.ALIAS,
+        source="tensor",
+        shallow=("tensor",),
     ),
     OpInfo(
         Opcode.KillRegister,
@@ -202,6 +242,12 @@ BY_MNEMONIC: dict[str, Opcode] = {row.mnemonic: row.opcode for row in _ROWS}
 REGISTER_KINDS = frozenset({OperandKind.REG, OperandKind.DST})
 
 assert len(OPCODES) == len(Opcode), "every Opcode needs exactly one row"
+for _row in _ROWS:  # the memory facts name operands of their own row
+    _names = set(_row.operand_names)
+    assert set(_row.shallow) <= _names, _row.name
+    assert (_row.source in _names) == (_row.result in (Result.TENSOR, Result.ALIAS)), _row.name
+    assert not _row.writes_outputs or {"args", "num_outputs"} <= _names, _row.name
+del _row, _names
 
 
 def registers_read(opcode: Opcode, operands: Sequence[Any]) -> list[int]:

@@ -7,8 +7,11 @@ One linear pass per function, like WebAssembly validation and the JVM's static
 constraints. Operands are checked by their kind in the ISA table (:mod:`vm.isa`);
 only a few rules that relate operands to other parts of the executable (callee
 arity, constructor field counts, kernel signatures, immediates with a range) are
-per opcode. A final data-flow pass checks that every register is written on every
-path before it is read, so the interpreter can trust registers, indices and jumps
+per opcode. A final data-flow pass checks, on every path, that each register is
+written before it is read, that a kernel writes only into tensors its function
+allocated (never a caller's input or a constant) and that no uninitialized byte of
+a new storage or tensor is read or handed on; the memory facts of each opcode come
+from its ISA row. The interpreter can then trust registers, indices and jumps
 without checking them again. Any failure raises
 :class:`vm.errors.InvalidExecutableError` naming the section, function and instruction.
 """
@@ -34,7 +37,7 @@ from serialization.limits import (
 )
 from serialization.ndarray import ALLOWED_DTYPES, DTYPE_NAMES
 from vm.errors import InvalidExecutableError
-from vm.isa import OPCODES, Opcode, OperandKind
+from vm.isa import OPCODES, Opcode, OperandKind, Result
 from vm.program import ConstructorInfo, Instruction, Primitive, VMFunction
 
 INT64_MIN = -(1 << 63)
@@ -183,23 +186,45 @@ def _check_primitives(primitives: Sequence[Primitive]) -> None:
 
 def _signature(description: Any) -> tuple[int, int] | None:
     """(number of inputs, number of outputs) of a description, or None if malformed."""
-    if not isinstance(description, dict):
+    if _signature_problem(description) is not None:
         return None
-    counts = []
+    return len(description["inputs"]), len(description["outputs"])
+
+
+def _signature_problem(description: Any) -> str | None:
+    """Why the ``inputs`` and ``outputs`` of a description are not lists of [dtype, ndim].
+
+    Every primitive, a numba kernel or a shape function, has this signature; the
+    interpreter reads it to check arguments, so it is checked here for both kinds
+    before the kind-specific checker sees the description.
+    """
+    if not isinstance(description, dict):
+        return f"the description must be a map, found {type(description).__name__}"
     for key in ("inputs", "outputs"):
-        values = description.get(key)
-        if not isinstance(values, list):
-            return None
-        counts.append(len(values))
-    return counts[0], counts[1]
+        if key not in description:
+            return f"the description has no {key!r} list"
+        values = description[key]
+        if not isinstance(values, (list, tuple)):
+            return f"{key!r} must be a list of [dtype, ndim] pairs, found {_brief(values)}"
+        for index, pair in enumerate(values):
+            if (
+                not isinstance(pair, (list, tuple))
+                or len(pair) != 2
+                or type(pair[0]) is not str
+                or type(pair[1]) is not int
+            ):
+                return (
+                    f"{key}[{index}] must be a [dtype, ndim] pair (a string and an int), "
+                    f"found {_brief(pair)}"
+                )
+    return None
 
 
 def _check_description(index: int, name: str, description: Any) -> None:
     item = f"primitive {index} ({name[:60]!r})"
-    if _signature(description) is None:
-        _fail(
-            "kernel", "the description must be a dict with 'inputs' and 'outputs' lists", item=item
-        )
+    problem = _signature_problem(description)
+    if problem is not None:
+        _fail("kernel", problem, item=item)
     from vm.kernels import KernelDescriptionError
     from vm.shape_funcs import check_primitive  # a numba kernel's, or a shape function's
 
@@ -302,7 +327,7 @@ class _FunctionVerifier:
                 len(code) - 1,
                 last.name,
             )
-        check_definedness(self.function, self.fail)
+        check_dataflow(self.function, self.fail)
 
     def check_signature(self) -> None:
         f = self.function
@@ -509,44 +534,75 @@ _CROSS_CHECKS: dict[Opcode, Callable[[_Context, Instruction], str | None]] = {
 }
 
 
-# ---- data flow: every register is written before it is read ----------------------------------
+# ---- data flow: registers and memory are written before they are read ------------------------
+
+# What an operand requires of the register it names, checked with the state before the
+# instruction; every requirement includes that the register is defined (written on every path).
+_DEFINED, _WRITTEN, _OWN, _STORAGE = range(4)  # indices into the state tuple
 
 
-def check_definedness(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
-    """Check that on every path, each register read was written earlier (parameters are).
+def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
+    """Check the rules that hold on every path to each instruction.
 
-    A forward must-analysis over basic blocks with register sets as Python ints; it
-    converges in a few sweeps for the code a compiler emits. Unreachable code is not
-    checked (it never runs). Assumes the per-instruction checks passed.
+    1. Each register read was written earlier (parameters are written on entry).
+    2. No uninitialized byte is read or handed on: a storage from ``alloc_storage`` or a
+       tensor from ``alloc_tensor`` holds undefined bytes until a kernel writes the
+       tensor, and until then it may only be viewed (``alloc_tensor``, ``reshape_tensor``,
+       ``shape_of``, ``move``), never read by a kernel, returned, passed to a call, put
+       in an ADT or a closure, or tested.
+    3. A kernel writes only into tensors the function allocated itself: each output
+       register holds, on every path, a tensor made by ``alloc_tensor`` or
+       ``alloc_tensor_reg`` (or a move or reshape of one), never a parameter (the
+       caller's input), a constant or a value from a call.
+    4. The storage operand of ``alloc_tensor`` holds a buffer from ``alloc_storage``.
+
+    A forward must-analysis over basic blocks; the facts of each register are bits of
+    four Python ints (defined, written, own memory, storage buffer). It converges in a
+    few sweeps for the code a compiler emits. Unreachable code is not checked (it never
+    runs). Assumes the per-instruction checks passed.
     """
     code = function.instructions
     count = len(code)
-    reads, writes, clears, successors = [], [], [], []
+    needs: list[list[tuple[int, str, int]]] = []  # per pc: (register, what it is, requirement)
+    effects: list[tuple[int, int, int, Result, int]] = []  # (outputs, clears, dst, how, source)
+    successors: list[list[int]] = []
     leaders = {0}
     for pc, ins in enumerate(code):
         info = OPCODES[Opcode(ins.opcode)]
-        r: list[int] = []
-        w = 0
+        operands = dict(zip(info.operand_names, ins.operands))
+        need: list[tuple[int, str, int]] = []
+        outputs = clears = dst = 0
         targets: list[int] = []
-        for (_, kind), value in zip(info.operands, ins.operands):
+        first_output = None
+        if info.writes_outputs:
+            first_output = len(operands["args"]) - operands["num_outputs"]
+        for name, kind in info.operands:
+            value = operands[name]
             if kind is OperandKind.REG:
-                r.append(value)
+                if name in info.shallow:
+                    is_storage = info.result is Result.TENSOR and name == info.source
+                    need.append((value, f"operand {name}", _STORAGE if is_storage else _DEFINED))
+                else:
+                    need.append((value, f"operand {name}", _WRITTEN))
             elif kind is OperandKind.REGS:
-                r.extend(value)
+                for index, register in enumerate(value):
+                    if first_output is not None and index >= first_output:
+                        need.append((register, f"output {index - first_output}", _OWN))
+                        outputs |= 1 << register
+                    else:
+                        need.append((register, f"operand {name}[{index}]", _WRITTEN))
             elif kind is OperandKind.DST:
-                w |= 1 << value
+                if info.opcode in _CLEARS:
+                    clears |= 1 << value
+                else:
+                    dst = 1 << value
             elif kind is OperandKind.OFFSET:
                 targets.append(pc + value)
+        source = operands[info.source] if info.result is Result.ALIAS else 0
+        needs.append(need)
+        effects.append((outputs, clears, dst, info.result, source))
         if not targets and not info.terminator:
             targets.append(pc + 1)
-        if info.opcode in _CLEARS:
-            reads.append(r)
-            writes.append(0)
-            clears.append(w)
-        else:
-            reads.append(r)
-            writes.append(w)
-            clears.append(0)
         successors.append(targets)
         if targets != [pc + 1]:
             leaders.update(targets)
@@ -556,41 +612,93 @@ def check_definedness(function: VMFunction, fail: Callable[..., NoReturn]) -> No
     block_of = {start: b for b, start in enumerate(starts)}
     ends = starts[1:] + [count]
 
-    def transfer(block: int, state: int) -> int:
-        for pc in range(starts[block], ends[block]):
-            state = (state | writes[pc]) & ~clears[pc]
-        return state
+    def step(pc: int, state: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        defined, written, own, storage = state
+        outputs, clears, dst, how, source = effects[pc]
+        written |= outputs
+        if dst:
+            keep = ~dst
+            defined |= dst
+            if how is Result.VALUE:
+                written, own, storage = written | dst, own & keep, storage & keep
+            elif how is Result.STORAGE:
+                written, own, storage = written & keep, own & keep, storage | dst
+            elif how is Result.TENSOR:
+                written, own, storage = written & keep, own | dst, storage & keep
+            else:  # an alias keeps every fact its source has
+                written = written & keep | (dst if written >> source & 1 else 0)
+                own = own & keep | (dst if own >> source & 1 else 0)
+                storage = storage & keep | (dst if storage >> source & 1 else 0)
+        if clears:
+            keep = ~clears
+            defined, written, own, storage = (
+                defined & keep,
+                written & keep,
+                own & keep,
+                storage & keep,
+            )
+        return defined, written, own, storage
 
-    entry_state = (1 << len(function.params)) - 1
-    block_in: list[int | None] = [None] * len(starts)
-    block_in[0] = entry_state
+    arity = len(function.params)
+    params = (1 << arity) - 1
+    block_in: list[tuple[int, int, int, int] | None] = [None] * len(starts)
+    block_in[0] = (params, params, 0, 0)
     work = [0]  # a heap: lowest block first, so forward code settles in about one sweep
     queued = {0}
     while work:
         block = heapq.heappop(work)
         queued.discard(block)
-        out = transfer(block, block_in[block])  # type: ignore[arg-type]
+        state = block_in[block]
+        assert state is not None
+        for pc in range(starts[block], ends[block]):
+            state = step(pc, state)
         for target in successors[ends[block] - 1]:
             successor = block_of[target]
             old = block_in[successor]
-            new = out if old is None else old & out
+            new = state if old is None else tuple(a & b for a, b in zip(old, state))
             if new != old:
-                block_in[successor] = new
+                block_in[successor] = new  # type: ignore[assignment]
                 if successor not in queued:
                     queued.add(successor)
                     heapq.heappush(work, successor)
 
-    for block, state in enumerate(block_in):
-        if state is None:
+    for block, entry in enumerate(block_in):
+        if entry is None:
             continue
+        state = entry
         for pc in range(starts[block], ends[block]):
-            for register in reads[pc]:
-                if not state >> register & 1:
-                    opname = OPCODES[Opcode(code[pc].opcode)].name
-                    fail(
+            for register, what, requirement in needs[pc]:
+                if not state[_DEFINED] >> register & 1:
+                    problem = (
                         f"register ${register} is read before it is written on some path "
-                        "to this instruction",
-                        pc,
-                        opname,
+                        "to this instruction"
                     )
-            state = (state | writes[pc]) & ~clears[pc]
+                elif requirement != _DEFINED and not state[requirement] >> register & 1:
+                    problem = _memory_problem(register, what, requirement, arity)
+                else:
+                    continue
+                fail(problem, pc, OPCODES[Opcode(code[pc].opcode)].name)
+            state = step(pc, state)
+
+
+def _memory_problem(register: int, what: str, requirement: int, arity: int) -> str:
+    if requirement == _WRITTEN:
+        return (
+            f"{what}: register ${register} may hold uninitialized memory (on some path to "
+            "this instruction it is a storage from alloc_storage, or a tensor from "
+            "alloc_tensor that no kernel has written yet)"
+        )
+    if register < arity:
+        held = "a parameter (the caller's value)"
+    else:
+        held = "a value it did not allocate (a parameter, a constant, a call's result or a field)"
+    if requirement == _STORAGE:
+        return (
+            f"{what}: register ${register} must hold a buffer from alloc_storage on every "
+            f"path to this instruction, but it may hold {held}"
+        )
+    return (
+        f"{what}: register ${register} must hold a tensor this function allocated "
+        f"(alloc_tensor or alloc_tensor_reg) on every path to this instruction, but it may "
+        f"hold {held}; a kernel writes only into the function's own tensors"
+    )

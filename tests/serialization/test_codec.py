@@ -22,7 +22,8 @@ def test_maps_are_written_in_insertion_order():
     [
         (b"", "truncated"),
         (b"\x92\x01", "truncated"),
-        (b"\x01\x02", "unexpected bytes after the end"),
+        (b"\x01\x02", "unexpected bytes after the end of the data (1 left over after one"),
+        (b"\x01\x02\x03", "(2 left over after one complete value)"),
         (b"\xc1", "does not start any msgpack value"),
         (b"\xa2\xff\xfe", "not valid UTF-8"),
         (b"\x81\x01\x02", "map key that is not a string"),

@@ -234,7 +234,7 @@ CASES = {
         "kernel",
         None,
         None,
-        "the description must be a dict with 'inputs' and 'outputs'",
+        "kernel section, primitive 0 ('vm_mod_add'): the description has no 'outputs' list",
     ),
 }
 

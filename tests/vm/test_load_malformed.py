@@ -132,17 +132,19 @@ CASES = {
     "function name not a string": (
         lambda: edit(lambda s: s["global"]["functions"].__setitem__(0, 7)),
         "global",
-        "function 0: the name must be a string",
+        "function 0: the name must be a string, found int",
     ),
     "constructor entry shape": (
         lambda: edit(lambda s: s["global"]["constructors"].__setitem__(0, [1, "Cons", 2])),
         "global",
-        "constructor 0 must be [tag, name, arity, type_name]",
+        "constructor 0 must be [tag, name, arity, type_name] (int, str, int, str), "
+        "found [1, 'Cons', 2]",
     ),
     "constructor tag is bool": (
         lambda: edit(lambda s: s["global"]["constructors"].__setitem__(0, [True, "Cons", 2, "L"])),
         "global",
-        "constructor 0 must be",
+        "constructor 0 must be [tag, name, arity, type_name] (int, str, int, str), "
+        "found [True, 'Cons', 2, 'L']",
     ),
     # constant section
     "dtype |O": (
@@ -186,7 +188,7 @@ CASES = {
     "primitive name not a string": (
         lambda: edit(lambda s: s["primitive"].__setitem__(0, 1), KERNEL_BASE),
         "primitive",
-        "primitive 0: the name must be a string",
+        "primitive 0: the name must be a string, found int",
     ),
     "description not a map": (
         lambda: edit(lambda s: s["kernel"].__setitem__(0, [1]), KERNEL_BASE),
@@ -225,12 +227,13 @@ CASES = {
     "param types count": (
         lambda: edit(set_record("pick", "param_types", [])),
         "code",
-        "function 'pick': there must be one parameter type per parameter (3)",
+        "function 'pick': the parameter types must be a list of one type per parameter (3), "
+        "found 0 types",
     ),
     "param name not a string": (
         lambda: edit(set_record("pick", "params", ["c", 1, "b"])),
         "code",
-        "the parameter names must be a list of strings",
+        "the parameter names must be a list of strings, found ['c', 1, 'b']",
     ),
     "register file too large": (
         lambda: edit(set_record("main", "register_file_size", MAX_REGISTERS + 1)),
@@ -284,12 +287,12 @@ CASES = {
             )
         ),
         "code",
-        "operand fields must hold ints",
+        "operand fields must hold ints, found '$0'",
     ),
     "dtype is not a string": (
         lambda: edit(set_word("main", 1, "dtype_hint", 5), KERNEL_BASE),
         "code",
-        "operand dtype_hint must be a dtype name",
+        "operand dtype_hint must be a dtype name, found 5",
     ),
     "code ends inside an instruction": (
         lambda: edit(lambda s: code_record(s, "pick")["code"].pop()),

@@ -315,8 +315,39 @@ def test_primitive_names_must_be_unique_and_non_empty():
 
 def test_a_description_without_inputs_and_outputs_is_invalid():
     exe = exe_of(callee(1), primitives=(Primitive("k", {"nodes": []}),))
-    expect_invalid(exe, "primitive 0 ('k'): the description must be a dict with 'inputs' and "
-                   "'outputs' lists", section="kernel")  # fmt: skip
+    expect_invalid(exe, "primitive 0 ('k'): the description has no 'inputs' list",
+                   section="kernel")  # fmt: skip
+
+
+PAIR = "must be a [dtype, ndim] pair (a string and an int), found"
+
+
+@pytest.mark.parametrize("kind", ["kernel", "shape function"])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("inputs", 1, "'inputs' must be a list of [dtype, ndim] pairs, found 1"),
+        ("inputs", [1.0], f"inputs[0] {PAIR} 1.0"),
+        ("outputs", [11], f"outputs[0] {PAIR} 11"),
+        ("outputs", [["int64", 1, 2]], f"outputs[0] {PAIR} ['int64', 1, 2]"),
+        ("inputs", [["int64", True]], f"inputs[0] {PAIR} ['int64', True]"),
+        ("inputs", [None], f"inputs[0] {PAIR} None"),
+        ("outputs", [["float32", 1], [1, "int64"]], f"outputs[1] {PAIR} [1, 'int64']"),
+    ],
+    ids=["not-a-list", "float", "int", "triple", "bool-ndim", "none", "swapped"],
+)
+def test_a_signature_that_is_not_dtype_ndim_pairs_is_named_precisely(kind, key, value, message):
+    # Shape functions once failed here with "could not be checked (TypeError: 'int' object
+    # is not iterable)" (issue 13, item 7).
+    from vm.shape_funcs import shape_func_description
+
+    description = dict(ADD_DESCRIPTION)
+    if kind == "shape function":
+        description = shape_func_description(ADD_DESCRIPTION)
+    description[key] = value
+    exe = exe_of(callee(1), primitives=(Primitive("k", description),))
+    err = expect_invalid(exe, f"kernel section, primitive 0 ('k'): {message}", section="kernel")
+    assert "could not be checked" not in str(err)
 
 
 def test_descriptions_are_checked_by_the_kernel_library():

@@ -519,7 +519,7 @@ def test_storage_bytes_refuses_a_size_known_only_at_run_time() -> None:
     b = ExecutableBuilder()
     f = b.function("main", ["n"], [("tensor", (), "int64")], ("any",))
     f.emit(Opcode.AllocStorage, 0, 64, "uint8", 1)
-    f.emit(Opcode.Ret, 1)
+    f.emit(Opcode.Ret, 0)  # not the storage: its bytes are uninitialized, so that is invalid
     b.add_function(f)
     with pytest.raises(ValueError, match=r"function main: .* register \$0"):
         mp.storage_bytes(b.build())

@@ -34,6 +34,8 @@ An :class:`AotModule` owns its arena, so one module must not run in two threads 
 from __future__ import annotations
 
 import hashlib
+import keyword
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -383,8 +385,8 @@ def generate_source(exe: Any, plan: _Trace) -> _Generated:
 
     ``B`` is the list of bound objects, in this order: the kernels' entry points (one per
     primitive index used, ``K``), the input converters, the dtypes, the static tensors,
-    then the helpers ``empty``, ``ndarray``, ``own``, ``fail``, ``prepare`` and ``last`` (a
-    one-item list that keeps the latest result, for ``get_output``).
+    then the helpers of :data:`_HELPERS` (``last`` is a one-item list that keeps the latest
+    result, for ``get_output``; ``NOTHING`` marks an argument left out).
     """
     tensors = plan.tensors
     leaves = _leaves(plan.result)
@@ -425,15 +427,24 @@ def generate_source(exe: Any, plan: _Trace) -> _Generated:
         bind(f"d{i}")
     for tid in static:
         bind(f"t{tid}")
-    for helper in ("empty", "ndarray", "own", "fail", "prepare", "last"):
+    for helper in _HELPERS:
         bind(helper)
     dtype_name = {name: f"d{i}" for i, name in enumerate(dtypes)}
-    args = ", ".join(f"t{tensors[i].id}" for i in range(n))
-    lines += ["", "    def main(*args, **kwargs):"]
-    lines.append(f"        if kwargs or len(args) != {n}:")
-    lines.append("            args = prepare(args, kwargs)")
-    if n:
-        lines.append(f"        {args}{',' if n == 1 else ''} = args")
+    names = [name for name, _, _ in plan.params]
+    if _plain_names(names):
+        # Parameters by their own names: Python binds positional and keyword arguments
+        # (and reports wrong ones) at no cost, and an argument left out is the input set.
+        signature = ", ".join(f"{name}=NOTHING" for name in names)
+        lines += ["", f"    def main({signature}):"]
+        for i, name in enumerate(names):
+            lines.append(f"        t{i} = {name} if {name} is not NOTHING else missing({i})")
+    else:
+        args = ", ".join(f"t{tensors[i].id}" for i in range(n))
+        lines += ["", "    def main(*args, **kwargs):"]
+        lines.append(f"        if kwargs or len(args) != {n}:")
+        lines.append("            args = prepare(args, kwargs)")
+        if n:
+            lines.append(f"        {args}{',' if n == 1 else ''} = args")
     for i, (_, shape, dtype) in enumerate(plan.params):
         name = f"t{i}"
         lines.append(
@@ -485,6 +496,28 @@ def generate_source(exe: Any, plan: _Trace) -> _Generated:
         fresh=fresh,
         num_outputs=len(leaves),
         dtypes=dtypes,
+    )
+
+
+#: What ``make`` binds after the kernels, converters, dtypes and static tensors, in order.
+_HELPERS = ("empty", "ndarray", "own", "fail", "prepare", "missing", "last", "NOTHING")
+
+_INTERNAL = re.compile(r"(k|conv|d|t|o|u)[0-9]+")
+_RESERVED = {*_HELPERS, "B", "make", "main", "args", "kwargs", "error"}
+
+
+def _plain_names(names: Sequence[str]) -> bool:
+    """Whether parameter names can be the generated function's own: distinct ASCII
+    identifiers, no keywords, no dunders, none of the generated code's names. (Anything
+    else, such as ONNX's ``input.1``, takes the ``*args, **kwargs`` form.)"""
+    return len(set(names)) == len(names) and all(
+        name.isascii()
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("__")
+        and name not in _RESERVED
+        and not _INTERNAL.fullmatch(name)
+        for name in names
     )
 
 
@@ -631,6 +664,16 @@ class AotModule:
         def prepare(args: tuple, kwargs: dict) -> Sequence[Any]:
             return self._prepare(args, kwargs)
 
+        def missing(index: int) -> Any:
+            value = self._inputs[index]
+            if value is _NOTHING:
+                name = self._signature.names[index]
+                raise TypeError(
+                    f"{self._signature.label} was called without argument {name!r}, and no "
+                    "input was set for it with set_input"
+                )
+            return value
+
         return [
             *shared.entries,
             *shared.converters,
@@ -641,7 +684,9 @@ class AotModule:
             _own,
             fail,
             prepare,
+            missing,
             self._last,
+            _NOTHING,
         ]
 
     def _prepare(self, args: tuple, kwargs: dict) -> Sequence[Any]:

@@ -168,8 +168,8 @@ def _spec_text(spec: Sequence[Any]) -> str:
     if spec[0] == "tensor":
         dims = ", ".join("?" if d < 0 else str(d) for d in spec[1])
         return f"Tensor[({dims}), {spec[2]}]"
-    return {"tuple": "a tuple", "adt": f"the ADT {spec[-1]}", "func": "a function"}.get(
-        spec[0], "a value of any type"
+    return {"tuple": "tuple", "adt": f"ADT {spec[-1]}", "func": "function"}.get(
+        spec[0], "any (a type variable)"
     )
 
 

@@ -315,7 +315,7 @@ def _prelude(text):
             "closures",
         ),
         ("def @main(%x: Tensor[(?, 2), float32]) { %x + %x }", "Tensor[(?, 2), float32]"),
-        ("def @main(%l: List[int32]) { @length(%l) }", "the ADT List"),
+        ("def @main(%l: List[int32]) { @length(%l) }", "type ADT List"),
     ],
 )
 def test_programs_the_aot_executor_cannot_run_are_refused_naming_the_construct(text, construct):

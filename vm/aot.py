@@ -350,7 +350,8 @@ def _result_ids(value: Any, where: str) -> Any:
     return root[0]
 
 
-def _leaves(result: Any) -> list[int]:
+def _leaves(result: Any) -> list[Any]:
+    """The leaves of nested tuples, in order, without recursion."""
     leaves, stack = [], [result]
     while stack:
         item = stack.pop()
@@ -373,8 +374,6 @@ class _Generated:
     lines: dict[int, tuple[str, str]]
     #: Tensor ids made once per module (views of the arena, constants, views of them).
     static: list[int]
-    #: Tensor ids allocated fresh on every call (they reach the result).
-    fresh: set[int]
     num_outputs: int
     #: The dtypes ``d0, d1, ...`` of the tensors made per call, in order.
     dtypes: list[str]
@@ -493,7 +492,6 @@ def generate_source(exe: Any, plan: _Trace) -> _Generated:
         source="\n".join(lines),
         lines=kernel_lines,
         static=static,
-        fresh=fresh,
         num_outputs=len(leaves),
         dtypes=dtypes,
     )
@@ -594,7 +592,8 @@ class AotModule:
     ----------
     run : callable
         ``run(*args, **kwargs)`` runs the function: positional arguments in order, keyword
-        ones by parameter name, none to use the inputs :meth:`set_input` set. Returns a
+        ones by parameter name; with none, the inputs :meth:`set_input` set are used (and,
+        when the parameter names are plain identifiers, for any argument left out). Returns a
         tensor (a numpy array the caller owns) or a tuple of them. It *is* the generated
         function, so calling it costs one Python call.
 
@@ -817,7 +816,7 @@ class AotModule:
         """Every tensor of the last run's result, in order."""
         if self._last[0] is _NOTHING:
             raise ValueError("no outputs yet: run the module first")
-        return _flatten(self._last[0])
+        return _leaves(self._last[0])
 
     def get_device(self) -> Any:
         """The device the module runs on."""
@@ -997,17 +996,6 @@ def _own(value: np.ndarray) -> np.ndarray:
     """An input or constant returned as the result: the caller gets a writable array (a
     constant, read-only, is copied; an input comes back as the caller's own array)."""
     return value if value.flags.writeable else value.copy()
-
-
-def _flatten(result: Any) -> list[Any]:
-    leaves, stack = [], [result]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(reversed(item))
-        else:
-            leaves.append(item)
-    return leaves
 
 
 def _kernel_error(

@@ -326,3 +326,28 @@ def test_programs_the_aot_executor_cannot_run_are_refused_naming_the_construct(t
     assert isinstance(info.value, ValueError)
     with pytest.raises(AotUnsupportedError, match="cannot run this program"):
         relay.build(mod, executor="aot")
+
+
+def test_modules_of_one_executable_run_in_threads_on_their_own_arenas():
+    import threading
+
+    mod, (x,) = conv_module()
+    exe = relay.vm.compile(mod)
+    machine = vm.VirtualMachine(exe)
+    inputs = [x, _f32(1, 3, 8, 8)]
+    expected = [machine.run(a) for a in inputs]
+    failures = []
+
+    def work(module, index):
+        for _ in range(50):
+            got = module.run(inputs[index])
+            if not np.allclose(got, expected[index], rtol=1e-5, atol=1e-6):
+                failures.append(index)
+
+    modules = [AotModule(exe), AotModule(exe)]
+    threads = [threading.Thread(target=work, args=(m, i)) for i, m in enumerate(modules)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -5,8 +5,10 @@ Benchmarks layer. Run: ``python -m benchmarks.bench_dispatch`` (``--quick`` for 
 Three workloads, each measured for every engine in the same run and printed with its
 ratio to relayvm:
 
-1. ``x + x`` on a 10x10 float32 tensor, one call (the cost of one ``invoke``).
-2. A chain of 100 unfused elementwise ops on 1x1 tensors: pure dispatch per op.
+1. ``x + x`` on a 10x10 float32 tensor, one call (the cost of one ``invoke``, and of one
+   call of the ahead-of-time executor, ``vm.aot``).
+2. A chain of 100 unfused elementwise ops on 1x1 tensors: pure dispatch per op (the VM's
+   loop, and the AOT executor's generated straight-line function).
 3. A scalar recursive loop made only of control flow (walking a Peano ``nat``):
    cost per executed VM instruction, counted by the VM's own instruction counter.
 
@@ -73,6 +75,7 @@ def _onnx_model(ops: list[str], shape: tuple[int, ...], binary_self: bool = Fals
 def bench_add(quick: bool) -> list[Row]:
     import vm
     from compiler import relay
+    from vm.aot import AotModule
 
     number = 2_000 if quick else 100_000
     x = np.random.default_rng(0).standard_normal((10, 10)).astype("float32")
@@ -87,6 +90,16 @@ def bench_add(quick: bool) -> list[Row]:
             "relayvm",
             best_time(lambda: machine.invoke("main", x), number),
             "invoke('main', x)",
+        )
+    )
+    aot = AotModule(exe, vm.cpu())
+    np.testing.assert_allclose(aot.run(x), want)
+    rows.append(
+        Row(
+            "x + x, 10x10, one call",
+            "relayvm AOT",
+            best_time(lambda: aot.run(x), number),
+            "vm.aot.AotModule(exe).run(x)",
         )
     )
     machine.save_function("main", "main_saved", x)
@@ -160,6 +173,7 @@ def bench_add(quick: bool) -> list[Row]:
 def bench_chain(quick: bool) -> list[Row]:
     import vm
     from compiler import relay
+    from vm.aot import AotModule
 
     number = 200 if quick else 5_000
     n = CHAIN_LENGTH
@@ -181,6 +195,16 @@ def bench_chain(quick: bool) -> list[Row]:
             "relayvm",
             best_time(machine["chain"], number) / n,
             "unfused: AllocTensor + InvokePacked per op",
+        )
+    )
+    aot = AotModule(exe, vm.cpu())
+    np.testing.assert_allclose(aot.run(x), want, rtol=1e-5)
+    rows.append(
+        Row(
+            label,
+            "relayvm AOT",
+            best_time(lambda: aot.run(x), number) / n,
+            "one generated function: np.empty-free arena, 100 entry calls",
         )
     )
     rows.append(

@@ -18,7 +18,7 @@ from compiler.ir.module import IRModule
 
 #: Executors ``relay.build`` makes, and the runtimes it accepts (both TVM runtimes mean
 #: relayvm's Python runtime).
-_EXECUTORS = ("graph",)
+_EXECUTORS = ("graph", "aot")
 _RUNTIMES = ("cpp", "crt")
 
 
@@ -51,7 +51,8 @@ def build(
         This CPU, however TVM names it (``"llvm"`` with options, ``"c"``, ``"cpu"``, a
         ``Target``); None means ``"cpu"``. ``str`` of it is recorded as the factory's target.
     executor : str or None
-        ``"graph"`` (the default; TVM's ``Executor("graph")`` object also works).
+        ``"graph"`` (the default) or ``"aot"``; TVM's ``relay.backend.Executor("aot", {...})``
+        objects also work (their options are accepted and have no effect).
     runtime : str or None
         ``"cpp"`` or ``"crt"`` (TVM's ``Runtime`` objects also work): both mean relayvm's
         runtime.
@@ -62,7 +63,8 @@ def build(
 
     Returns
     -------
-    vm.graph_executor.GraphExecutorFactoryModule
+    vm.graph_executor.GraphExecutorFactoryModule or vm.aot.AotExecutorFactoryModule
+        The latter for ``executor="aot"``: ``vm.aot.AotModule(factory["default"](dev))``.
 
     Raises
     ------
@@ -89,12 +91,13 @@ def build(
         raise TypeError(f"relay.build expects an IRModule or a Function, got {type(mod).__name__}")
     if not isinstance(mod_name, str) or not mod_name:
         raise ValueError(f"mod_name must be a non-empty str, got {mod_name!r}")
+    kind = "graph"
     if executor is not None:
-        name = _option_name(executor, "executor", _EXECUTORS)
-        if name not in _EXECUTORS:
+        kind = _option_name(executor, "executor", _EXECUTORS)
+        if kind not in _EXECUTORS:
             raise ValueError(
-                f"relay.build makes graph executor factories only, not executor {name!r}; "
-                "use executor='graph', or relay.vm.compile for the virtual machine"
+                f"relay.build makes graph and AOT executor factories, not executor {kind!r}; "
+                "use executor='graph' or 'aot', or relay.vm.compile for the virtual machine"
             )
     if runtime is not None:
         name = _option_name(runtime, "runtime", _RUNTIMES)
@@ -104,6 +107,12 @@ def build(
                 ", which both mean relayvm's runtime"
             )
     checked = as_target(target, target_host)
+    if kind == "aot":
+        from vm.aot import AotExecutorFactoryModule
+
+        # vm.aot checks the compiled main itself and names what it cannot run.
+        exe = relay_vm.compile(mod, target=checked, params=params)
+        return AotExecutorFactoryModule(exe, mod_name=mod_name, target=str(checked), ir_mod=mod)
     check_graph_program(mod)
     exe = relay_vm.compile(mod, target=checked, params=params)
     graph_json, graph_params = graph_from_executable(exe)

@@ -9,7 +9,10 @@ Compiler layer. Kinds:
   ``vm.interpreter.VirtualMachine``;
 - ``"graph"``: for programs without control flow; programs using ``if``, ``match``, ADTs,
   closures or recursion are rejected with an error naming the construct, the others are
-  built with ``relay.build`` and run on ``vm.graph_executor``.
+  built with ``relay.build`` and run on ``vm.graph_executor``;
+- ``"aot"``: compiles with ``compiler.relay.vm.compile`` and runs ``main`` as one generated
+  function (:class:`vm.aot.AotModule`); programs with control flow, closures, ADTs or
+  dynamic shapes are rejected with an error naming the construct and suggesting ``"vm"``.
 
 Every kind converts and checks the arguments of ``main`` the same way (the rules are in
 :func:`convert_arguments`), so errors read alike whichever backend runs the program.
@@ -54,6 +57,7 @@ from vm.objects import ADT
 from vm.objects import Closure as VMClosure
 
 __all__ = [
+    "AOTExecutor",
     "DebugExecutor",
     "Executor",
     "GraphExecutor",
@@ -588,6 +592,34 @@ class GraphExecutor(Executor):
         return call
 
 
+class AOTExecutor(Executor):
+    """Compiles the module to bytecode, then ``main`` ahead of time into one generated
+    function that calls its kernels in order on a planned arena (:mod:`vm.aot`)."""
+
+    kind = "aot"
+
+    def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
+        from compiler.relay import vm as relay_vm
+        from vm.aot import AotModule
+
+        typed = _infer(mod)
+        main = typed["main"]
+        types = _param_types(main)
+        exe = relay_vm.compile(mod, target=self.target)
+        module = AotModule(exe, self.device)
+        run = module.run
+
+        def call(values: list[object]) -> Any:
+            return run(*values)
+
+        result = _MainCallable(
+            [p.name_hint for p in main.params], types, call, (), _adt_tags(typed), name
+        )
+        result.executable = exe
+        result.machine = module
+        return result
+
+
 def _unflatten(ty: Type | None, leaves: list[Any]) -> Any:
     """Rebuild a result of type ``ty`` (nested tuples of tensors) from the graph's flat
     outputs, which list the tensors in order."""
@@ -728,6 +760,7 @@ _KINDS: dict[str, type[Executor]] = {
     "debug": DebugExecutor,
     "vm": VMExecutor,
     "graph": GraphExecutor,
+    "aot": AOTExecutor,
 }
 
 
@@ -742,10 +775,10 @@ def create_executor(
 
     Parameters
     ----------
-    kind : {"debug", "vm", "graph"}
+    kind : {"debug", "vm", "graph", "aot"}
         ``debug`` runs the reference interpreter, ``vm`` the bytecode VM, ``graph`` the graph
-        executor (``relay.build``) for programs without control flow. TVM's ``"aot"`` is not
-        available yet and raises ``ValueError`` naming the kinds to use instead.
+        executor (``relay.build``) and ``aot`` the ahead-of-time executor
+        (:class:`vm.aot.AotModule`), the last two for programs without control flow.
     mod : IRModule, optional
         The module whose functions the programs may call (an empty module if omitted). It is
         not modified.
@@ -765,11 +798,6 @@ def create_executor(
     """
     from compiler.relay.target import as_target
 
-    if kind == "aot":
-        raise ValueError(
-            "create_executor('aot') is not available yet: use 'graph' for the same "
-            "control-flow-free programs compiled ahead of time into a kernel graph, or 'vm'"
-        )
     if kind not in _KINDS:
         raise ValueError(
             f"unknown executor kind {kind!r}; expected one of {', '.join(map(repr, _KINDS))}"

@@ -1,7 +1,7 @@
 """TVM's ``create_executor`` and ``bind_params_by_name`` scripts, with only the imports changed.
 
-Returns: every kind relayvm has ("debug", "graph", "vm") gives the reference result on
-TVM's targets. Invalid: "aot" names what to use instead.
+Returns: every kind ("debug", "graph", "vm", "aot") gives the reference result on TVM's
+targets. Invalid: "aot" on a program with control flow names what it cannot run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def add_module():
     return tvm.IRModule.from_expr(relay.Function([x, y], relay.add(x, y) * y))
 
 
-@pytest.mark.parametrize("kind", ["debug", "graph", "vm"])
+@pytest.mark.parametrize("kind", ["debug", "graph", "vm", "aot"])
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=skylake -mattr=+avx2", "c"])
 def test_create_executor_with_each_kind(kind, target):
     mod = add_module()
@@ -33,9 +33,13 @@ def test_create_executor_with_each_kind(kind, target):
     np.testing.assert_allclose(op_res, ref_res, rtol=1e-5)
 
 
-def test_create_executor_aot_is_a_clear_error():
-    with pytest.raises(ValueError, match="not available yet: use 'graph'"):
-        relay.create_executor("aot", mod=add_module(), device=tvm.cpu(0), target="llvm")
+def test_create_executor_aot_rejects_control_flow_naming_it():
+    x = relay.var("x", shape=(2,), dtype="float32")
+    cond = relay.var("c", shape=(), dtype="bool")
+    mod = tvm.IRModule.from_expr(relay.Function([x, cond], relay.If(cond, x, x + x)))
+    executor = relay.create_executor("aot", mod=mod, device=tvm.cpu(0), target="llvm")
+    with pytest.raises(ValueError, match=r"control flow .*create_executor\('vm'\)"):
+        executor.evaluate()
 
 
 def test_bind_params_by_name_then_build():

@@ -318,14 +318,7 @@ def test_ill_typed_programs_fail_before_running():
         relay.create_executor(mod=mod).evaluate()
 
 
-def test_aot_is_not_available_yet_and_names_the_kinds_to_use():
-    with pytest.raises(
-        ValueError, match=r"create_executor\('aot'\) is not available yet: use 'graph'"
-    ):
-        relay.create_executor("aot")
-
-
-@pytest.mark.parametrize("kind", ["debug", "vm", "graph"])
+@pytest.mark.parametrize("kind", ["debug", "vm", "graph", "aot"])
 def test_every_kind_takes_tvms_cpu_targets(kind):
     from compiler.relay.target import Target
 

@@ -26,7 +26,8 @@ _MISSING = {
     "cc": "relayvm uses no C compiler; export_library writes one self-contained file",
     "ndk": "relayvm uses no C compiler; export_library writes one self-contained file",
     "emcc": "relayvm uses no C compiler; export_library writes one self-contained file",
-    "aot": "create_executor('aot') is not available yet; use 'graph' or 'vm'",
+    "aot": "the AOT executor is vm.aot.AotModule: relay.build(mod, executor='aot') or "
+    "relay.create_executor('aot', mod)",
 }
 
 

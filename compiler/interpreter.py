@@ -241,7 +241,9 @@ class Interpreter:
         self, func: str | GlobalVar | InterpreterClosure | ConstructorValue, *args: Any
     ) -> Any:
         """Call a global function (by name or :class:`GlobalVar`) or a function value with
-        argument values (numpy arrays, tuples, ADTs, function values)."""
+        argument values (numpy arrays or scalars, tuples, ADTs, function values)."""
+        # Operators take arrays: a numpy scalar becomes the 0-d array it stands for.
+        args = tuple(np.asarray(a) if isinstance(a, np.generic) else a for a in args)
         if isinstance(func, str):
             func = self.global_closure(self.mod.get_global_var(func))
         elif isinstance(func, GlobalVar):

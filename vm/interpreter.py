@@ -710,7 +710,7 @@ class VirtualMachine:
 
     def _captured_signature(self, index: int, count: int) -> Signature:
         """The checker of the first ``count`` parameters of function ``index``."""
-        key = (index, -count)
+        key = (index, -count - 1)  # negative, so it never meets invoke_closure's (index, n >= 0)
         signature = self._closure_signatures.get(key)
         if signature is None:
             function = self._exe.functions[index]

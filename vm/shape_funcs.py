@@ -44,6 +44,7 @@ naming the operator and the shapes, which the machine reports as a ``vm.VMError`
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -67,6 +68,7 @@ __all__ = [
     "output_shapes",
     "shape_func_description",
     "shape_func_ops",
+    "value_inputs",
 ]
 
 #: The key that marks a primitive description as a shape function.
@@ -890,9 +892,155 @@ def _upsampling(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> 
     return [(n, c, out[0], out[1])]
 
 
+# -- shapes as values, sorting --
+
+
+@_rule("shape_of")
+def _shape_of(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    return [(len(shapes[0]),)]
+
+
+@_rule("ndarray_size")
+def _ndarray_size(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    return [()]
+
+
+def _sort_axis(shape: Shape, attrs: Mapping[str, Any]) -> int:
+    if not shape:
+        raise _Bad("cannot sort a scalar")
+    return _norm_axis(int(attrs.get("axis", -1)), len(shape))
+
+
+@_rule("argsort")
+def _argsort(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    _sort_axis(shapes[0], attrs)
+    return [shapes[0]]
+
+
+@_rule("topk")
+def _topk(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
+    data = shapes[0]
+    axis = _sort_axis(data, attrs)
+    k = int(attrs.get("k", 1))
+    out = list(data)
+    if k >= 1:
+        out[axis] = min(k, data[axis])
+    both = attrs.get("ret_type", "both") == "both"
+    return [tuple(out), tuple(out)] if both else [tuple(out)]
+
+
+# ---- data-dependent rules ----------------------------------------------------------------------
+
+#: ``rule(arg_shapes, arg_values, attrs, out_ranks) -> output shapes``, where ``arg_values``
+#: holds the arrays of the arguments in :data:`VALUE_ARGS` (``None`` for the others).
+ValueRule = Callable[[list[Shape], list[Any], Mapping[str, Any], tuple[int, ...]], list[Shape]]
+
+#: Operators whose output shapes depend on the *values* of some arguments (TVM's
+#: data-dependent shape functions): operator -> the positions of those arguments. The
+#: shape function receives these arguments' arrays instead of their shapes.
+VALUE_ARGS: dict[str, tuple[int, ...]] = {
+    "dyn.reshape": (1,),
+    "dyn.broadcast_to": (1,),
+    "dyn.zeros": (0,),
+    "dyn.ones": (0,),
+    "dyn.full": (1,),
+    "dyn.strided_slice": (1, 2, 3),
+    "arange": (0, 1, 2),
+}
+
+VALUE_RULES: dict[str, ValueRule] = {}
+
+
+def _value_rule(*names: str) -> Callable[[ValueRule], ValueRule]:
+    def register(fn: ValueRule) -> ValueRule:
+        for name in names:
+            VALUE_RULES[name] = fn
+        return fn
+
+    return register
+
+
+def _int_values(value: Any, name: str) -> tuple[int, ...]:
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise _Bad(f"argument {name} must hold integers, found dtype {array.dtype}")
+    return tuple(int(v) for v in array.reshape(-1).tolist())
+
+
+def _sizes(value: Any, name: str) -> Shape:
+    dims = _int_values(value, name)
+    if any(d < 0 for d in dims):
+        raise _Bad(f"argument {name}={fmt_shape(dims)} holds a negative size")
+    return dims
+
+
+@_value_rule("dyn.reshape")
+def _dyn_reshape(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
+    return [reshape_shape(shapes[0], _int_values(values[1], "newshape"))]
+
+
+@_value_rule("dyn.broadcast_to")
+def _dyn_broadcast_to(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple):
+    return _broadcast_to([shapes[0]], {"shape": _sizes(values[1], "shape")}, ranks)
+
+
+@_value_rule("dyn.zeros", "dyn.ones")
+def _dyn_init(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
+    return [_sizes(values[0], "shape")]
+
+
+@_value_rule("dyn.full")
+def _dyn_full(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
+    _rank(shapes[0], 0, 0, "fill_value")
+    return [_sizes(values[1], "shape")]
+
+
+@_value_rule("dyn.strided_slice")
+def _dyn_strided_slice(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple):
+    begin = _int_values(values[1], "begin")
+    end = _int_values(values[2], "end")
+    strides = _int_values(values[3], "strides")
+    if len(strides) == 1:
+        strides = strides * len(begin)
+    if len(end) != len(begin) or len(strides) != len(begin):
+        raise _Bad(
+            f"begin {fmt_shape(begin)}, end {fmt_shape(end)} and strides {fmt_shape(strides)} "
+            "must have one entry per sliced axis"
+        )
+    plain = {
+        "begin": begin,
+        "end": end,
+        "strides": strides,
+        "axes": None,
+        "slice_mode": attrs.get("slice_mode", "end"),
+    }
+    return _strided_slice([shapes[0]], plain, ranks)
+
+
+def arange_length(start: Any, stop: Any, step: Any) -> int:
+    """TVM's element count of ``arange``: ``max(ceil((stop - start) / step), 0)``."""
+    if step == 0:
+        raise _Bad("step must not be 0")
+    count = (stop - start) / step
+    if not math.isfinite(count):
+        raise _Bad(f"the bounds start={start}, stop={stop}, step={step} are not finite")
+    return max(math.ceil(count), 0)
+
+
+@_value_rule("arange")
+def _arange(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
+    for name, shape in zip(("start", "stop", "step"), shapes):
+        _rank(shape, 0, 0, name)
+    start, stop, step = (np.asarray(v).item() for v in values)
+    try:
+        return [(arange_length(start, stop, step),)]
+    except (OverflowError, ValueError):
+        raise _Bad(f"the bounds start={start}, stop={stop}, step={step} are not finite") from None
+
+
 def shape_func_ops() -> list[str]:
     """Every operator with a shape rule, sorted."""
-    return sorted(SHAPE_RULES)
+    return sorted({*SHAPE_RULES, *VALUE_RULES})
 
 
 def op_output_shapes(
@@ -900,6 +1048,7 @@ def op_output_shapes(
     arg_shapes: Sequence[Sequence[int]],
     attrs: Mapping[str, Any],
     out_ranks: Sequence[int] = (),
+    arg_values: Sequence[Any] | None = None,
 ) -> list[Shape]:
     """The output shapes of operator ``op`` applied to arguments of ``arg_shapes``.
 
@@ -914,6 +1063,9 @@ def op_output_shapes(
     out_ranks : sequence of int
         The output ranks the kernel was described with (only ``squeeze`` without ``axis``
         needs them).
+    arg_values : sequence, optional
+        For operators in :data:`VALUE_ARGS`: the arrays of the arguments read by value
+        (``None`` for the others).
 
     Returns
     -------
@@ -926,10 +1078,15 @@ def op_output_shapes(
     KeyError
         If ``op`` has no shape rule.
     """
-    rule = SHAPE_RULES[op]
     shapes = [tuple(int(d) for d in s) for s in arg_shapes]
     try:
-        return rule(shapes, attrs, tuple(out_ranks))
+        if op in VALUE_RULES:
+            values = list(arg_values) if arg_values is not None else [None] * len(shapes)
+            missing = [p for p in VALUE_ARGS[op] if p >= len(values) or values[p] is None]
+            if missing:
+                raise _Bad(f"the values of argument(s) {missing} are needed and not given")
+            return VALUE_RULES[op](shapes, values, attrs, tuple(out_ranks))
+        return SHAPE_RULES[op](shapes, attrs, tuple(out_ranks))
     except _Bad as err:
         given = ", ".join(fmt_shape(s) for s in shapes)
         raise ShapeFuncError(f"{op}: {err} (input shapes {given})") from None
@@ -944,13 +1101,45 @@ def shape_func_description(kernel_description: Mapping[str, Any]) -> dict[str, A
     One ``int64`` shape vector per kernel input; outputs are one ``int64`` shape vector per
     kernel output, then one ``int64`` scalar (the output's size in bytes) per output.
     """
-    n_in = len(kernel_description["inputs"])
+    inputs = kernel_description["inputs"]
     n_out = len(kernel_description["outputs"])
-    return {
+    values = value_inputs(kernel_description)
+    description = {
         SHAPE_FUNC_KEY: kernel_description,
-        "inputs": [["int64", 1] for _ in range(n_in)],
+        "inputs": [list(inputs[k]) if k in values else ["int64", 1] for k in range(len(inputs))],
         "outputs": [["int64", 1] for _ in range(n_out)] + [["int64", 0] for _ in range(n_out)],
     }
+    if values:
+        description["values"] = values
+    return description
+
+
+def value_inputs(kernel_description: Mapping[str, Any] | Description) -> list[int]:
+    """The kernel inputs a shape function reads by value (arguments in :data:`VALUE_ARGS`).
+
+    Raises
+    ------
+    vm.kernels.KernelDescriptionError
+        If such an argument is not a kernel input (a value computed inside the kernel).
+    """
+    if isinstance(kernel_description, Description):
+        n_in = len(kernel_description.inputs)
+        nodes = [(n.index, n.op, list(n.args)) for n in kernel_description.nodes]
+    else:
+        n_in = len(kernel_description["inputs"])
+        nodes = [(i, n["op"], list(n["args"])) for i, n in enumerate(kernel_description["nodes"])]
+    found: set[int] = set()
+    for index, op, args in nodes:
+        for position in VALUE_ARGS.get(op, ()):
+            if position >= len(args):
+                continue  # the kernel validator reports the argument count
+            if args[position] >= n_in:
+                raise _error(
+                    f"node {index} ({op}) reads argument {position} by value, so it must be "
+                    f"a kernel input, found value {args[position]}"
+                )
+            found.add(args[position])
+    return sorted(found)
 
 
 def is_shape_func(description: object) -> bool:
@@ -974,7 +1163,7 @@ def check_shape_func(description: object) -> Description:
     if not isinstance(description, Mapping):
         raise _error(f"expected a mapping, found {type(description).__name__}")
     keys = {SHAPE_FUNC_KEY, "inputs", "outputs"}
-    unknown = sorted(str(k) for k in description if k not in keys)
+    unknown = sorted(str(k) for k in description if k not in keys | {"values"})
     missing = sorted(k for k in keys if k not in description)
     if unknown or missing:
         raise _error(
@@ -987,10 +1176,19 @@ def check_shape_func(description: object) -> Description:
     except KernelDescriptionError as err:
         raise _error(f"the kernel it computes shapes for is invalid: {err}") from None
     for node in kernel.nodes:
-        if node.op not in SHAPE_RULES:
+        if node.op not in SHAPE_RULES and node.op not in VALUE_RULES:
             raise _error(f"node {node.index} ({node.op}) has no shape rule")
     n_in, n_out = len(kernel.inputs), len(kernel.outputs)
-    want_in = [["int64", 1]] * n_in
+    values = value_inputs(kernel)
+    if list(description.get("values", [])) != values:
+        raise _error(
+            f"values must list the inputs read by value, {values}, found "
+            f"{description.get('values')!r}"
+        )
+    want_in = [
+        [kernel.inputs[k].dtype, kernel.inputs[k].ndim] if k in values else ["int64", 1]
+        for k in range(n_in)
+    ]
     want_out = [["int64", 1]] * n_out + [["int64", 0]] * n_out
     for key, want in (("inputs", want_in), ("outputs", want_out)):
         got = description[key]
@@ -1002,7 +1200,11 @@ def check_shape_func(description: object) -> Description:
     return kernel
 
 
-def output_shapes(kernel: Description | Mapping[str, Any], input_shapes: Sequence[Sequence[int]]):
+def output_shapes(
+    kernel: Description | Mapping[str, Any],
+    input_shapes: Sequence[Sequence[int]],
+    input_values: Mapping[int, Any] | None = None,
+):
     """The output shapes of a kernel given its input shapes: each node's rule in order.
 
     Parameters
@@ -1011,6 +1213,8 @@ def output_shapes(kernel: Description | Mapping[str, Any], input_shapes: Sequenc
         The kernel's description (parsed, or plain data, which is validated first).
     input_shapes : sequence of sequence of int
         One shape per kernel input, of the declared ranks.
+    input_values : mapping of int to array, optional
+        The arrays of the inputs read by value (:func:`value_inputs`).
 
     Returns
     -------
@@ -1039,7 +1243,8 @@ def output_shapes(kernel: Description | Mapping[str, Any], input_shapes: Sequenc
         values.append(dims)
     for node in kernel.nodes:
         ranks = tuple(s.ndim for s in node.outputs)
-        outs = op_output_shapes(node.op, [values[a] for a in node.args], node.attrs, ranks)
+        arrays = [input_values.get(a) for a in node.args] if input_values else None
+        outs = op_output_shapes(node.op, [values[a] for a in node.args], node.attrs, ranks, arrays)
         if tuple(len(s) for s in outs) != ranks:  # a rule and the validator disagree: a bug
             raise ShapeFuncError(
                 f"{node.op}: computed output shapes {', '.join(fmt_shape(s) for s in outs)} "
@@ -1070,18 +1275,39 @@ class ShapeFunction:
         self.num_outputs = len(self.kernel.outputs)
         self.itemsizes = [np.dtype(s.dtype).itemsize for s in self.kernel.outputs]
         self.output_ndims = tuple(s.ndim for s in self.kernel.outputs)
+        #: Inputs given as the tensors themselves (their values size the outputs).
+        self.value_inputs = tuple(value_inputs(self.kernel))
         self._cache: dict[tuple, list[tuple[Shape, tuple[int], int]]] = {}
 
-    def compute(self, input_shapes: Sequence[Sequence[int]]) -> tuple[list[Shape], list[int]]:
-        """The output shapes and their sizes in bytes for ``input_shapes``."""
-        writes = self._lookup(tuple(tuple(s) for s in input_shapes))
+    def compute(
+        self, input_shapes: Sequence[Sequence[int]], input_values: Mapping[int, Any] | None = None
+    ) -> tuple[list[Shape], list[int]]:
+        """The output shapes and their sizes in bytes for ``input_shapes`` (and, for the
+        inputs read by value, ``input_values``)."""
+        values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
+        key = tuple(
+            tuple(values[k].reshape(-1).tolist()) if k in values else tuple(s)
+            for k, s in enumerate(input_shapes)
+        )
+        writes = self._lookup(key, values)
         return [shape for shape, _, _ in writes], [size for _, _, size in writes]
 
-    def _lookup(self, key: tuple) -> list[tuple[Shape, tuple[int], int]]:
-        """Per output: its shape, the shape of the vector holding it, its size in bytes."""
+    def _lookup(
+        self, key: tuple, values: Mapping[int, Any] | None = None
+    ) -> list[tuple[Shape, tuple[int], int]]:
+        """Per output: its shape, the shape of the vector holding it, its size in bytes.
+
+        ``key`` holds each input's shape, or its flattened values for an input read by
+        value (whose shape the description fixes)."""
         writes = self._cache.get(key)
         if writes is None:
-            shapes = output_shapes(self.kernel, key)
+            if values:
+                shapes_in = [
+                    values[k].shape if k in values else shape for k, shape in enumerate(key)
+                ]
+                shapes = output_shapes(self.kernel, shapes_in, values)
+            else:
+                shapes = output_shapes(self.kernel, key)
             writes = [
                 (shape, (len(shape),), _prod(shape) * itemsize)
                 for shape, itemsize in zip(shapes, self.itemsizes)
@@ -1100,10 +1326,22 @@ class ShapeFunction:
                 f"{n_in + 2 * n_out} arrays, given {len(arrays)}"
             )
         # Called on every run of a dynamic kernel, so the common case is a dictionary hit.
-        key = tuple([tuple(a.tolist()) for a in arrays[:n_in]])
-        writes = self._cache.get(key)
-        if writes is None:
-            writes = self._lookup(key)
+        if self.value_inputs:
+            values = {k: arrays[k] for k in self.value_inputs}
+            key = tuple(
+                [
+                    tuple(a.reshape(-1).tolist()) if k in values else tuple(a.tolist())
+                    for k, a in enumerate(arrays[:n_in])
+                ]
+            )
+            writes = self._cache.get(key)
+            if writes is None:
+                writes = self._lookup(key, values)
+        else:
+            key = tuple([tuple(a.tolist()) for a in arrays[:n_in]])
+            writes = self._cache.get(key)
+            if writes is None:
+                writes = self._lookup(key)
         k = n_in
         for shape, vector, size in writes:
             out = arrays[k]

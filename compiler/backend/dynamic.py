@@ -225,10 +225,15 @@ def _emit_shape_function(
 
     fb = compiler.fb
     builder = compiler.context.builder
-    index, ranks = _shape_function_index(compiler, func)
+    index, ranks, by_value = _shape_function_index(compiler, func)
     known = _known_shapes(compiler)
     shape_inputs = []
-    for reg, ty in zip(inputs, in_types):
+    for position, (reg, ty) in enumerate(zip(inputs, in_types)):
+        if position in by_value:
+            # A data-dependent shape (dyn.reshape's newshape, arange's bounds): the shape
+            # function reads the tensor itself.
+            shape_inputs.append(reg)
+            continue
         if reg in known:
             # The register was shaped by an earlier shape function, in the same straight-line
             # code (both registers are written once), so its shape vector is still there.
@@ -275,13 +280,15 @@ def _known_shapes(compiler: AnyT) -> dict[int, int]:
 
 
 # Per module being compiled: primitive function (by id, kept alive) -> (index, output ranks).
-_SHAPE_FUNCTIONS: weakref.WeakKeyDictionary[AnyT, dict[int, tuple[int, list[int], Function]]]
+_SHAPE_FUNCTIONS: weakref.WeakKeyDictionary[
+    AnyT, dict[int, tuple[int, list[int], list[int], Function]]
+]
 _SHAPE_FUNCTIONS = weakref.WeakKeyDictionary()
 
 
-def _shape_function_index(compiler: AnyT, func: Function) -> tuple[int, list[int]]:
+def _shape_function_index(compiler: AnyT, func: Function) -> tuple[int, list[int], list[int]]:
     """The primitive index of ``func``'s shape function (described and checked once per
-    module) and the ranks of the kernel's outputs."""
+    module), the ranks of the kernel's outputs, and the inputs it reads by value."""
     context = compiler.context
     table = _SHAPE_FUNCTIONS.setdefault(context, {})
     cached = table.get(id(func))
@@ -302,8 +309,9 @@ def _shape_function_index(compiler: AnyT, func: Function) -> tuple[int, list[int
         name = context.names.name(f"{base}_shape_func", description)
         index = context.builder.add_primitive(name, description)
         ranks = [ndim for _, ndim in kernel["outputs"]]
-        cached = table[id(func)] = (index, ranks, func)  # the function is kept alive
-    return cached[0], cached[1]
+        by_value = list(description.get("values", []))
+        cached = table[id(func)] = (index, ranks, by_value, func)  # the function is kept alive
+    return cached[0], cached[1], cached[2]
 
 
 def _explicit_squeeze_axes(func: Function, kernel: dict[str, AnyT]) -> dict[str, AnyT]:

@@ -21,14 +21,15 @@ from compiler.ir.expr import Call, Constant, Expr, Tuple, const
 from compiler.op.registry import get_def, get_op
 
 __all__ = [  # the operator builders, sorted
-    "abs", "add", "all", "any", "argmax", "argmin", "broadcast_to", "cast", "ceil", "clip",
-    "concatenate", "copy", "cos", "divide", "equal", "erf", "exp", "expand_dims", "floor",
-    "floor_divide", "floor_mod", "full", "full_like", "greater", "greater_equal",
-    "layout_transform", "less", "less_equal", "log", "logical_and", "logical_not",
-    "logical_or", "max", "maximum", "mean", "min", "minimum", "mod", "multiply", "negative",
-    "not_equal", "ones", "ones_like", "power", "prod", "reshape", "round", "rsqrt", "sigmoid",
-    "sign", "sin", "split", "sqrt", "squeeze", "stack", "strided_slice", "subtract", "sum",
-    "take", "tanh", "transpose", "where", "zeros", "zeros_like",
+    "abs", "add", "all", "any", "arange", "argmax", "argmin", "argsort", "broadcast_to", "cast",
+    "ceil", "clip", "concatenate", "copy", "cos", "divide", "equal", "erf", "exp",
+    "expand_dims", "floor", "floor_divide", "floor_mod", "full", "full_like", "greater",
+    "greater_equal", "layout_transform", "less", "less_equal", "log", "logical_and",
+    "logical_not", "logical_or", "max", "maximum", "mean", "min", "minimum", "mod", "multiply",
+    "ndarray_size", "negative", "not_equal", "ones", "ones_like", "power", "prod", "reshape",
+    "round", "rsqrt", "shape_of", "sigmoid", "sign", "sin", "split", "sqrt", "squeeze", "stack",
+    "strided_slice", "subtract", "sum", "take", "tanh", "topk", "transpose", "where", "zeros",
+    "zeros_like",
 ]  # fmt: skip
 
 
@@ -56,6 +57,11 @@ def _is_numpy_dtype(value: object) -> bool:
     return isinstance(value, np.dtype) or (
         isinstance(value, type) and issubclass(value, np.generic)
     )
+
+
+def _is_dynamic(value: object) -> bool:
+    """A shape-like argument given as a tensor only known at run time (TVM's ``dyn.*`` form)."""
+    return isinstance(value, Expr) and not isinstance(value, Constant)
 
 
 def _static_ints(value: object) -> object:
@@ -280,18 +286,25 @@ def cast(data: object, dtype: str) -> Call:
 # --- fills -------------------------------------------------------------------------------------
 
 
-def zeros(shape: Sequence[int], dtype: str = "float32") -> Call:
-    """A tensor of ``shape`` filled with 0."""
+def zeros(shape: Sequence[int] | Expr, dtype: str = "float32") -> Call:
+    """A tensor of ``shape`` filled with 0 (``dyn.zeros`` when ``shape`` is a tensor)."""
+    if _is_dynamic(shape):
+        return call_op("dyn.zeros", [shape], dtype=dtype)
     return call_op("zeros", [], shape=_static_ints(shape), dtype=dtype)
 
 
-def ones(shape: Sequence[int], dtype: str = "float32") -> Call:
-    """A tensor of ``shape`` filled with 1."""
+def ones(shape: Sequence[int] | Expr, dtype: str = "float32") -> Call:
+    """A tensor of ``shape`` filled with 1 (``dyn.ones`` when ``shape`` is a tensor)."""
+    if _is_dynamic(shape):
+        return call_op("dyn.ones", [shape], dtype=dtype)
     return call_op("ones", [], shape=_static_ints(shape), dtype=dtype)
 
 
-def full(fill_value: object, shape: Sequence[int] = (), dtype: str = "") -> Call:
-    """A tensor of ``shape`` filled with the scalar ``fill_value`` (``dtype=""``: its dtype)."""
+def full(fill_value: object, shape: Sequence[int] | Expr = (), dtype: str = "") -> Call:
+    """A tensor of ``shape`` filled with the scalar ``fill_value`` (``dtype=""``: its dtype;
+    ``dyn.full`` when ``shape`` is a tensor)."""
+    if _is_dynamic(shape):
+        return call_op("dyn.full", [fill_value, shape], dtype=dtype)
     return call_op("full", [fill_value], shape=_static_ints(shape), dtype=dtype)
 
 
@@ -388,8 +401,13 @@ def argmin(
 # --- transforms --------------------------------------------------------------------------------
 
 
-def reshape(data: object, newshape: int | Sequence[int]) -> Call:
-    """``data`` with a new shape; 0 copies an input dimension, -1 is inferred (-2/-3/-4 too)."""
+def reshape(data: object, newshape: int | Sequence[int] | Expr) -> Call:
+    """``data`` with a new shape; 0 copies an input dimension, -1 is inferred (-2/-3/-4 too).
+
+    A non-constant tensor ``newshape`` gives ``dyn.reshape``: one program for every value.
+    """
+    if _is_dynamic(newshape):
+        return call_op("dyn.reshape", [data, newshape])
     return call_op("reshape", [data], newshape=_static_ints(newshape))
 
 
@@ -436,7 +454,21 @@ def strided_slice(
     strides: Sequence[int] | None = None, axes: Sequence[int] | None = None,
     slice_mode: str = "end",
 ) -> Call:  # fmt: skip
-    """``data[begin:end:strides]`` per axis (``slice_mode="size"``: ``end`` holds sizes)."""
+    """``data[begin:end:strides]`` per axis (``slice_mode="size"``: ``end`` holds sizes).
+
+    If ``begin``, ``end`` or ``strides`` is a non-constant tensor, the slice is
+    ``dyn.strided_slice`` over the leading axes (``axes`` must then be ``None``).
+    """
+    if _is_dynamic(begin) or _is_dynamic(end) or _is_dynamic(strides):
+        if axes is not None:
+            raise ValueError(
+                "strided_slice: axes must be None when begin, end or strides is a tensor"
+            )
+        begin_e, end_e = as_expr(_as_list(begin)), as_expr(_as_list(end))
+        strides_e = as_expr(_as_list(strides if strides is not None else [1]))
+        return call_op(
+            "dyn.strided_slice", [data, begin_e, end_e, strides_e], slice_mode=slice_mode
+        )
     return call_op(
         "strided_slice", [data], begin=_static_ints(begin), end=_static_ints(end),
         strides=None if strides is None else _static_ints(strides), axes=axes,
@@ -457,6 +489,57 @@ def where(condition: object, x: object, y: object) -> Call:
     return call_op("where", [condition, x, y])
 
 
-def broadcast_to(data: object, shape: Sequence[int]) -> Call:
-    """``data`` broadcast to ``shape``."""
+def broadcast_to(data: object, shape: Sequence[int] | Expr) -> Call:
+    """``data`` broadcast to ``shape`` (``dyn.broadcast_to`` when ``shape`` is a tensor)."""
+    if _is_dynamic(shape):
+        return call_op("dyn.broadcast_to", [data, shape])
     return call_op("broadcast_to", [data], shape=_static_ints(shape))
+
+
+def _as_list(value: object) -> object:
+    """A tuple of ints becomes a list, so ``relay.const`` makes a vector of it."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+# --- shapes, ranges and sorting ----------------------------------------------------------------
+
+
+def shape_of(data: object, dtype: str = "int32") -> Call:
+    """The shape of ``data`` as a one-dimensional tensor."""
+    return call_op("shape_of", [data], dtype=dtype)
+
+
+def ndarray_size(data: object, dtype: str = "int32") -> Call:
+    """The number of elements of ``data`` as a scalar."""
+    return call_op("ndarray_size", [data], dtype=dtype)
+
+
+def arange(start: object, stop: object = None, step: object = None, dtype: str = "float32") -> Call:
+    """``start, start + step, ...`` below ``stop``; one argument is ``stop`` (from 0), as in
+    TVM. Bounds are scalars of ``dtype`` (Python numbers are made constants of it)."""
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    bounds = [b if isinstance(b, Expr) else const(b, dtype) for b in (start, stop, step)]
+    return call_op("arange", bounds, dtype=dtype)
+
+
+def argsort(data: object, axis: int = -1, is_ascend: bool = True, dtype: str = "int32") -> Call:
+    """The indices that sort ``data`` along ``axis`` (equal elements keep their order)."""
+    return call_op("argsort", [data], axis=axis, is_ascend=bool(is_ascend), dtype=dtype)
+
+
+def topk(
+    data: object, k: int = 1, axis: int = -1, ret_type: str = "both",
+    is_ascend: bool = False, dtype: str = "int32",
+) -> Call:  # fmt: skip
+    """The ``k`` largest (or, with ``is_ascend``, smallest) elements along ``axis`` and their
+    indices; ``k < 1`` keeps them all. ``ret_type="both"`` gives a tuple (values, indices)."""
+    if isinstance(k, Constant):
+        k = int(k.data)
+    if isinstance(k, Expr):
+        raise ValueError("topk: k must be an int or a constant; a run-time k is not supported")
+    return call_op(
+        "topk", [data], k=k, axis=axis, ret_type=ret_type, is_ascend=bool(is_ascend), dtype=dtype
+    )

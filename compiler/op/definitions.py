@@ -8,6 +8,7 @@ operators as a side effect of being imported.
 from compiler.op import (  # noqa: F401  (registration on import)
     defs_activation,
     defs_conv,
+    defs_dynamic,
     defs_elemwise,
     defs_nn,
     defs_norm,

@@ -12,13 +12,18 @@ Semantics follow TVM:
 * ``let %x = v; body`` is a ``Let``; ``e1; e2`` is ``let %_ = e1; e2``. A let whose value
   is a ``fn`` may call itself (recursive closures); otherwise the value sees the outer scope.
 * Operator calls have their attributes validated and completed by the operator's schema.
+* A constructor without fields written bare (``Nil``) is that constructor applied to no
+  arguments, as TVM's parser reads it; ``match (%a, %b) {...}`` matches the tuple of the
+  values, with tuple patterns such as ``(Cons(%x, _), Nil)``.
 * Every name must resolve: an undeclared ``%x``, an unknown ``@f``, constructor, type,
   operator or attribute is a :class:`RelaySyntaxError` naming it and suggesting close
   matches.
 
 Extensions over TVM: the ``#[version]`` header is optional, names may be quoted
-(``%"input.1"``, ``@"my-func"``), ``else if`` chains, and ``free_var %x: T;``
-declarations at the start of :func:`parse_expr` input.
+(``%"input.1"``, ``@"my-func"``), ``else if`` chains, ``free_var %x: T;``
+declarations at the start of :func:`parse_expr` input, and ``fn Nil`` for a constructor
+itself as a function value (TVM's text cannot write it for a constructor without fields;
+the printer needs it to print such a value back).
 """
 
 from __future__ import annotations
@@ -922,7 +927,11 @@ class _Parser:
                 )
             if name in self.ctors:
                 self.advance()
-                return self.ctors[name]
+                ctor = self.ctors[name]
+                if not ctor.inputs and not self.peek().is_punct("("):
+                    # TVM's rule: a constructor without fields written bare is its value.
+                    return self.spanned(Call(ctor, []), tok)  # type: ignore[return-value]
+                return ctor
             if name in self.op_names():
                 self.advance()
                 return get_op(name)
@@ -1008,6 +1017,12 @@ class _Parser:
 
     def g_function(self) -> Task[Expr]:
         fn_tok = self.advance()
+        ctor_tok = self.peek()
+        if ctor_tok.kind == "ident" and ctor_tok.value in self.ctors:
+            # ``fn Nil``: the constructor itself as a function value. Bare ``Nil`` is
+            # already the applied constructor, so this is the only way to write it.
+            self.advance()
+            return self.ctors[str(ctor_tok.value)]  # shared node: keeps its own span
         self.push_scope()
         type_params = self.parse_type_params()
         params, attrs = yield self.g_params("fn")
@@ -1033,9 +1048,10 @@ class _Parser:
     def g_match(self) -> Task[Expr]:
         match_tok = self.advance()
         complete = not self.accept("?")
-        open_tok = self.expect("(", "after 'match'")
-        data = yield self.g_seq()
-        self.expect_close(")", open_tok, "the matched value")
+        if not self.peek().is_punct("("):
+            raise self.expected("'('", "after 'match'")
+        # ``match (%a, %b)`` matches the tuple of both values, as in TVM.
+        data = yield self.g_paren()
         brace = self.expect("{", "to start the clauses of the match")
         clauses: list[Clause] = []
         while not self.accept("}"):

@@ -405,7 +405,9 @@ class _Printer:
                     self.slot_block[(key, slot)] = inner
                     self._add_ref(branch, _TAIL, inner)
             elif isinstance(node, Match):
-                self._add_ref(node.data, _ORD, block)
+                # A tuple scrutinee used once stays in place: ``match (%a, %b) {...}``.
+                data_kind = _LETVAL if isinstance(node.data, Tuple) else _ORD
+                self._add_ref(node.data, data_kind, block)
                 for slot, clause in enumerate(node.clauses):
                     inner = _Block(block, block.indent + 2)
                     self.slot_block[(key, slot)] = inner
@@ -471,7 +473,9 @@ class _Printer:
         if isinstance(node, Op):
             return node.name
         if isinstance(node, Constructor):
-            return node.name_hint
+            # Bare ``Nil`` reads back as the applied constructor (TVM's rule), so a
+            # constructor without fields used as a function value needs the ``fn`` prefix.
+            return node.name_hint if node.inputs else f"fn {node.name_hint}"
         if isinstance(node, Constant):
             data = node.data
             if data.ndim == 0:
@@ -493,7 +497,10 @@ class _Printer:
         block = self.place[key]
         pad = _indent(block.indent)
         if isinstance(node, Call):
-            callee = yield self.g_ref(node.op)
+            if isinstance(node.op, Constructor):
+                callee: Doc = node.op.name_hint
+            else:
+                callee = yield self.g_ref(node.op)
             items: list[Doc] = []
             for arg in node.args:
                 items.append((yield self.g_ref(arg)))
@@ -520,7 +527,10 @@ class _Printer:
         if isinstance(node, Match):
             data = yield self.g_ref(node.data)
             keyword = "match" if node.complete else "match?"
-            out: list[Doc] = [keyword, " (", data, ") {\n"]
+            if isinstance(node.data, Tuple) and not isinstance(data, str):
+                out: list[Doc] = [keyword, " ", data, " {\n"]  # match (%a, %b), as TVM prints
+            else:
+                out = [keyword, " (", data, ") {\n"]
             inner_pad = _indent(block.indent + 1)
             for slot, clause in enumerate(node.clauses):
                 pattern = yield self.g_pattern(clause.lhs)

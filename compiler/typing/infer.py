@@ -154,10 +154,11 @@ class _Inferencer:
             detail = "" if exc.detail == f"{e} vs {f}" else f" ({exc.detail})"
             where_text = phrase() if phrase is not None else f"`{expr_text(node)}`"
             if isinstance(node, Constructor) and not node.inputs and not isinstance(zexp, FuncType):
-                # As in TVM, a constructor is a function even without fields; users coming
-                # from ML-family languages write the bare name for the value.
+                # As in TVM, a constructor is a function even without fields; only the text
+                # format's bare name means the applied constructor.
                 detail += (
-                    f"; a constructor is called even without fields: write `{node.name_hint}()`"
+                    f"; the constructor itself is a function even without fields: write "
+                    f"`{node.name_hint}` or `{node.name_hint}()` in text, or call it, for its value"
                 )
             raise RelayTypeError(
                 f"type mismatch{self._at(node, parent)} in {where_text}: expected {e}{note}, "

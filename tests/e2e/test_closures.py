@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import vm
 from compiler import relay
@@ -118,3 +119,46 @@ def test_returned_closure_can_be_called_through_the_vm_after_save_and_load() -> 
         closure = machine.invoke("main", I(10))
         assert isinstance(closure, vm.Closure)
         assert int(machine.invoke_closure(closure, I(4))) == 6
+
+
+GLOBAL_AS_VALUE = """
+    def @apply(%f: fn (float32) -> float32, %x: float32) -> float32 { %f(%x) }
+    def @main(%y: float32) {
+      let %g = fn (%x: float32) -> float32 { %x * %y };
+      (%g, @apply)
+    }"""
+
+
+def test_global_function_returned_as_a_closure_runs_with_invoke_closure_and_invoke() -> None:
+    # TVM's VM tests return (%g, @apply) and call apply on g from Python: the closure of a
+    # global captures nothing, the closure of g captures %y.
+    mod = parse(GLOBAL_AS_VALUE)
+    exe = relay.vm.compile(mod)
+    for executable in (exe, vm.Executable.load_exec(exe.save())):
+        machine = vm.VirtualMachine(executable)
+        g, apply_clo = machine.invoke("main", np.float32(3))
+        assert isinstance(apply_clo, vm.Closure) and apply_clo.captured == ()
+        assert float(machine.invoke_closure(apply_clo, g, np.float32(2))) == 6.0
+        assert float(machine.invoke("apply", g, np.float32(5))) == 15.0
+        assert float(machine.invoke_closure(g, np.float32(4))) == 12.0
+        # The same closures again, in the other order, through the cached signatures.
+        assert float(machine.invoke_closure(apply_clo, g, np.float32(1))) == 3.0
+
+
+def test_global_function_returned_as_a_closure_on_the_reference_interpreter() -> None:
+    from compiler.interpreter import Interpreter
+
+    interp = Interpreter(parse(GLOBAL_AS_VALUE))
+    g, apply_fn = interp.call("main", np.float32(3))
+    assert float(interp.call(apply_fn, g, np.float32(2))) == 6.0
+    assert float(interp.call("apply", g, np.float32(5))) == 15.0
+
+
+def test_invoke_closure_of_a_global_with_wrong_arguments_names_the_parameter() -> None:
+    machine = vm.VirtualMachine(relay.vm.compile(parse(GLOBAL_AS_VALUE)))
+    g, apply_clo = machine.invoke("main", np.float32(3))
+    with pytest.raises(TypeError, match=r"apply\(\) takes 2 arguments \(f, x\) but 1 was given"):
+        machine.invoke_closure(apply_clo, g)
+    with pytest.raises(TypeError, match=r"argument 0 \('f'\) expected a function"):
+        machine.invoke_closure(apply_clo, np.float32(1), np.float32(2))
+    assert float(machine.invoke_closure(apply_clo, g, np.float32(2))) == 6.0

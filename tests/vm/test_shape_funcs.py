@@ -27,6 +27,7 @@ from compiler.typing import infer_types
 from vm.kernels import KernelDescriptionError, supported_ops
 from vm.shape_funcs import (
     SHAPE_RULES,
+    VALUE_RULES,
     ShapeFuncError,
     ShapeFunction,
     check_primitive,
@@ -83,6 +84,14 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
     "ones": [([], {"shape": [4], "dtype": "int32"})],
     "full": [([((), F)], {"shape": [3, 2]})],
     "broadcast_to": [([((3, 1), F)], {"shape": [2, 3, 4]})],
+    "shape_of": [([((2, 0, 5), F)], {}), ([((), F)], {"dtype": "int64"})],
+    "ndarray_size": [([((2, 3), F)], {})],
+    "argsort": [([((3, 4), F)], {"axis": 0}), ([((5,), F)], {"is_ascend": False})],
+    "topk": [
+        ([((3, 4), F)], {"k": 2}),
+        ([((3, 4), F)], {"k": 9, "axis": 0, "ret_type": "values"}),
+        ([((3, 4), F)], {"k": 0, "ret_type": "indices"}),
+    ],
     "nn.bias_add": [
         ([((2, 5, 3), F), ((5,), F)], {"axis": 1}),
         ([((2, 5), F), ((5,), F)], {"axis": -1}),
@@ -238,7 +247,7 @@ def _kernel_description(op: str, args: list[tuple[tuple[int, ...], str]], attrs:
 
 def test_every_kernel_operator_and_every_registered_operator_has_a_rule_and_a_case() -> None:
     assert set(supported_ops()) <= set(shape_func_ops())
-    assert set(list_ops()) <= set(SHAPE_RULES)
+    assert set(list_ops()) <= set(SHAPE_RULES) | set(VALUE_RULES)
     assert set(SHAPE_RULES) <= set(CASES), sorted(set(SHAPE_RULES) - set(CASES))
 
 
@@ -299,6 +308,73 @@ def test_shape_function_writes_shapes_and_byte_sizes_in_place() -> None:
     assert shape.tolist() == [0, 10] and size.item() == 0
     function(np.array([5, 3]), np.array([5, 1]), shape, size)
     assert shape.tolist() == [5, 4] and size.item() == 40
+
+
+def test_data_dependent_shape_function_reads_the_shape_tensor_itself() -> None:
+    kernel = _kernel_description("dyn.reshape", [((6,), F), ((2,), "int64")], {})
+    description = shape_func_description(kernel)
+    assert description["values"] == [1]
+    assert description["inputs"] == [["int64", 1], ["int64", 1]]
+    function = load_shape_function(description)
+    shape = np.full(2, -1, dtype=np.int64)
+    size = np.array(-1, dtype=np.int64)
+    function(np.array([6]), np.array([3, -1]), shape, size)
+    assert shape.tolist() == [3, 2] and size.item() == 24
+    function(np.array([6]), np.array([1, 6]), shape, size)
+    assert shape.tolist() == [1, 6]
+    with pytest.raises(ShapeFuncError, match=r"dyn\.reshape: cannot reshape 6 elements"):
+        function(np.array([6]), np.array([4, 2]), shape, size)
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "values", "expected"),
+    [
+        ("dyn.broadcast_to", [(3, 1), (2,)], [None, [3, 4]], [(3, 4)]),
+        ("dyn.zeros", [(3,)], [[2, 0, 1]], [(2, 0, 1)]),
+        ("dyn.full", [(), (1,)], [None, [5]], [(5,)]),
+        ("dyn.strided_slice", [(6, 4), (2,), (2,), (1,)], [None, [1, -3], [5, 4], [2]], [(2, 2)]),
+        ("arange", [(), (), ()], [2, 11, 3], [(3,)]),
+        ("arange", [(), (), ()], [0.0, 1.0, 0.25], [(4,)]),
+    ],
+)
+def test_value_rules(op: str, shapes: list, values: list, expected: list) -> None:
+    arrays = [None if v is None else np.array(v) for v in values]
+    assert op_output_shapes(op, shapes, {}, [len(e) for e in expected], arrays) == expected
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "values", "pattern"),
+    [
+        ("dyn.zeros", [(2,)], [[2, -1]], r"negative size"),
+        ("arange", [(), (), ()], [0, 4, 0], r"step must not be 0"),
+        ("arange", [(), (), ()], [0.0, float("inf"), 1.0], r"not finite"),
+        ("dyn.broadcast_to", [(3, 2), (2,)], [None, [3, 4]], r"cannot broadcast"),
+        ("dyn.reshape", [(6,), (2,)], [None, None], r"values of argument\(s\) \[1\]"),
+    ],
+)
+def test_value_rules_refuse_values_that_do_not_fit(
+    op: str, shapes: list, values: list, pattern: str
+) -> None:
+    arrays = [None if v is None else np.array(v) for v in values]
+    with pytest.raises(ShapeFuncError, match=pattern):
+        op_output_shapes(op, shapes, {}, (1,), arrays)
+
+
+def test_a_value_argument_computed_inside_the_kernel_is_refused() -> None:
+    description = {
+        "inputs": [["float32", 1], ["int64", 1]],
+        "outputs": [["float32", 2]],
+        "nodes": [
+            {"op": "negative", "args": [1], "attrs": {}, "outputs": [["int64", 1]]},
+            {"op": "dyn.reshape", "args": [0, 2], "attrs": {}, "outputs": [["float32", 2]]},
+        ],
+        "results": [3],
+    }
+    with pytest.raises(KernelDescriptionError, match="reads argument 1 by value"):
+        shape_func_description(description)
+    good = _kernel_description("dyn.reshape", [((6,), F), ((2,), "int64")], {})
+    with pytest.raises(KernelDescriptionError, match="values must list"):
+        check_shape_func({**shape_func_description(good), "values": []})
 
 
 def test_load_primitive_dispatches_shape_functions_without_numba_and_shares_them() -> None:

@@ -680,3 +680,401 @@ register(
         emit=_take_emit,
     )
 )
+
+
+# --- shapes as values --------------------------------------------------------------------------
+
+
+def _shape_vector_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("dtype", Spec(attrs["dtype"], 0), "int")
+    return (Spec(attrs["dtype"], 1),)
+
+
+def _shape_of_emit(ctx: EmitCtx) -> None:
+    for k, dim in enumerate(ctx.arg_dims[0]):
+        ctx.src.line(f"{ctx.outs[0]}[{k}] = {dim}")
+
+
+register(
+    OpRule(
+        "shape_of",
+        1,
+        (Attr("dtype", "dtype", "int32"),),
+        _shape_vector_infer,
+        lambda ctx: [[str(len(ctx.arg_dims[0]))]],
+        emit=_shape_of_emit,
+    )
+)
+
+
+def _ndarray_size_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("dtype", Spec(attrs["dtype"], 0), "int")
+    return (Spec(attrs["dtype"], 0),)
+
+
+register(
+    OpRule(
+        "ndarray_size",
+        1,
+        (Attr("dtype", "dtype", "int32"),),
+        _ndarray_size_infer,
+        lambda ctx: [[]],
+        emit=lambda ctx: ctx.src.line(f"{ctx.outs[0]}[()] = {product(ctx.arg_dims[0])}"),
+    )
+)
+
+
+# --- data-dependent output shapes: dyn.* and arange --------------------------------------------
+#
+# The output shape depends on the values of an input (a shape tensor, slice bounds, range
+# bounds), so the machine sizes the outputs with the shape function (vm.shape_funcs), which
+# reads those values, before it calls the kernel. The operators are never fused, so their
+# value is output 0 of the kernel, and the kernel takes that array's shape; it checks every
+# element it reads against the input's own shape.
+
+
+def _output_dims(ndim: int) -> list[str]:
+    return [f"out0.shape[{d}]" for d in range(ndim)]
+
+
+def _declared_rank(op: str, declared: tuple) -> int:
+    if not declared:
+        raise RuleError(f"{op}: the output rank comes from the shape tensor's length; declare it")
+    return declared[0].ndim
+
+
+def _shape_arg(what: str, spec: Spec) -> None:
+    require_kind(what, spec, "int")
+    require_rank(what, spec, 1, 1)
+
+
+def _dyn_reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    _shape_arg("newshape", args[1])
+    return (Spec(args[0].dtype, _declared_rank("dyn.reshape", declared)),)
+
+
+register(
+    OpRule(
+        "dyn.reshape",
+        2,
+        (),
+        _dyn_reshape_infer,
+        lambda ctx: [_output_dims(ctx.out_specs[0].ndim)],
+        emit=emit_flat_copy,
+        view=_view,
+    )
+)
+
+
+def _dyn_broadcast_to_infer(
+    args: tuple[Spec, ...], attrs: dict, declared: tuple
+) -> tuple[Spec, ...]:
+    _shape_arg("shape", args[1])
+    rank = _declared_rank("dyn.broadcast_to", declared)
+    if args[0].ndim > rank:
+        raise RuleError(f"ndim out of range: cannot broadcast rank {args[0].ndim} to rank {rank}")
+    return (Spec(args[0].dtype, rank),)
+
+
+def _dyn_broadcast_to_shape(ctx: ShapeCtx) -> list[list[str]]:
+    out = _output_dims(ctx.out_specs[0].ndim)
+    dims = ctx.arg_dims[0]
+    offset = len(out) - len(dims)
+    for k, d in enumerate(dims):
+        ctx.fail_if(
+            f"{d} != 1 and {d} != {out[offset + k]}", "cannot broadcast the input to the shape"
+        )
+    return [out]
+
+
+def _dyn_broadcast_to_emit(ctx: EmitCtx) -> None:
+    dims = ctx.arg_dims[0]
+    with ctx.src.loops(ctx.out_dims[0]) as oi:
+        offset = len(oi) - len(dims)
+        source = [f"{oi[offset + k]} % {d}" for k, d in enumerate(dims)]
+        ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "dyn.broadcast_to",
+        2,
+        (),
+        _dyn_broadcast_to_infer,
+        _dyn_broadcast_to_shape,
+        emit=_dyn_broadcast_to_emit,
+    )
+)
+
+
+def _emit_fill(ctx: EmitCtx, value: str) -> None:
+    src = ctx.src
+    n = src.fresh("n")
+    src.line(f"{n} = {product(ctx.out_dims[0])}")
+    flat, j = src.fresh("f"), src.fresh("j")
+    src.line(f"{flat} = {ctx.outs[0]}.reshape({n})")
+    with src.block(f"for {j} in range({n}):"):
+        src.line(f"{flat}[{j}] = {value}")
+
+
+def _dyn_init_infer(op: str):
+    def infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+        _shape_arg("shape", args[0])
+        return (Spec(attrs["dtype"], _declared_rank(op, declared)),)
+
+    return infer
+
+
+for _name, _fill_value in (("dyn.zeros", 0), ("dyn.ones", 1)):
+    register(
+        OpRule(
+            _name,
+            1,
+            (Attr("dtype", "dtype", "float32"),),
+            _dyn_init_infer(_name),
+            lambda ctx: [_output_dims(ctx.out_specs[0].ndim)],
+            emit=lambda ctx, v=_fill_value: _emit_fill(
+                ctx, f"{dtypes.np_type(ctx.out_specs[0].dtype)}({v})"
+            ),
+            numeric=True,
+        )
+    )
+
+
+def _dyn_full_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_rank("fill_value", args[0], 0, 0)
+    _shape_arg("shape", args[1])
+    dtype = attrs["dtype"] or args[0].dtype
+    return (Spec(dtype, _declared_rank("dyn.full", declared)),)
+
+
+register(
+    OpRule(
+        "dyn.full",
+        2,
+        (Attr("dtype", "dtype_or_empty", ""),),
+        _dyn_full_infer,
+        lambda ctx: [_output_dims(ctx.out_specs[0].ndim)],
+        emit=lambda ctx: _emit_fill(
+            ctx, f"{dtypes.np_type(ctx.out_specs[0].dtype)}({ctx.args[0]}[()])"
+        ),
+        numeric=True,
+    )
+)
+
+
+def _dyn_strided_slice_infer(
+    args: tuple[Spec, ...], attrs: dict, declared: tuple
+) -> tuple[Spec, ...]:
+    for name, spec in zip(("begin", "end", "strides"), args[1:]):
+        _shape_arg(name, spec)
+    return (args[0],)
+
+
+def _dyn_strided_slice_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    data, begin, end, strides = ctx.args
+    dims = ctx.arg_dims[0]
+    nb, ne, ns = (ctx.arg_dims[k][0] for k in (1, 2, 3))
+    ctx.fail_if(f"{nb} > {len(dims)}", "begin has more entries than the data has axes")
+    ctx.fail_if(f"{ne} != {nb}", "end must have one entry per entry of begin")
+    ctx.fail_if(f"{ns} != {nb} and {ns} != 1", "strides must have one entry, or one per axis")
+    size_mode = ctx.attrs["slice_mode"] == "size"
+    starts, steps = [], []
+    for axis, dim in enumerate(dims):
+        start, count, step = src.fresh("st"), src.fresh("d"), src.fresh("sp")
+        src.line(f"{start}, {count}, {step} = np.int64(0), np.int64({dim}), np.int64(1)")
+        with src.block(f"if {axis} < {nb}:"):
+            src.line(f"{step} = np.int64({strides}[{axis} if {ns} > 1 else 0])")
+            lo, hi, has_end = src.fresh("b"), src.fresh("e"), src.fresh("h")
+            src.line(f"{lo} = np.int64({begin}[{axis}])")
+            src.line(f"{hi} = np.int64({end}[{axis}])")
+            src.line(f"{has_end} = True")
+            if size_mode:
+                # end holds sizes (-1: to the edge), as strided_slice's slice_mode="size".
+                src.line(f"{step} = np.int64(1)")
+                with src.block(f"if {hi} < 0 or ({lo} < 0 and {lo} + {hi} >= 0):"):
+                    src.line(f"{has_end} = False")
+                with src.block("else:"):
+                    src.line(f"{hi} = {lo} + {hi}")
+            ctx.fail_if(f"{step} == 0", f"strides has a 0 step for axis {axis}")
+            src.line(f"{start}, {count} = h.slice_start({dim}, {lo}, {hi}, {has_end}, {step})")
+        src.line(
+            f"h.expect({ctx.out_dims[0][axis]}, {count}, "
+            f"{ctx.what(f'size of axis {axis} of the slice')})"
+        )
+        starts.append(start)
+        steps.append(step)
+    with src.loops(ctx.out_dims[0]) as oi:
+        source = [f"{s} + {i} * {p}" for s, i, p in zip(starts, oi, steps)]
+        src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(source)}]")
+
+
+register(
+    OpRule(
+        "dyn.strided_slice",
+        4,
+        (Attr("slice_mode", "str", "end", choices=("end", "size")),),
+        _dyn_strided_slice_infer,
+        lambda ctx: [_output_dims(ctx.out_specs[0].ndim)],
+        emit=_dyn_strided_slice_emit,
+    )
+)
+
+
+def _arange_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    dtype = attrs["dtype"]
+    for name, spec in zip(("start", "stop", "step"), args):
+        require_rank(name, spec, 0, 0)
+        if spec.dtype != dtype:
+            raise RuleError(f"dtype not allowed: {name} must be {dtype}, found {spec.dtype}")
+    require_kind("dtype", Spec(dtype, 0), "numeric")
+    return (Spec(dtype, 1),)
+
+
+def _arange_emit(ctx: EmitCtx) -> None:
+    src = ctx.src
+    start, stop, step = (src.fresh(p) for p in ("a", "z", "p"))
+    for name, arg in zip((start, stop, step), ctx.args):
+        src.line(f"{name} = np.float64({arg}[()])")
+    ctx.fail_if(f"{step} == 0", "step must not be 0")
+    count = src.fresh("n")
+    # The shape function's count, max(ceil((stop - start) / step), 0), in the same float64.
+    src.line(f"{count} = max(np.int64(np.ceil(({stop} - {start}) / {step})), np.int64(0))")
+    src.line(f"h.expect({ctx.out_dims[0][0]}, {count}, {ctx.what('length of the range')})")
+    j = src.fresh("j")
+    out_type = dtypes.np_type(ctx.out_specs[0].dtype)
+    with src.block(f"for {j} in range({count}):"):
+        src.line(f"{ctx.outs[0]}[{j}] = {out_type}({start} + {j} * {step})")
+
+
+register(
+    OpRule(
+        "arange",
+        3,
+        (Attr("dtype", "dtype", "float32"),),
+        _arange_infer,
+        lambda ctx: [_output_dims(1)],
+        emit=_arange_emit,
+        numeric=True,
+    )
+)
+
+
+# --- argsort, topk -----------------------------------------------------------------------------
+
+
+def _sort_infer(args: tuple[Spec, ...], attrs: dict) -> int:
+    require_kind("data", args[0], "numeric")
+    require_rank("data", args[0], 1)
+    require_kind("dtype", Spec(attrs["dtype"], 0), "int")
+    return norm_axis("axis", attrs["axis"], args[0].ndim)
+
+
+def _emit_sorted(ctx: EmitCtx, keep: str, values_out: str | None, indices_out: str) -> None:
+    """Sort each line along the axis (stably: equal elements keep their order) and write
+    the first ``keep`` positions: the indices, and the values if ``values_out``."""
+    src = ctx.src
+    dims = ctx.arg_dims[0]
+    axis = norm_axis("axis", ctx.attrs["axis"], len(dims))
+    n = dims[axis]
+    buf, order = src.fresh("buf"), src.fresh("ord")
+    src.line(f"{buf} = np.empty({n}, {dtypes.np_type(ctx.arg_specs[0].dtype)})")
+    outer = list(dims)
+    outer[axis] = "1"
+    with src.loops(outer) as oi:
+        j = src.fresh("j")
+
+        def at(position: str) -> str:
+            return index([position if a == axis else i for a, i in enumerate(oi)])
+
+        with src.block(f"for {j} in range({n}):"):
+            src.line(f"{buf}[{j}] = {ctx.args[0]}[{at(j)}]")
+        if ctx.attrs["is_ascend"]:
+            src.line(f'{order} = np.argsort({buf}, kind="mergesort")')
+        else:
+            # Stable descending: sort the reversed line, read it backwards, map indices back.
+            rev = src.fresh("rev")
+            src.line(f'{rev} = np.argsort({buf}[::-1].copy(), kind="mergesort")')
+            src.line(f"{order} = {n} - 1 - {rev}[::-1]")
+        with src.block(f"for {j} in range({keep}):"):
+            src.line(f"{indices_out}[{at(j)}] = {order}[{j}]")
+            if values_out is not None:
+                src.line(f"{values_out}[{at(j)}] = {buf}[{order}[{j}]]")
+
+
+def _argsort_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    _sort_infer(args, attrs)
+    return (Spec(attrs["dtype"], args[0].ndim),)
+
+
+register(
+    OpRule(
+        "argsort",
+        1,
+        (
+            Attr("axis", "int", -1),
+            Attr("is_ascend", "bool", True),
+            Attr("dtype", "dtype", "int32"),
+        ),
+        _argsort_infer,
+        lambda ctx: [list(ctx.arg_dims[0])],
+        emit=lambda ctx: _emit_sorted(
+            ctx,
+            ctx.arg_dims[0][norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))],
+            None,
+            ctx.outs[0],
+        ),
+        numeric=True,
+    )
+)
+
+
+def _topk_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    _sort_infer(args, attrs)
+    values = args[0]
+    indices = Spec(attrs["dtype"], args[0].ndim)
+    kind = attrs["ret_type"]
+    return (values, indices) if kind == "both" else (values,) if kind == "values" else (indices,)
+
+
+def _topk_shape(ctx: ShapeCtx) -> list[list[str]]:
+    dims = list(ctx.arg_dims[0])
+    axis = norm_axis("axis", ctx.attrs["axis"], len(dims))
+    k = ctx.attrs["k"]
+    if k >= 1:
+        dims[axis] = ctx.let(f"min({k}, {dims[axis]})")
+    return [dims, dims] if ctx.attrs["ret_type"] == "both" else [dims]
+
+
+def _topk_emit(ctx: EmitCtx) -> None:
+    axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
+    keep = ctx.out_dims[0][axis]
+    kind = ctx.attrs["ret_type"]
+    if kind == "both":
+        _emit_sorted(ctx, keep, ctx.outs[0], ctx.outs[1])
+    elif kind == "indices":
+        _emit_sorted(ctx, keep, None, ctx.outs[0])
+    else:
+        scratch = ctx.src.fresh("idx")
+        ctx.src.line(f"{scratch} = np.empty({shape_tuple(ctx.out_dims[0])}, np.int64)")
+        _emit_sorted(ctx, keep, ctx.outs[0], scratch)
+
+
+register(
+    OpRule(
+        "topk",
+        1,
+        (
+            Attr("k", "int", 1),
+            Attr("axis", "int", -1),
+            Attr("ret_type", "str", "both", choices=("both", "values", "indices")),
+            Attr("is_ascend", "bool", False),
+            Attr("dtype", "dtype", "int32"),
+        ),
+        _topk_infer,
+        _topk_shape,
+        emit=_topk_emit,
+        numeric=True,
+    )
+)

@@ -52,7 +52,7 @@ def test_one_wrapper_per_constructor_however_often_it_is_used() -> None:
 
 
 def test_nullary_constructor_named_as_a_value_is_a_function_too() -> None:
-    mod = parse(LIST + "def @main() -> List[int32] { let %make = Nil; %make() }")
+    mod = parse(LIST + "def @main() -> List[int32] { let %make = fn Nil; %make() }")
     expected = (
         LIST
         + """

@@ -158,6 +158,55 @@ def test_match_with_nested_constructor_tuple_variable_and_wildcard_patterns():
     assert inner.clauses[2].lhs.patterns == ()
 
 
+def test_match_on_a_tuple_of_values_takes_tuple_patterns():
+    mod = fromtext(
+        LIST
+        + """def @f(%a: List[int32], %b: List[int32]) -> int32 {
+          match (%a, %b) {
+            (Cons(%x, _), Nil) => %x,
+            (_, Cons(%y, Nil)) => %y,
+            _ => 0,
+          }
+        }"""
+    )
+    body = mod["f"].body
+    a, b = mod["f"].params
+    assert isinstance(body, Match) and body.complete
+    assert isinstance(body.data, Tuple) and body.data.fields == (a, b)
+    first = body.clauses[0].lhs
+    assert isinstance(first, PatternTuple)
+    cons, nil = first.patterns
+    assert cons.constructor.name_hint == "Cons" and isinstance(cons.patterns[0], PatternVar)
+    assert nil.constructor.name_hint == "Nil" and nil.patterns == ()
+    assert isinstance(body.clauses[2].lhs, PatternWildcard)
+
+
+def test_match_on_one_parenthesized_value_and_without_a_space():
+    mod = fromtext(LIST + "def @f(%a: List[int32]) { match(%a) { _ => 0 } }")
+    assert mod["f"].body.data is mod["f"].params[0]
+
+
+def test_bare_constructor_without_fields_is_that_constructor_applied():
+    mod = fromtext(
+        LIST + "type Option[A] { Some(A), None }\ntype nat { z, s(nat) }\n"
+        "def @main() { (Nil, None, z, s(z), Nil(), Cons(1, Nil)) }"
+    )
+    nil, none, zero, one, nil_call, cons = mod["main"].body.fields
+    for call, name in ((nil, "Nil"), (none, "None"), (zero, "z"), (nil_call, "Nil")):
+        assert isinstance(call, Call) and call.args == ()
+        assert isinstance(call.op, Constructor) and call.op.name_hint == name
+    assert isinstance(one.args[0], Call) and one.args[0].op.name_hint == "z"
+    assert isinstance(cons.args[1], Call) and cons.args[1].op.name_hint == "Nil"
+    assert structural_equal(nil, nil_call)
+
+
+def test_fn_before_a_constructor_name_is_the_constructor_as_a_function():
+    mod = fromtext(LIST + "def @main() { (fn Nil, fn Cons, Cons) }")
+    nil_value, cons_value, bare_cons = mod["main"].body.fields
+    _, cons, nil = mod.get_type("List")
+    assert nil_value is nil and cons_value is cons and bare_cons is cons
+
+
 def test_type_definition_with_parameters_registers_constructors_with_tags():
     mod = fromtext("type Pair[A, B] { MkPair(A, B), Neither }\ntype Bit { Zero, One }")
     pair, mk, neither = mod.get_type("Pair")
@@ -209,13 +258,13 @@ def test_calls_of_globals_locals_constructors_and_dotted_operators():
         LIST + "def @id(%x: int32) { %x }\n"
         "def @main(%f: fn (int32) -> int32, %d: Tensor[(1, 4), float32],"
         " %w: Tensor[(3, 4), float32]) {"
-        " (@id(1), %f(2), Cons(3, Nil()), Nil, nn.dense(%d, %w, units=3)) }"
+        " (@id(1), %f(2), Cons(3, Nil()), Cons, nn.dense(%d, %w, units=3)) }"
     )
     glob, local, ctor, bare_ctor, dense = mod["main"].body.fields
     assert isinstance(glob.op, GlobalVar)
     assert isinstance(local.op, Var)
     assert isinstance(ctor.op, Constructor) and isinstance(ctor.args[1], Call)
-    assert isinstance(bare_ctor, Constructor)
+    assert isinstance(bare_ctor, Constructor) and bare_ctor.name_hint == "Cons"
     assert op_name(dense) == "nn.dense" and dense.attrs["units"] == 3
 
 

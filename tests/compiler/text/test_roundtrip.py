@@ -37,6 +37,17 @@ FORMS = {
         "def @f(%l: List[int32]) -> int32 { match (%l) { Cons(%h, Cons(_, %t)) => %h,"
         " Cons(%h: int32, _) => { %h }, Nil => 0 } }"
     ),
+    "match_tuple_of_values": LIST + (
+        "def @f(%a: List[int32], %b: List[int32]) -> int32 {"
+        " match (%a, %b) { (Cons(%x, _), Nil) => %x, (_, Cons(%y, Nil)) => %y, _ => 0 } }"
+    ),
+    "match_tuple_bound_before": LIST + (
+        "def @f(%a: List[int32]) { %0 = (%a, %a); match (%0) { (Nil, _) => %0.0, _ => %0.1 } }"
+    ),
+    "nullary_constructors_bare_called_and_as_values": LIST + (
+        "type nat { z, s(nat) }\n"
+        "def @main() { (Nil, Nil(), s(z), fn Nil, fn z, Cons, fn Cons) }"
+    ),
     "match_partial_tuple_pattern": "def @f(%p: (int32, float32)) { match? (%p) { (%a, _) => %a } }",
     "match_wildcard_and_tuple_in_constructor": LIST + (
         "def @f(%l: List[(int32, int32)]) {"

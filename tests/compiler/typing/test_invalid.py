@@ -417,7 +417,23 @@ def test_explicit_type_arguments_that_contradict_the_arguments():
         infer_expr(wrong_count, adts.mod)
 
 
-def test_nullary_constructor_used_without_a_call_suggests_calling_it():
+def test_nullary_constructor_used_as_a_function_value_suggests_calling_it():
+    # Bare `Nil` in text is the applied constructor (TVM's rule); `fn Nil`, like a
+    # Python-built `relay.Constructor` outside a call, is the constructor as a function.
+    mod = relay.fromtext(
+        """
+        #[version = "0.0.5"]
+        type List[A] { Cons(A, List[A]), Nil }
+        def @main(%x: Tensor[(), float32]) -> List[Tensor[(), float32]] { Cons(%x, fn Nil) }
+        """
+    )
+    with pytest.raises(RelayTypeError) as info:
+        infer_types(mod)
+    assert "argument 1 of `Cons(%x, fn Nil)`" in str(info.value)
+    assert "write `Nil` or `Nil()`" in str(info.value)
+
+
+def test_bare_nullary_constructor_in_text_is_its_value():
     mod = relay.fromtext(
         """
         #[version = "0.0.5"]
@@ -425,7 +441,5 @@ def test_nullary_constructor_used_without_a_call_suggests_calling_it():
         def @main(%x: Tensor[(), float32]) -> List[Tensor[(), float32]] { Cons(%x, Nil) }
         """
     )
-    with pytest.raises(RelayTypeError) as info:
-        infer_types(mod)
-    assert "argument 1 of `Cons(%x, Nil)`" in str(info.value)
-    assert "write `Nil()`" in str(info.value)
+    typed = infer_types(mod)
+    assert str(typed["main"].body.checked_type) == "List[float32]"

@@ -30,6 +30,12 @@ BRIEF_OPS = [
     "nn.softmax", "nn.log_softmax", "nn.batch_flatten", "nn.batch_matmul",
 ]  # fmt: skip
 
+#: Shapes as values, data-dependent shapes and sorting (TVM's VM tests, issue 14).
+DYNAMIC_OPS = [
+    "shape_of", "ndarray_size", "dyn.reshape", "dyn.broadcast_to", "dyn.zeros", "dyn.ones",
+    "dyn.full", "dyn.strided_slice", "arange", "argsort", "topk",
+]  # fmt: skip
+
 #: The neural-network operators of the performance milestone (issue 4).
 NN_OPS = [
     "nn.conv2d", "nn.conv2d_transpose", "nn.max_pool2d", "nn.avg_pool2d",
@@ -87,10 +93,10 @@ def test_a_valid_description_is_accepted() -> None:
 
 
 def test_supported_ops_are_the_required_set() -> None:
-    assert sorted(BRIEF_OPS + NN_OPS) == supported_ops()
+    assert sorted(BRIEF_OPS + NN_OPS + DYNAMIC_OPS) == supported_ops()
 
 
-@pytest.mark.parametrize("op", BRIEF_OPS + NN_OPS)
+@pytest.mark.parametrize("op", BRIEF_OPS + NN_OPS + DYNAMIC_OPS)
 def test_attribute_schema_matches_the_compiler_registry(op: str) -> None:
     compiler_attrs = {spec.name: spec for spec in get_def(op).attrs}
     rule = get_rule(op)

@@ -134,7 +134,7 @@ def test_global_function_returned_as_a_closure_runs_with_invoke_closure_and_invo
     # global captures nothing, the closure of g captures %y.
     mod = parse(GLOBAL_AS_VALUE)
     exe = relay.vm.compile(mod)
-    for executable in (exe, vm.Executable.load_exec(exe.save())):
+    for executable in (exe, vm.Executable.load_exec(*exe.save())):
         machine = vm.VirtualMachine(executable)
         g, apply_clo = machine.invoke("main", np.float32(3))
         assert isinstance(apply_clo, vm.Closure) and apply_clo.captured == ()

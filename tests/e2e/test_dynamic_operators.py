@@ -40,8 +40,8 @@ class Runner:
     def __init__(self, mod: relay.IRModule) -> None:
         self.reference = relay.create_executor("debug", mod).evaluate()
         exe = relay.vm.compile(mod)
-        reloaded = vm.Executable.load_exec(exe.save())
-        assert reloaded.save() == exe.save()
+        reloaded = vm.Executable.load_exec(*exe.save())
+        assert reloaded.save()[0] == exe.save()[0]
         self.exe = exe
         self.machines = [vm.VirtualMachine(exe), vm.VirtualMachine(reloaded)]
 

@@ -88,7 +88,6 @@ def _sized_at_run_time(b, f, prim, size):
 @pytest.mark.parametrize(
     "body, message",
     [
-        (_into_constant, "output 0 of kernel vm_mod_add is not memory the program allocated"),
         (_overflowing, "at byte offset 4 does not fit in its 8-byte storage"),
         (_wrong_dtype, "argument 2 of kernel vm_mod_add is int32[2], but the kernel takes"),
         (_wrong_rank, "argument 2 of kernel vm_mod_add is float32[1, 2], but the kernel takes"),
@@ -103,6 +102,15 @@ def test_kernel_calls_that_cannot_be_planned_are_refused_naming_the_instruction(
         AotModule(exe)
     assert isinstance(info.value, ValueError)
     assert message in str(info.value) and "@main instruction" in str(info.value)
+
+
+def test_a_kernel_writing_into_a_constant_is_refused_by_the_verifier_before_aot_plans_it():
+    exe = _add_program(_into_constant, verify=False)
+    allocated = "must hold a tensor this function allocated"
+    with pytest.raises(vm.InvalidExecutableError, match=allocated):
+        vm.verify.verify(exe)
+    with pytest.raises(vm.InvalidExecutableError, match=allocated):
+        AotModule(exe)
 
 
 @pytest.mark.parametrize(

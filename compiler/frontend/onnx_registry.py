@@ -22,6 +22,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_tensor",
     "compiler.frontend.onnx_ops_nn",
     "compiler.frontend.onnx_ops_reduce",
+    "compiler.frontend.onnx_ops_resize",
 )
 
 

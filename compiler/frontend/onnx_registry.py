@@ -23,6 +23,8 @@ _MODULES = (
     "compiler.frontend.onnx_ops_nn",
     "compiler.frontend.onnx_ops_reduce",
     "compiler.frontend.onnx_ops_resize",
+    "compiler.frontend.onnx_ops_index",
+    "compiler.frontend.onnx_ops_activation",
 )
 
 

@@ -1,12 +1,13 @@
 """ONNX operators that index, select or rearrange: ``GatherElements``, ``GatherND``,
 ``OneHot``, ``Trilu``, ``CumSum``, ``DepthToSpace``, ``SpaceToDepth``, ``Hardmax``,
-``TopK`` and ``ReverseSequence``.
+``TopK``, ``ReverseSequence`` and ``Einsum``.
 
 Compiler layer (``compiler.frontend``); does not import ``onnx``. The element gathers
 become one ``take`` from the flattened data: with the shapes known at import time, the
 flat position of every output element is the run-time index times a constant stride plus
 a constant offset computed here with numpy. ``OneHot``, ``Trilu``, ``Hardmax`` and
-``CumSum`` compare or multiply with constant index grids.
+``CumSum`` compare or multiply with constant index grids. ``Einsum`` folds its operands
+pairwise into ``nn.batch_matmul`` calls between transposes and reshapes.
 """
 
 from __future__ import annotations
@@ -348,3 +349,131 @@ def _reverse_sequence(node: NodeContext) -> Value:
         node.const(np.asarray(offset).astype(lengths.dtype)),
     )
     return node.call("take", node.call("reshape", x, newshape=(-1,)), flat, axis=0)
+
+
+# --- Einsum ------------------------------------------------------------------------------------
+
+
+def _einsum_terms(node: NodeContext, equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The operands' and the output's subscripts, each ellipsis spelled as capital letters."""
+    text = equation.replace(" ", "")
+    if "->" in text:
+        inputs_text, output = text.split("->", 1)
+    else:
+        inputs_text, output = text, None
+    terms = inputs_text.split(",")
+    if len(terms) != len(ranks):
+        raise node.error(
+            f"equation {equation!r} names {len(terms)} operands, the node has {len(ranks)}"
+        )
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    spare = [c for c in letters if c not in text]
+    ellipsis_rank = 0
+    for term, rank in zip(terms, ranks):
+        if "..." in term:
+            ellipsis_rank = max(ellipsis_rank, rank - (len(term) - 3))
+    batch = "".join(spare[:ellipsis_rank])
+    spelled = []
+    for term, rank in zip(terms, ranks):
+        if "..." in term:
+            own = rank - (len(term) - 3)
+            term = term.replace("...", batch[ellipsis_rank - own :])
+        if any(c not in letters for c in term):
+            raise node.error(f"equation {equation!r}: subscripts must be letters")
+        if len(term) != rank:
+            raise node.error(
+                f"equation {equation!r}: subscripts {term!r} do not match an operand of rank {rank}"
+            )
+        spelled.append(term)
+    if output is None:
+        counts: dict[str, int] = {}
+        for term in spelled:
+            for c in term:
+                counts[c] = counts.get(c, 0) + 1
+        out = batch + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in batch))
+    else:
+        out = output.replace("...", batch)
+        if not all(c in "".join(spelled) for c in out) or len(set(out)) != len(out):
+            raise node.error(f"equation {equation!r}: the output subscripts {output!r} are invalid")
+    for term in spelled:
+        if len(set(term)) != len(term):
+            raise node.unsupported(
+                f"equation {equation!r}: a subscript repeated within one operand (a diagonal) "
+                "is not supported"
+            )
+    return spelled, out
+
+
+def _reduce_to(node: NodeContext, x: Value, term: str, keep: str) -> tuple[Value, str]:
+    """Sum ``x`` (subscripts ``term``) over the letters not in ``keep``."""
+    drop = tuple(i for i, c in enumerate(term) if c not in keep)
+    if not drop:
+        return x, term
+    return node.call("sum", x, axis=drop), "".join(c for c in term if c in keep)
+
+
+def _permute(node: NodeContext, x: Value, term: str, order: str) -> Value:
+    if term == order:
+        return x
+    return node.call("transpose", x, axes=tuple(term.index(c) for c in order))
+
+
+def _einsum_pair(
+    node: NodeContext, a: Value, ta: str, b: Value, tb: str, keep: str
+) -> tuple[Value, str]:
+    """The product of two operands summed over their shared letters not in ``keep``."""
+    a, ta = _reduce_to(node, a, ta, keep + tb)
+    b, tb = _reduce_to(node, b, tb, keep + ta)
+    sizes: dict[str, int] = {}
+    for x, term in ((a, ta), (b, tb)):
+        for c, d in zip(term, _static_shape(node, x, "an Einsum operand's shape")):
+            if c in sizes and sizes[c] != d and 1 not in (sizes[c], d):
+                raise node.error(f"subscript {c!r} stands for sizes {sizes[c]} and {d}")
+            sizes[c] = max(sizes.get(c, d), d)
+    batch = "".join(c for c in ta if c in tb and c in keep)
+    contract = "".join(c for c in ta if c in tb and c not in keep)
+    a_only = "".join(c for c in ta if c not in tb)
+    b_only = "".join(c for c in tb if c not in ta)
+
+    def prepared(x: Value, term: str, order: str) -> Value:
+        x = _permute(node, x, term, order)
+        target = tuple(sizes[c] for c in order)
+        if tuple(x.shape) != target:
+            x = node.call("broadcast_to", x, shape=target)
+        return x
+
+    def size(letters: str) -> int:
+        return int(np.prod([sizes[c] for c in letters], dtype=np.int64))
+
+    a3 = node.call(
+        "reshape", prepared(a, ta, batch + a_only + contract),
+        newshape=(size(batch), size(a_only), size(contract)),
+    )  # fmt: skip
+    b3 = node.call(
+        "reshape", prepared(b, tb, batch + contract + b_only),
+        newshape=(size(batch), size(contract), size(b_only)),
+    )  # fmt: skip
+    out = node.call("nn.batch_matmul", a3, b3, transpose_b=False)
+    term = batch + a_only + b_only
+    return node.call("reshape", out, newshape=tuple(sizes[c] for c in term)), term
+
+
+@register("Einsum")
+def _einsum(node: NodeContext) -> Value:
+    operands = node.present_inputs()
+    if not operands:
+        raise node.error("needs at least one operand")
+    equation = node.attr("equation")
+    if not equation:
+        raise node.error("attribute 'equation' is required")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    dtypes = {v.dtype for v in operands}
+    if len(dtypes) != 1:
+        raise node.error(f"operands must share one type, found {sorted(dtypes)}")
+    terms, out_term = _einsum_terms(node, equation, [v.ndim for v in operands])
+    value, term = operands[0], terms[0]
+    for i in range(1, len(operands)):
+        later = "".join(terms[i + 1 :])
+        value, term = _einsum_pair(node, value, term, operands[i], terms[i], out_term + later)
+    value, term = _reduce_to(node, value, term, out_term)
+    return _permute(node, value, term, out_term)

@@ -13,7 +13,7 @@ pytest.importorskip("onnx")
 from onnx import helper
 
 from compiler import relay
-from compiler.frontend import OnnxImportError
+from compiler.frontend import OnnxImportError, OpNotImplemented
 from tests.compiler.frontend._onnx_helpers import (
     HAVE_ORT,
     check_against_ort,
@@ -178,3 +178,33 @@ def test_depth_to_space_with_indivisible_channels_is_named():
     node.graph.node[0].attribute[0].i = 3
     with pytest.raises(OnnxImportError, match=r"depthtospace_0.*8 channels do not divide"):
         relay.frontend.from_onnx(node)
+
+
+EINSUMS = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("i,i->", [(5,), (5,)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->i", [(3, 4)]),
+    ("ij", [(3, 4)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("abc,cd->abd", [(2, 3, 4), (4, 3)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+]
+
+
+@pytest.mark.parametrize(("equation", "shapes"), EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_common_equations(equation, shapes):
+    feeds = {f"x{i}": randn(*shape) for i, shape in enumerate(shapes)}
+    both(*single_op("Einsum", feeds, {"equation": equation}, opset=12), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_with_a_diagonal_is_named_as_unsupported():
+    proto, _ = single_op("Einsum", {"x": randn(3, 3)}, {"equation": "ii->i"}, opset=12)
+    with pytest.raises(OpNotImplemented, match=r"einsum_0.*'ii->i'.*diagonal"):
+        relay.frontend.from_onnx(proto)

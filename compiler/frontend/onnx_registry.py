@@ -25,6 +25,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_resize",
     "compiler.frontend.onnx_ops_index",
     "compiler.frontend.onnx_ops_activation",
+    "compiler.frontend.onnx_ops_scatter",
 )
 
 

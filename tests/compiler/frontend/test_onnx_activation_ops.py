@@ -13,7 +13,7 @@ pytest.importorskip("onnx")
 from onnx import helper
 
 from compiler import relay
-from compiler.frontend import OnnxImportError
+from compiler.frontend import OnnxImportError, OpNotImplemented
 from tests.compiler.frontend._onnx_helpers import (
     HAVE_ORT,
     check_against_ort,
@@ -131,5 +131,5 @@ def test_group_normalization_scale_of_the_wrong_length_is_named():
 def test_gelu_with_an_unknown_approximation_is_named():
     proto, _ = single_op("Gelu", {"x": randn(2)}, {"approximate": "none"}, opset=20)
     proto.graph.node[0].attribute[0].s = b"erf"
-    with pytest.raises(Exception, match=r"gelu_0.*approximate='erf' is not supported"):
+    with pytest.raises(OpNotImplemented, match=r"gelu_0.*approximate='erf' is not supported"):
         relay.frontend.from_onnx(proto)

@@ -20,6 +20,7 @@ from tests.compiler.frontend._onnx_helpers import (
     check_against_reference,
     model,
     needs_ort,
+    run_ort,
     run_vm,
     single_op,
 )
@@ -208,3 +209,17 @@ def test_einsum_with_a_diagonal_is_named_as_unsupported():
     proto, _ = single_op("Einsum", {"x": randn(3, 3)}, {"equation": "ii->i"}, opset=12)
     with pytest.raises(OpNotImplemented, match=r"einsum_0.*'ii->i'.*diagonal"):
         relay.frontend.from_onnx(proto)
+
+
+@needs_ort
+def test_einsum_and_topk_run_on_the_vm():
+    attention = single_op(
+        "Einsum", {"q": randn(2, 3, 4), "k": randn(2, 5, 4)}, {"equation": "bqd,bkd->bqk"}, opset=12
+    )
+    topk = single_op(
+        "TopK", {"x": randn(4, 6)}, {"largest": 0}, {"k": np.array([2], "int64")}, outputs=2
+    )
+    for proto, feeds in (attention, topk):
+        for got, expected in zip(run_vm(proto, feeds), run_ort(proto, feeds)):
+            assert got.dtype == expected.dtype
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

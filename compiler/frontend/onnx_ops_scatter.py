@@ -7,7 +7,8 @@ known at import time the writes are planned here with numpy: each pass writes th
 update of every position at once (a ``take`` of the updates and a ``where``), so
 repeated positions reduce in order. Indices known only at run time compare every update's
 position with every output position: a (updates x data) matrix, so that path is limited
-to :data:`MATCH_LIMIT` elements and larger tensors get an error saying so.
+to :data:`MATCH_LIMIT` elements and larger tensors get an error saying so. Without a
+reduction the last update of a repeated position wins on both paths.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _scatter_static(
 
 
 def _identity_element(node: NodeContext, reduction: str, dtype: str) -> Value:
-    if reduction in ("none", "add"):
+    if reduction == "add":
         return node.scalar(0, dtype)
     if reduction == "mul":
         return node.scalar(1, dtype)
@@ -91,19 +92,21 @@ def _scatter_dynamic(
     column = node.call("reshape", positions, newshape=(count, 1))
     grid = node.const(np.arange(size, dtype=positions.dtype).reshape(1, size))
     match = node.call("equal", column, grid)
-    values = node.call("reshape", updates, newshape=(count, 1))
-    neutral = _identity_element(node, reduction, data.dtype)
-    spread = node.call("where", match, values, neutral)
     flat = node.call("reshape", data, newshape=(size,))
     hit = node.call("any", match, axis=(0,))
-    if reduction in ("none", "add"):
-        # (Repeated positions without a reduction are undefined in ONNX; they add here.)
-        written = node.call("sum", spread, axis=(0,))
-    elif reduction == "mul":
-        written = node.call("prod", spread, axis=(0,))
+    if reduction == "none":
+        # The last update of each position wins, as with constant indices.
+        order = node.const(np.arange(count, dtype=np.int64).reshape(count, 1))
+        candidates = node.call("where", match, order, node.scalar(-1, "int64"))
+        last = node.call("max", candidates, axis=(0,))
+        flat_updates = node.call("reshape", updates, newshape=(count,))
+        written = node.call("take", flat_updates, last, axis=0)
     else:
-        written = node.call(reduction, spread, axis=(0,))
-    if reduction != "none":
+        values = node.call("reshape", updates, newshape=(count, 1))
+        neutral = _identity_element(node, reduction, data.dtype)
+        spread = node.call("where", match, values, neutral)
+        reduce_op = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}[reduction]
+        written = node.call(reduce_op, spread, axis=(0,))
         written = node.call(_COMBINE[reduction], flat, written)
     out = node.call("where", hit, written, flat)
     return node.call("reshape", out, newshape=dshape)

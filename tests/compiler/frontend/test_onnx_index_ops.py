@@ -223,3 +223,9 @@ def test_einsum_and_topk_run_on_the_vm():
         for got, expected in zip(run_vm(proto, feeds), run_ort(proto, feeds)):
             assert got.dtype == expected.dtype
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_ort
+def test_gather_elements_with_indices_smaller_than_data_on_other_axes():
+    indices = np.array([[2, 0], [1, -3]], dtype="int64")
+    check_against_ort(*single_op("GatherElements", {"x": randn(3, 4), "i": indices}, {"axis": 0}))

@@ -161,3 +161,28 @@ def test_runtime_indices_into_a_large_tensor_are_named():
         OpNotImplemented, match=r"scatterelements_0.*limited to \d+ update-element pairs"
     ):
         relay.frontend.from_onnx(proto)
+
+
+@needs_ort
+@pytest.mark.parametrize("known", [True, False], ids=["constant-indices", "runtime-indices"])
+def test_scatter_elements_with_indices_smaller_than_data_on_other_axes(known):
+    indices = np.array([[2, 0], [1, -2]], dtype="int64")
+    inputs = {"x": randn(3, 4), "i": indices, "u": randn(2, 2)}
+    constants = None
+    if known:
+        constants = {"i": inputs.pop("i"), "u": inputs.pop("u")}
+    proto, feeds = single_op(
+        "ScatterElements", inputs, {"axis": 0}, constants, input_order=["x", "i", "u"]
+    )
+    check_against_ort(proto, feeds)
+
+
+@needs_ort
+@pytest.mark.parametrize("known", [True, False], ids=["constant-indices", "runtime-indices"])
+def test_the_last_update_of_a_repeated_position_wins_without_reduction(known):
+    # ONNX leaves this undefined; onnxruntime writes in order, so the last update wins.
+    indices = np.array([[1], [3], [1], [0], [1]], dtype="int64")
+    inputs = {"x": randn(4, 3), "i": indices, "u": randn(5, 3)}
+    constants = {"i": inputs.pop("i"), "u": inputs.pop("u")} if known else None
+    proto, feeds = single_op("ScatterND", inputs, {}, constants, input_order=["x", "i", "u"])
+    check_against_ort(proto, feeds)

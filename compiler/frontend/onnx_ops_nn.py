@@ -1,5 +1,5 @@
 """ONNX neural-network operators: ``MatMul``, ``Gemm``, convolutions, pools, normalizations,
-``Softmax``/``LogSoftmax`` and ``Upsample``/``Resize``.
+``Softmax``/``LogSoftmax`` and ``Upsample`` (``Resize`` is in ``onnx_ops_resize``).
 
 Compiler layer (``compiler.frontend``); does not import ``onnx``. Convolutions and pools
 over one spatial axis become the 2-D operators on a height of 1. ONNX's ``pads`` for two
@@ -495,66 +495,3 @@ def _upsample_op(node: NodeContext) -> Value:
     # Upsample samples at out_index / scale: "asymmetric" coordinates, nearest rounds down.
     method = "nearest_neighbor" if mode == "nearest" else "bilinear"
     return _upsample(node, x, scales, method, corners=False)
-
-
-def _resize_scales(node: NodeContext, x: Value) -> list[float]:
-    """The per-axis scales of a Resize, from its scales or sizes input."""
-    if node.opset < 11:
-        return [float(s) for s in node.static(1, "scales").reshape(-1)]
-    scales = node.optional_static(2, "scales")
-    sizes = node.optional_static(3, "sizes")
-    axes = node.attr("axes") if node.opset >= 18 else None
-    rank = x.ndim
-    axes = list(range(rank)) if axes is None else [normalize_axis(node, a, rank) for a in axes]
-    if scales is not None and scales.size:
-        given = [float(s) for s in scales.reshape(-1)]
-    elif sizes is not None and sizes.size:
-        policy = node.check_attr(
-            "keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller"), "stretch"
-        )
-        dims = _static(node, x.shape, "with the sizes input, the input shape")
-        given = [int(s) / dims[a] for s, a in zip(sizes.reshape(-1), axes)]
-        if policy != "stretch" and len(set(given)) > 1:
-            raise node.unsupported(f"keep_aspect_ratio_policy={policy!r} is not supported")
-    else:
-        raise node.error("needs either the scales or the sizes input")
-    if len(given) != len(axes):
-        raise node.error(f"scales or sizes must hold one value per resized axis ({len(axes)})")
-    full = [1.0] * rank
-    for axis, scale in zip(axes, given):
-        full[axis] = scale
-    return full
-
-
-@register("Resize")
-def _resize(node: NodeContext) -> Value:
-    x = node.input(0)
-    mode = node.check_attr("mode", ("nearest", "linear"), "nearest")
-    scales = _resize_scales(node, x)
-    if node.opset < 11:
-        coord, nearest = "asymmetric", "floor"
-    else:
-        coord = node.attr("coordinate_transformation_mode", "half_pixel")
-        nearest = node.attr("nearest_mode", "round_prefer_floor")
-    # nn.upsampling samples at "asymmetric" coordinates (out_index * in / out), rounding
-    # down for nearest, or at "align_corners" ones for bilinear. For whole-number scales a
-    # half-pixel nearest sample rounded to nearest lands on the same pixel as asymmetric
-    # rounding down, so those ONNX modes map exactly; the others do not.
-    if mode == "nearest":
-        half = coord in ("half_pixel", "pytorch_half_pixel") and nearest in (
-            "round_prefer_floor",
-            "round_prefer_ceil",
-        )
-        if not (half or (coord == "asymmetric" and nearest == "floor")):
-            raise node.unsupported(
-                f"nearest resizing with coordinate_transformation_mode={coord!r} and "
-                f"nearest_mode={nearest!r} is not supported; supported: asymmetric with floor, "
-                "half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil"
-            )
-        return _upsample(node, x, scales, "nearest_neighbor", corners=False)
-    if coord not in ("asymmetric", "align_corners"):
-        raise node.unsupported(
-            f"linear resizing with coordinate_transformation_mode={coord!r} is not supported; "
-            "supported: asymmetric, align_corners"
-        )
-    return _upsample(node, x, scales, "bilinear", corners=coord == "align_corners")

@@ -22,6 +22,10 @@ _MODULES = (
     "compiler.frontend.onnx_ops_tensor",
     "compiler.frontend.onnx_ops_nn",
     "compiler.frontend.onnx_ops_reduce",
+    "compiler.frontend.onnx_ops_resize",
+    "compiler.frontend.onnx_ops_index",
+    "compiler.frontend.onnx_ops_activation",
+    "compiler.frontend.onnx_ops_scatter",
 )
 
 

@@ -437,13 +437,15 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
         if w is not None:
             threads.run([_call(winograd.transform_weights, w, u, lo, hi)
                          for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
-        if x.dtype == np.float32 and _winograd_compiled(
+        float32 = x.dtype == u.dtype == np.float32
+        if float32 and _winograd_compiled(
             x, n, u, v, m, out3, (pt, pl), (tiles_h, tiles_w), (out_h, out_w), flops >= SPLIT_FLOPS
         ):
             return
         threads.run([_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                      for lo, hi in _ranges(channels, flops)])  # fmt: skip
-        if all(_fits(plane) for array in (u, v, m) for plane in array):
+        # Each plane one whole product, whichever thread computes it.
+        if u.dtype == v.dtype and all(_fits(plane) for array in (u, v, m) for plane in array):
             threads.run([_call(_plane_range, u, v, m, lo, hi) for lo, hi in _ranges(planes, flops)])
         else:
             threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])

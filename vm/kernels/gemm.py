@@ -714,9 +714,9 @@ def gemm(a, b, out, trans_a, trans_b):
 
 #: The most chunks a product is cut into, whatever the number of threads. OpenBLAS picks a
 #: kernel by the shape of each call (small-matrix and direct kernels below sizes of its
-#: own, packed panels above), and they add an element's terms in different orders: the
-#: same product cut another way differed in 200-11,000 elements (last bits). So the chunks
-#: of a product follow its shape only; threads only choose which chunks they take, and a
+#: own, packed panels above), and they add an element's terms in different orders: cut
+#: another way, a product differs in the last bits of many elements. So the chunks of a
+#: product follow its shape only; threads only choose which chunks they take, and a
 #: thread alone takes them all, in the same cuts.
 PRODUCT_PARTS = 4
 

@@ -11,10 +11,18 @@ import this module as ``blas``; its source is part of the kernel cache key.
 
 Products too small to split, and any product while a worker polls, go straight to OpenBLAS
 from compiled code instead and are shared without the GIL (:mod:`vm.kernels.gemm`).
-The Python functions run OpenBLAS on one thread per caller and cut a product of at least
-:data:`SPLIT_FLOPS` multiply-adds into chunks along its longer output dimension, which the
-caller and :mod:`vm.kernels.threads`' workers share (see there for why). A convolution's
-chunks are ranges of output rows, each doing its own im2col, so the copy is parallel too.
+The Python functions run OpenBLAS on one thread per caller and cut a product into chunks
+along its longer output dimension, which the caller and :mod:`vm.kernels.threads`' workers
+share (see there for why). A convolution's chunks are ranges of output rows, each doing its
+own im2col, so the copy is parallel too.
+
+Results do not depend on the number of threads or on which thread takes which chunk:
+OpenBLAS rounds a product cut another way differently (see
+:data:`vm.kernels.gemm.PRODUCT_PARTS`), so a product's chunks follow its shape only, the
+same cuts and calls as :func:`vm.kernels.gemm.gemm` makes for it; a Winograd
+convolution's planes are each one whole call, shared between threads by planes. Splits
+that cut no sum (channels of a transform, groups, images of a batch) may follow the
+thread count.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 from llvmlite import binding
 from numba import carray, cfunc, njit, types
 
-from vm.kernels import bridge, conv_loops, gemm, packed, threads, winograd
+from vm.kernels import atomics, bridge, conv_loops, gemm, packed, threads, winograd
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
@@ -53,7 +61,8 @@ def workspace(name: str, size: int, dtype: np.dtype) -> np.ndarray:
 
 def _ranges(extent: int, flops: int) -> list[tuple[int, int]]:
     """``extent`` cut into contiguous chunks: one if the work is small, else a few per thread
-    (so a thread that starts late costs little)."""
+    (so a thread that starts late costs little). Only for splits that cut no sum: the
+    cuts follow the thread count."""
     count = threads.threads()
     if flops < SPLIT_FLOPS or count <= 1 or extent < 2:
         return [(0, extent)]
@@ -61,17 +70,80 @@ def _ranges(extent: int, flops: int) -> list[tuple[int, int]]:
     return [(extent * i // parts, extent * (i + 1) // parts) for i in range(parts)]
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out[...] = a @ b`` for 2-D operands (any strides BLAS accepts)."""
+def _fixed_ranges(extent: int, parts: int) -> list[tuple[int, int]]:
+    """``extent`` cut into ``parts`` contiguous chunks (at most ``extent``), whatever the
+    number of threads: for the output rows or columns of a BLAS product."""
+    parts = max(1, min(parts, extent))
+    return [(extent * i // parts, extent * (i + 1) // parts) for i in range(parts)]
+
+
+_BLAS_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fits(x: np.ndarray) -> bool:
+    """Whether BLAS reads 2-D ``x`` in place: :func:`vm.kernels.gemm.fits`, for a float32
+    or float64 array whose rows lie a whole row or more apart."""
+    if x.dtype not in _BLAS_TYPES or not x.flags.aligned:
+        return False
+    (rows, cols), (row, col) = x.shape, x.strides
+    if cols > 1 and col != x.itemsize:
+        return False
+    return rows <= 1 or (row % x.itemsize == 0 and row >= max(cols, 1) * x.itemsize)
+
+
+def _stored(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool] | None:
+    """``op(x)`` (``x`` transposed if ``transposed``) as an array BLAS reads in place and
+    whether BLAS transposes it; ``x`` itself first, as compiled code passes it."""
+    if _fits(x):
+        return x, transposed
+    if _fits(x.T):
+        return x.T, not transposed
+    return None
+
+
+def product(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
+) -> None:
+    """``out[...] = op(a) @ op(b)`` for 2-D operands (any strides), ``op`` transposing when
+    asked: cut as :func:`vm.kernels.gemm.partition` cuts it, each part one OpenBLAS call
+    (the calls :func:`vm.kernels.gemm.gemm` makes) when BLAS reads the operands in place,
+    else numpy's product of each part. The caller and the workers share the parts."""
+    x, y = (a.T if trans_a else a), (b.T if trans_b else b)
     m, n = out.shape
-    flops = m * n * a.shape[1]
+    k = x.shape[1]
+    rows, parts = gemm.partition.py_func(m, n, k)
+    # One task for a small product: each task costs GIL hand-overs.
+    per_task = parts if m * n * k < SPLIT_FLOPS else 1
+    first, second = _stored(a, trans_a), _stored(b, trans_b)
+    in_place = (
+        first is not None
+        and second is not None
+        and a.dtype == b.dtype == out.dtype
+        and _fits(out)
+        and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    )
     with threads.single_threaded_blas():
-        if n >= m:
-            chunks = _ranges(n, flops)
-            tasks = [_columns(a, b, out, lo, hi) for lo, hi in chunks]
+        if in_place:
+            (pa, ta), (pb, tb) = first, second
+            tasks = [_call(_gemm_parts, pa, pb, out, ta, tb, i, min(i + per_task, parts))
+                     for i in range(0, parts, per_task)]  # fmt: skip
         else:
-            tasks = [_rows(a, b, out, lo, hi) for lo, hi in _ranges(m, flops)]
+            extent = m if rows else n
+            cut = _rows if rows else _columns
+            ranges = [(0, extent)] if per_task > 1 else _fixed_ranges(extent, parts)
+            tasks = [cut(x, y, out, lo, hi) for lo, hi in ranges]
         threads.run(tasks)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-D operands (any strides); see :func:`product`."""
+    product(a, b, out)
+
+
+@njit(nogil=True, cache=True)
+def _gemm_parts(a, b, out, trans_a, trans_b, first, last):
+    """:func:`vm.kernels.gemm.gemm_parts`, cached on disk (called from Python)."""
+    gemm.gemm_parts(a, b, out, trans_a, trans_b, first, last)
 
 
 def _columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
@@ -82,17 +154,52 @@ def _rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
     return lambda: np.matmul(a[lo:hi], b, out=out[lo:hi])
 
 
-def batch_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out[i] = a[i or 0] @ b[i or 0]`` for 3-D stacks (a batch of 1 broadcasts)."""
+def batch_matmul(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
+) -> None:
+    """``out[i] = op(a[i or 0]) @ op(b[i or 0])`` for 3-D stacks (a batch of 1
+    broadcasts), ``op`` swapping the last two axes when asked; each product cut as
+    :func:`product` cuts it."""
     batch = out.shape[0]
-    if batch == 1 or out[0].size * a.shape[2] >= SPLIT_FLOPS:
+
+    def operands(i: int) -> tuple[np.ndarray, np.ndarray]:
+        return a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0]
+
+    k = a.shape[1] if trans_a else a.shape[2]
+    if batch == 1 or out[0].size * k >= SPLIT_FLOPS:
         for i in range(batch):
-            matmul(a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0], out[i])
+            product(*operands(i), out[i], trans_a, trans_b)
         return
+    # Images of the batch to each thread, each product whole on one thread in the cuts of
+    # product() (which the items' strides decide alike for all).
+    first, second = operands(0)
+    stored = (_stored(first, trans_a), _stored(second, trans_b))
+    in_place = stored[0] is not None and stored[1] is not None
+    in_place = in_place and a.dtype == b.dtype == out.dtype and _fits(out[0])
+    in_place = in_place and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
     with threads.single_threaded_blas():
-        flops = out.size * a.shape[2]
-        tasks = [_batch(a, b, out, lo, hi) for lo, hi in _ranges(batch, flops)]
+        flops = out.size * k
+        if in_place:
+            x = a if stored[0][1] == trans_a else a.transpose((0, 2, 1))
+            y = b if stored[1][1] == trans_b else b.transpose((0, 2, 1))
+            tasks = [_call(_batch_parts, x, y, out, stored[0][1], stored[1][1], lo, hi)
+                     for lo, hi in _ranges(batch, flops)]  # fmt: skip
+        else:
+            x = a.transpose((0, 2, 1)) if trans_a else a
+            y = b.transpose((0, 2, 1)) if trans_b else b
+            tasks = [_batch(x, y, out, lo, hi) for lo, hi in _ranges(batch, flops)]
         threads.run(tasks)
+
+
+@njit(nogil=True, cache=True)
+def _batch_parts(a, b, out, trans_a, trans_b, lo, hi):
+    """Products ``lo:hi`` of :func:`batch_matmul`, each in every part of its cut on this
+    thread (cached on disk: called from Python)."""
+    for i in range(lo, hi):
+        x, y = a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0]
+        m, n = out.shape[1], out.shape[2]
+        k = x.shape[0] if trans_a else x.shape[1]
+        gemm.gemm_parts(x, y, out[i], trans_a, trans_b, 0, gemm.partition(m, n, k)[1])
 
 
 def _batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
@@ -137,7 +244,7 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
                            out_w, 0, out_h) for lo, hi in chunks]
                 )  # fmt: skip
             if not _product_without_gil(weights, source, out):
-                threads.run([_rows(weights, source, out, lo, hi) for lo, hi in _ranges(og, flops)])
+                product(weights, source, out)
             return
 
         fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col
@@ -152,7 +259,8 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
 
             return task
 
-        threads.run([rows(r0, r1) for r0, r1 in _ranges(out_h, flops)])
+        # The chunks cut the product's columns: as many whatever the number of threads.
+        threads.run([rows(r0, r1) for r0, r1 in _fixed_ranges(out_h, gemm.PRODUCT_PARTS)])
 
 
 @njit(nogil=True, cache=True)
@@ -329,13 +437,17 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
         if w is not None:
             threads.run([_call(winograd.transform_weights, w, u, lo, hi)
                          for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
-        if x.dtype == np.float32 and _winograd_compiled(
+        float32 = x.dtype == u.dtype == np.float32
+        if float32 and _winograd_compiled(
             x, n, u, v, m, out3, (pt, pl), (tiles_h, tiles_w), (out_h, out_w), flops >= SPLIT_FLOPS
         ):
             return
         threads.run([_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                      for lo, hi in _ranges(channels, flops)])  # fmt: skip
-        if not _plane_products(u, v, m):
+        # Each plane one whole product, whichever thread computes it.
+        if u.dtype == v.dtype and all(_fits(plane) for array in (u, v, m) for plane in array):
+            threads.run([_call(_plane_range, u, v, m, lo, hi) for lo, hi in _ranges(planes, flops)])
+        else:
             threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
         threads.run([_call(transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
                      for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
@@ -349,26 +461,59 @@ def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share):
     if not _planes_fit(u, v, m):
         return False
     gemm.winograd_transform(0, x, n, v, m, out3, pad, tiles, out, share)
-    _products(u, v, m)
+    _products(u, v, m, share)
     gemm.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share)
     return True
 
 
-@njit(nogil=True, cache=True)
-def _plane_products(u, v, m):
-    """``m[k] = u[k] @ v[k]`` for every plane ``k`` by :func:`gemm.gemm` (each product
-    shared with the polling workers), without a Python task per plane: each task costs
-    GIL hand-overs; False, doing nothing, if BLAS cannot read the planes in place."""
-    if not _planes_fit(u, v, m):
-        return False
-    _products(u, v, m)
-    return True
-
-
 @njit(nogil=True)
-def _products(u, v, m):
-    for k in range(u.shape[0]):
-        gemm.gemm(u[k], v[k], m[k], False, False)
+def _products(u, v, m, share):
+    """``m[k] = u[k] @ v[k]`` for every float32 plane ``k``, each one whole OpenBLAS call
+    (:func:`vm.kernels.gemm.whole`), the planes shared with the polling workers without
+    the GIL when ``share``. A plane is never cut, so its bits do not depend on who
+    computes it; the caller retries sharing after each plane it did alone, for workers
+    that wake late."""
+    planes = u.shape[0]
+    k = 0
+    while k < planes:
+        if share and planes - k > 1:
+            words = (k, planes, u.shape[1], u.shape[2], v.shape[2],
+                     np.int64(u.ctypes.data), u.strides[0], u.strides[1],
+                     np.int64(v.ctypes.data), v.strides[0], v.strides[1],
+                     np.int64(m.ctypes.data), m.strides[0], m.strides[1])  # fmt: skip
+            if gemm.share_callback(_planes_handler(), planes - k, words):
+                return
+        gemm.whole(u[k], v[k], m[k])
+        k += 1
+
+
+@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+def _planes_chunk(slot, index, parts):
+    """Planes ``index`` of ``parts`` of the products :func:`_products` shares through
+    :func:`vm.kernels.gemm.share_callback` (its words, strides in bytes)."""
+    first, planes = gemm.argument(slot, 0), gemm.argument(slot, 1)
+    rows, depth, cols = gemm.argument(slot, 2), gemm.argument(slot, 3), gemm.argument(slot, 4)
+    u = gemm.view_at(gemm.argument(slot, 5), (planes, rows, depth),
+                     (gemm.argument(slot, 6), gemm.argument(slot, 7), 4))  # fmt: skip
+    v = gemm.view_at(gemm.argument(slot, 8), (planes, depth, cols),
+                     (gemm.argument(slot, 9), gemm.argument(slot, 10), 4))  # fmt: skip
+    m = gemm.view_at(gemm.argument(slot, 11), (planes, rows, cols),
+                     (gemm.argument(slot, 12), gemm.argument(slot, 13), 4))  # fmt: skip
+    extent = planes - first
+    for k in range(first + extent * index // parts, first + extent * (index + 1) // parts):
+        gemm.whole(u[k], v[k], m[k])
+
+
+binding.add_symbol("relayvm_winograd_planes", _planes_chunk.address)
+_planes_handler = atomics.symbol_address("relayvm_winograd_planes")
+
+
+@njit(nogil=True, cache=True)
+def _plane_range(u, v, m, lo, hi):
+    """``m[k] = u[k] @ v[k]`` for planes ``lo:hi``, each one whole OpenBLAS call (cached on
+    disk: called from Python)."""
+    for k in range(lo, hi):
+        gemm.whole(u[k], v[k], m[k])
 
 
 @njit(nogil=True)
@@ -406,13 +551,11 @@ def conv_transpose_columns(w, c0, c1, x, n, cols) -> None:
 
 
 def _product(x, y, out, transpose_x, transpose_y) -> None:
-    matmul(x.T if transpose_x else x, y.T if transpose_y else y, out)
+    product(x, y, out, bool(transpose_x), bool(transpose_y))
 
 
 def _matmul(x, y, out, transpose_x, transpose_y) -> None:
-    a = x.transpose((0, 2, 1)) if transpose_x else x
-    b = y.transpose((0, 2, 1)) if transpose_y else y
-    batch_matmul(a, b, out)
+    batch_matmul(x, y, out, bool(transpose_x), bool(transpose_y))
 
 
 # Workers polling from the start can share the first products of compiled code.

@@ -554,7 +554,16 @@ def _chunk(slot, index, parts):
         _packed_chunk(a, pb, k, m, n, c, index, parts, _word(slot, _ROWS), _word(slot, _ROWS_OUTER))
         return
     ta, tb, size = _word(slot, _TA), _word(slot, _TB), _word(slot, _ITEMSIZE)
-    if _word(slot, _ROWS):
+    product = (ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size)
+    _blas_part(product, _word(slot, _ROWS) != 0, index, parts)
+
+
+@njit(nogil=True)
+def _blas_part(product, rows, index, parts):
+    """Chunk ``index`` of ``parts`` of the BLAS product ``(ta, tb, m, n, k, pa, lda, pb,
+    ldb, pc, ldc, itemsize)``: a range of its output rows or columns, one OpenBLAS call."""
+    ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size = product
+    if rows:
         lo, hi = m * index // parts, m * (index + 1) // parts
         pa += (lo if ta == _TRANS else lo * lda) * size
         pc += lo * ldc * size
@@ -636,13 +645,14 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     if threads == 0:
         return False
     if kind == _PACKED:
+        # Whole tiles per chunk, each element's sum in one order whatever the chunks
+        # (see vm.kernels.packed), so the chunks may follow the number of threads.
         tiles, panels = -(-m // packed.ROWS), -(-n // packed.PANEL)
         rows = tiles >= panels
         extent = tiles if rows else panels
+        parts = min(2 * threads, extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
     else:
-        rows = m >= n
-        extent = m if rows else n
-    parts = min(2 * threads, extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
+        rows, parts = partition(m, n, k)
     words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0,
              packing[0], packing[1], packing[2])  # fmt: skip
     _post(slot, parts, kind, _PRODUCT_AT, np.array([np.int64(w) for w in literal_unroll(words)]))
@@ -694,12 +704,78 @@ def gemm(a, b, out, trans_a, trans_b):
     tb = _TRANS if trans_b else _NO_TRANS
     lda, ldb, ldc = leading(a), leading(b), leading(out)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    if m * n * k >= PARALLEL_FLOPS and _shared(
+    parts = partition(m, n, k)[1]
+    if parts > 1 and _shared(
         m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS, (0, 0, 0)
     ):
         return
+    gemm_parts(a, b, out, trans_a, trans_b, 0, parts)
+
+
+#: The most chunks a product is cut into, whatever the number of threads. OpenBLAS picks a
+#: kernel by the shape of each call (small-matrix and direct kernels below sizes of its
+#: own, packed panels above), and they add an element's terms in different orders: cut
+#: another way, a product differs in the last bits of many elements. So the chunks of a
+#: product follow its shape only; threads only choose which chunks they take, and a
+#: thread alone takes them all, in the same cuts.
+PRODUCT_PARTS = 4
+
+
+@njit(nogil=True)
+def partition(m, n, k):
+    """How a product ``(m, k) @ (k, n)`` is cut, whoever computes it: ``(rows, parts)``,
+    ``parts`` ranges of output rows (``rows``) or columns, the longer side; one part below
+    :data:`PARALLEL_FLOPS` multiply-adds, and none smaller than half of that."""
+    rows = m >= n
+    if m * n * k < PARALLEL_FLOPS:
+        return rows, 1
+    extent = m if rows else n
+    return rows, max(1, min(PRODUCT_PARTS, extent, m * n * k // (PARALLEL_FLOPS // 2)))
+
+
+@njit(nogil=True)
+def gemm_parts(a, b, out, trans_a, trans_b, first, last):
+    """Parts ``first:last`` of :func:`partition`'s cut of :func:`gemm`'s product, on this
+    thread (with OpenBLAS on this thread only): what a thread computes for a product
+    shared some other way (a Python task per part) equals what :func:`gemm` computes.
+    ``k == 0`` zeroes the parts."""
+    m, n = out.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    if m == 0 or n == 0:
+        return
+    rows, parts = partition(m, n, k)
+    if k == 0:
+        for index in range(first, last):
+            if rows:
+                out[m * index // parts : m * (index + 1) // parts] = 0
+            else:
+                out[:, n * index // parts : n * (index + 1) // parts] = 0
+        return
+    ta = _TRANS if trans_a else _NO_TRANS
+    tb = _TRANS if trans_b else _NO_TRANS
+    product = (ta, tb, m, n, k, np.int64(a.ctypes.data), leading(a), np.int64(b.ctypes.data),
+               leading(b), np.int64(out.ctypes.data), leading(out), out.itemsize)  # fmt: skip
     previous = _blas_threads(1)
-    _raw(out.itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc)
+    for index in range(first, last):
+        _blas_part(product, rows, index, parts)
+    _blas_threads(previous)
+
+
+@njit(nogil=True)
+def whole(a, b, out):
+    """``out[...] = a @ b`` for 2-D float32 or float64 arrays that :func:`fits`, in one
+    OpenBLAS call on this thread, never cut: for products whose callers share several of
+    them between threads (a Winograd convolution's planes)."""
+    m, n = out.shape
+    k = a.shape[1]
+    if m == 0 or n == 0:
+        return
+    if k == 0:
+        out[...] = 0
+        return
+    previous = _blas_threads(1)
+    _raw(out.itemsize, _NO_TRANS, _NO_TRANS, m, n, k, np.int64(a.ctypes.data), leading(a),
+         np.int64(b.ctypes.data), leading(b), np.int64(out.ctypes.data), leading(out))  # fmt: skip
     _blas_threads(previous)
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from vm.args import Signature, ValueChecker, describe_value
+from vm.args import Signature, describe_value
 from vm.decode import (
     K_ALLOC,
     K_ALLOC_PACKED1,
@@ -85,7 +85,7 @@ from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.instrument import VMInstrumentReturnKind
 from vm.objects import ADT, Closure
-from vm.program import VMFunction
+from vm.value_types import TypeContext, check_closure_call
 
 #: Frames a run may stack before it fails with VMError: 2.5 times the 100,000-deep
 #: recursions the VM must support. A frame costs about 250 bytes plus its registers'
@@ -552,13 +552,12 @@ class VirtualMachine:
         self._device = device
         self._max_call_depth = max_call_depth
         self._kernels = load_kernels(exe)
-        self._values = ValueChecker(exe.constructor_by_tag, len(exe.functions))
+        self._types = TypeContext(exe.functions, exe.constructor_by_tag)
         self._index: dict[str, int] = {}
         for index, function in enumerate(exe.functions):
             self._index.setdefault(function.name, index)
-        self._signatures = [Signature(f, self._values) for f in exe.functions]
+        self._signatures = [Signature(f, self._types) for f in exe.functions]
         self._convert = [signature.convert_all for signature in self._signatures]
-        self._closure_signatures: dict[tuple[int, int], Signature] = {}
         self._fast = self._decode("fast")
         self._program = self._fast
         self._instrument: Callable[..., Any] | None = None
@@ -656,52 +655,14 @@ class VirtualMachine:
         return self.invoke("main", *args, **kwargs)
 
     def invoke_closure(self, closure: Closure, *args: Any) -> Any:
-        """Call a function value (a :class:`vm.Closure` a program returned) with ``args``.
+        """Call a function value (a :class:`vm.Closure`) with ``args``.
 
-        The closure's captured values come first, then ``args``.
+        The closure's captured values come first, then ``args``; both are checked
+        against the function's parameter types (sharing its type variables), so a
+        caller-made closure cannot pass what the function's code does not expect.
         """
-        if not isinstance(closure, Closure):
-            raise TypeError(f"invoke_closure needs a vm.Closure, got {describe_value(closure)}")
-        closure = self._values.convert(closure, "invoke_closure: the closure")
-        index = closure.func_index
-        function = self._exe.functions[index]
-        if len(closure.captured) > len(function.params):
-            raise TypeError(
-                f"the closure of {function.name} captured {len(closure.captured)} values, but "
-                f"{function.name} takes only {len(function.params)} parameters"
-            )
-        # Captured values are parameters too: check them against their types, so a
-        # hand-made closure cannot pass what the function's code does not expect.
-        captured = self._captured_signature(index, len(closure.captured)).convert_all(
-            closure.captured
-        )
-        key = (index, len(captured))
-        signature = self._closure_signatures.get(key)
-        if signature is None:
-            signature = Signature(
-                function, self._values, skip=len(captured), label=f"closure of {function.name}()"
-            )
-            self._closure_signatures[key] = signature
-        values = signature.convert_all(args)
-        return export(self._call(index, [*captured, *values]))
-
-    def _captured_signature(self, index: int, count: int) -> Signature:
-        """The checker of the first ``count`` parameters of function ``index``."""
-        key = (index, -count)
-        signature = self._closure_signatures.get(key)
-        if signature is None:
-            function = self._exe.functions[index]
-            head = VMFunction(
-                function.name,
-                function.params[:count],
-                function.param_types[:count],
-                function.ret_type,
-                function.register_file_size,
-                (),
-            )
-            signature = Signature(head, self._values, label=f"captured values of {function.name}")
-            self._closure_signatures[key] = signature
-        return signature
+        index, values = check_closure_call(self._types, closure, args, "invoke_closure")
+        return export(self._call(index, values))
 
     # ---- stateful use ------------------------------------------------------------------------
 

@@ -165,7 +165,9 @@ def test_invoke_closure_checks_the_captured_values_too():
     machine = vm.VirtualMachine(closure_programs())
     pair = machine.executable.globals.index("pair")
     with pytest.raises(
-        TypeError, match=r"captured values of pair: argument 0 \('c'\) expected a tensor int64\[\]"
+        TypeError,
+        match=r"invoke_closure: the closure \(captured value 0 'c' of pair\) expected a tensor "
+        r"int64\[\]",
     ):
         machine.invoke_closure(vm.Closure(pair, [np.zeros(3, np.float32)]), 1)
     with pytest.raises(

@@ -42,6 +42,7 @@ Decisions where TVM is loose
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -518,6 +519,17 @@ class VirtualMachine:
     exe : vm.Executable
         The program. It is shared, never modified: many machines (in many threads)
         may run one executable; all mutable state belongs to the machine.
+
+    Notes
+    -----
+    Threads: one VirtualMachine per thread, one Executable shared. The stateless call
+    ``invoke(name, *args)`` (and ``vm[name](*args)``, ``invoke_closure``) takes no lock
+    and may be shared between threads. The stateful API (``set_input``,
+    ``invoke_stateful``, ``get_outputs``, ``invoke(name)`` with no arguments) keeps inputs
+    and outputs in the machine, so it belongs to the first thread that uses it; another
+    thread using it gets a ``RuntimeError`` instead of another thread's inputs or
+    result. An ``invoke`` with arguments from another thread runs but does not record
+    its arguments as inputs.
     device : vm.Device, list of vm.Device, or None
         Where to run; only ``vm.cpu()`` exists, so this is accepted for TVM
         compatibility and checked.
@@ -563,6 +575,8 @@ class VirtualMachine:
         self._instrument: Callable[..., Any] | None = None
         self._inputs: dict[int, list[Any]] = {}
         self._outputs: Any = _NOTHING
+        self._owner: int | None = None  # the thread the stateful API belongs to
+        self._owner_lock = threading.Lock()
         self._saved: dict[str, Callable[[], Any]] = {}
 
     def _decode(self, mode: str, **extra: Any) -> Program:
@@ -610,14 +624,36 @@ class VirtualMachine:
             args = signature.bind(args, kwargs)
         if args or not signature.arity:
             values = signature.convert_all(args)
-            if args:
+            if args and self._owns_state():
                 self._inputs[index] = values
             return values
+        self._claim_state("invoke with no arguments")
         values = self._inputs.get(index)
         if values is None:
             error = signature.count_error(0)
             raise TypeError(f"{error}, and no inputs were set with set_input")
         return values
+
+    def _owns_state(self) -> bool:
+        """Whether this thread may use the stateful API (claiming it if nobody has)."""
+        owner = self._owner
+        if owner is None:
+            with self._owner_lock:
+                if self._owner is None:
+                    self._owner = _get_ident()
+                owner = self._owner
+        return owner == _get_ident()
+
+    def _claim_state(self, what: str) -> None:
+        """Raise unless this thread may use the stateful API (see the class notes)."""
+        if not self._owns_state():
+            raise RuntimeError(
+                f"{what}: this VirtualMachine's stateful API (set_input, invoke_stateful, "
+                f"get_outputs, invoke with no arguments) belongs to thread {self._owner}, and "
+                f"this is thread {_get_ident()}; the rule is one VirtualMachine per thread, one "
+                "Executable shared: create VirtualMachine(exe) in this thread (invoke(name, "
+                "*args) with arguments may be shared between threads)"
+            )
 
     def _call(self, index: int, values: list[Any]) -> Any:
         program = self._program
@@ -644,7 +680,9 @@ class VirtualMachine:
             raise UnknownFunctionError(func_name, self._exe.globals) from None
         if args and not kwargs:
             values = self._convert[index](args)
-            self._inputs[index] = values
+            # Record the inputs (TVM's rule) only for the thread the state belongs to.
+            if self._owner == _get_ident() or self._owns_state():
+                self._inputs[index] = values
         else:
             values = self._arguments(index, args, kwargs)
         program = self._program
@@ -674,6 +712,7 @@ class VirtualMachine:
         remaining slots in order.
         """
         index = self._function_index(func_name)
+        self._claim_state("set_input")
         signature = self._signatures[index]
         bound = signature.bind(args, kwargs) if kwargs else args
         self._inputs[index] = signature.convert_all(bound)
@@ -689,6 +728,7 @@ class VirtualMachine:
             If no inputs were set for a function that has parameters.
         """
         index = self._function_index(func_name)
+        self._claim_state("invoke_stateful")
         if args or kwargs:
             self.set_input(func_name, *args, **kwargs)
         values = self._inputs.get(index)
@@ -709,6 +749,7 @@ class VirtualMachine:
         ValueError
             If :meth:`invoke_stateful` has not run yet.
         """
+        self._claim_state("get_outputs")
         result = self._outputs
         if result is _NOTHING:
             raise ValueError("no outputs saved: call invoke_stateful(func_name) before get_outputs")
@@ -955,6 +996,7 @@ class VirtualMachine:
 
 
 _NOTHING = object()
+_get_ident = threading.get_ident
 
 
 def kernel_threads() -> int:

@@ -77,7 +77,7 @@ def test_graph_executor_get_output_answers_numpy_and_fills_out():
 def test_nd_empty_refuses_a_bad_shape_and_nd_array_a_bad_device():
     with pytest.raises(ValueError, match="shape must be non-negative ints"):
         vm.nd.empty((2, -1))
-    with pytest.raises(TypeError, match="a device must be vm.cpu"):
+    with pytest.raises(TypeError, match=r"a device must be vm\.cpu"):
         vm.nd.array([1], device="gpu")
 
 

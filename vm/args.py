@@ -13,12 +13,12 @@ value the VM keeps in a register:
   range of an integer dtype and a ``float`` must be integral to become one; a value
   that would overflow a float dtype to infinity is rejected);
 - a tuple parameter takes a tuple or list with the right number of fields;
-- an ADT parameter takes a :class:`vm.ADT` built by one of the type's constructors;
-- a function parameter takes a :class:`vm.Closure`;
-- an ``("any",)`` parameter, and the fields of ADT and closure values, take any of
-  these; an untyped Python scalar becomes a 0-d array the way ``relay.const`` types
-  one (``bool`` -> bool, ``int`` -> int32, or int64 when it does not fit, ``float`` ->
-  float32).
+- ADT, function and type-variable parameters (and tuples holding them) are checked
+  deeply by :mod:`vm.value_types`: constructor and field types, closure signatures,
+  captured values;
+- an ``("any",)`` position (format 1.0/1.1 files) takes any VM value; an untyped
+  Python scalar becomes a 0-d array the way ``relay.const`` types one (``bool`` ->
+  bool, ``int`` -> int32, or int64 when it does not fit, ``float`` -> float32).
 
 The fast path for a tensor that already matches costs a few attribute reads. Errors
 are ``TypeError`` (wrong count, kind or dtype) or ``ValueError`` (wrong shape, a value

@@ -53,6 +53,7 @@ from compiler.ir.types import (
 from compiler.ir.visitor import free_vars, post_order, substitute
 from compiler.op.typerel import fmt_type
 from vm.args import scalar_to_array
+from vm.ndarray import as_result
 from vm.objects import ADT
 from vm.objects import Closure as VMClosure
 
@@ -502,7 +503,9 @@ class _MainCallable:
             self._function_types,
             self._adt_tags,
         )
-        return self._run(values)
+        # Tensors come back as vm.NDArray (numpy arrays with TVM's .numpy()/.asnumpy()),
+        # whichever executor produced them.
+        return as_result(self._run(values))
 
     def __repr__(self) -> str:
         sig = ", ".join(f"%{p}: {type_text(t)}" for p, t in zip(self.params, self.param_types))

@@ -17,11 +17,13 @@ from serialization.framing import DocumentFormat
 #:
 #: History: 1.0 the first release; 1.1 adds shape-function primitives to the kernel
 #: section (outputs with ``?`` dimensions), which a 1.0 reader could not run, so it
-#: refuses 1.1 files by their version instead of failing verification.
+#: refuses 1.1 files by their version instead of failing verification; 1.2 adds type
+#: arguments to ADT specs, signatures to function specs, ``("var", n)`` type variables and
+#: constructor field types, with which the VM checks caller-made closures and ADT values.
 EXECUTABLE_FORMAT = DocumentFormat(
     name="relayvm executable",
     magic=b"\x89RVM\r\n\x1a\n",
-    version=(1, 1),
+    version=(1, 2),
     sections=("global", "constant", "primitive", "kernel", "code"),
     array_sections=frozenset({"constant"}),
 )

@@ -3,6 +3,8 @@
 Runtime layer; imports ``serialization``, numpy and numba, never ``compiler``.
 
 The public names (``vm.Executable``, ``vm.VirtualMachine``, ``vm.ADT``, ``vm.Closure``,
+``vm.NDArray`` (the tensor type results come back as; ``vm.nd`` has TVM's ``array``
+and ``empty``),
 the errors, ``vm.BenchmarkResult``, ``vm.Report``, ``vm.VMInstrumentReturnKind``,
 ``vm.cpu``, ``vm.Device``) are resolved on first use from the modules that define
 them, so ``import vm`` stays cheap; numba is imported only when a virtual machine
@@ -20,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "VirtualMachine": "vm.interpreter",
     "ADT": "vm.objects",
     "Closure": "vm.objects",
+    "NDArray": "vm.ndarray",
     "ExecutableLoadError": "vm.errors",
     "MalformedExecutableError": "vm.errors",
     "InvalidExecutableError": "vm.errors",

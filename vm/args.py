@@ -13,12 +13,12 @@ value the VM keeps in a register:
   range of an integer dtype and a ``float`` must be integral to become one; a value
   that would overflow a float dtype to infinity is rejected);
 - a tuple parameter takes a tuple or list with the right number of fields;
-- an ADT parameter takes a :class:`vm.ADT` built by one of the type's constructors;
-- a function parameter takes a :class:`vm.Closure`;
-- an ``("any",)`` parameter, and the fields of ADT and closure values, take any of
-  these; an untyped Python scalar becomes a 0-d array the way ``relay.const`` types
-  one (``bool`` -> bool, ``int`` -> int32, or int64 when it does not fit, ``float`` ->
-  float32).
+- ADT, function and type-variable parameters (and tuples holding them) are checked
+  deeply by :mod:`vm.value_types`: constructor and field types, closure signatures,
+  captured values;
+- an ``("any",)`` position (format 1.0/1.1 files) takes any VM value; an untyped
+  Python scalar becomes a 0-d array the way ``relay.const`` types one (``bool`` ->
+  bool, ``int`` -> int32, or int64 when it does not fit, ``float`` -> float32).
 
 The fast path for a tensor that already matches costs a few attribute reads. Errors
 are ``TypeError`` (wrong count, kind or dtype) or ``ValueError`` (wrong shape, a value
@@ -88,15 +88,35 @@ def describe_spec(spec: TypeSpec) -> str:
                 pieces.append(field)
             pieces.append(",)" if len(item[1]) == 1 else ")")
             stack.extend(reversed(pieces))
+        elif kind == "adt" and len(item) == 3:
+            if item[2]:
+                stack.extend(reversed([f"{item[1]}[", *_joined(item[2]), "]"]))
+            else:
+                out.append(item[1])
         elif kind == "adt":
             out.append(f"{item[1]} (an ADT)")
+        elif kind == "func" and len(item) == 3:
+            stack.extend(reversed(["fn(", *_joined(item[1]), ") -> ", item[2]]))
         elif kind == "func":
             out.append("a function (vm.Closure)")
+        elif kind == "var":
+            out.append(f"T{item[1]}")
+        elif kind == "ivar":
+            out.append("?")
         elif kind == "any":
             out.append("any value")
         else:
             out.append(repr(item))
     return "".join(out)
+
+
+def _joined(specs: Sequence[Any]) -> list[Any]:
+    pieces: list[Any] = []
+    for i, spec in enumerate(specs):
+        if i:
+            pieces.append(", ")
+        pieces.append(spec)
+    return pieces
 
 
 def describe_value(value: Any) -> str:
@@ -213,54 +233,76 @@ def _fix_array(array: np.ndarray, where: str) -> np.ndarray:
     return array
 
 
+def convert_tensor(value: Any, spec: TypeSpec, where: str) -> np.ndarray:
+    """``value`` as an array of tensor spec ``spec`` (dtype, rank, static dimensions).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an array or scalar, or has another dtype.
+    ValueError
+        If its rank or a static dimension differs, or a scalar does not fit the dtype.
+    """
+    _, dims, dtype_name = spec
+    dtype = np.dtype(dtype_name)
+    if (
+        type(value) is _ndarray
+        and value.dtype is dtype
+        and value.shape == dims
+        and value.flags.c_contiguous
+    ):
+        return value
+    return _convert_tensor(value, dtype, tuple(dims), where)
+
+
+def _convert_tensor(value: Any, dtype: np.dtype, dims: tuple[int, ...], where: str) -> np.ndarray:
+    ndim = len(dims)
+    expected = f"{dtype}{describe_shape(dims)}"
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, (bool, int, float, np.generic)):
+        if ndim != 0:
+            raise TypeError(f"{where} expected a tensor {expected}, got {describe_value(value)}")
+        return scalar_to_array(value, dtype, where)
+    else:
+        hint = ""
+        if isinstance(value, (list, tuple)):
+            hint = "; pass a numpy array (lists and tuples are for tuple parameters)"
+        raise TypeError(f"{where} expected a tensor {expected}, got {describe_value(value)}{hint}")
+    got = f"{array.dtype}{describe_shape(array.shape)}"
+    if array.dtype != dtype:
+        same_type = array.dtype.kind == dtype.kind and array.dtype.itemsize == dtype.itemsize
+        if not same_type:
+            raise TypeError(f"{where} expected a tensor {expected}, got a numpy array {got}")
+    if array.ndim != ndim:
+        raise ValueError(
+            f"{where} expected {ndim} dimension{'s' * (ndim != 1)} ({expected}), "
+            f"got {array.ndim} ({got})"
+        )
+    bad = [
+        f"index {i} got {got_dim}, expected {want}"
+        for i, (got_dim, want) in enumerate(zip(array.shape, dims))
+        if want >= 0 and got_dim != want
+    ]
+    if bad:
+        raise ValueError(
+            f"{where} has invalid dimensions for the following indices: {'; '.join(bad)} "
+            f"(expected {expected}, got {got})"
+        )
+    array = _fix_array(array, where)
+    if array.dtype != dtype:  # a byte-swapped or otherwise equivalent dtype
+        array = array.astype(dtype)
+    return array
+
+
 def _tensor_converter(spec: TypeSpec, where: str) -> Converter:
     _, dims, dtype_name = spec
     dtype = np.dtype(dtype_name)
     dims = tuple(dims)
-    ndim = len(dims)
-    expected = f"{dtype}{describe_shape(dims)}"
     is_static = all(d >= 0 for d in dims)
 
     def slow(value: Any) -> np.ndarray:
-        if isinstance(value, np.ndarray):
-            array = value
-        elif isinstance(value, (bool, int, float, np.generic)):
-            if ndim != 0:
-                raise TypeError(
-                    f"{where} expected a tensor {expected}, got {describe_value(value)}"
-                )
-            return scalar_to_array(value, dtype, where)
-        else:
-            hint = ""
-            if isinstance(value, (list, tuple)):
-                hint = "; pass a numpy array (lists and tuples are for tuple parameters)"
-            raise TypeError(
-                f"{where} expected a tensor {expected}, got {describe_value(value)}{hint}"
-            )
-        got = f"{array.dtype}{describe_shape(array.shape)}"
-        if array.dtype != dtype:
-            same_type = array.dtype.kind == dtype.kind and array.dtype.itemsize == dtype.itemsize
-            if not same_type:
-                raise TypeError(f"{where} expected a tensor {expected}, got a numpy array {got}")
-        if array.ndim != ndim:
-            raise ValueError(
-                f"{where} expected {ndim} dimension{'s' * (ndim != 1)} ({expected}), "
-                f"got {array.ndim} ({got})"
-            )
-        bad = [
-            f"index {i} got {got_dim}, expected {want}"
-            for i, (got_dim, want) in enumerate(zip(array.shape, dims))
-            if want >= 0 and got_dim != want
-        ]
-        if bad:
-            raise ValueError(
-                f"{where} has invalid dimensions for the following indices: {'; '.join(bad)} "
-                f"(expected {expected}, got {got})"
-            )
-        array = _fix_array(array, where)
-        if array.dtype != dtype:  # a byte-swapped or otherwise equivalent dtype
-            array = array.astype(dtype)
-        return array
+        return _convert_tensor(value, dtype, dims, where)
 
     if not is_static:
         return slow
@@ -357,15 +399,15 @@ class ValueChecker:
                 and dtype.kind in _VALUE_KINDS
             ):
                 return value
-            return _fix_array(value, _path_text(where, path))
+            return _fix_array(value, path_text(where, path))
         if isinstance(value, np.ndarray):
-            return _fix_array(value, _path_text(where, path))
+            return _fix_array(value, path_text(where, path))
         if isinstance(value, np.generic):
-            return _fix_array(np.asarray(value), _path_text(where, path))
+            return _fix_array(np.asarray(value), path_text(where, path))
         if isinstance(value, (bool, int, float)):
-            return _untyped_scalar(value, _path_text(where, path))
+            return _untyped_scalar(value, path_text(where, path))
         raise TypeError(
-            f"{_path_text(where, path)} is {describe_value(value)}; VM values are numpy arrays, "
+            f"{path_text(where, path)} is {describe_value(value)}; VM values are numpy arrays, "
             "tuples, vm.ADT and vm.Closure"
         )
 
@@ -379,12 +421,12 @@ class ValueChecker:
                 if info is None:
                     known = ", ".join(f"{c.name}={t}" for t, c in sorted(self.constructors.items()))
                     raise TypeError(
-                        f"{_path_text(where, path)} is a vm.ADT with tag {value.tag}, which is "
+                        f"{path_text(where, path)} is a vm.ADT with tag {value.tag}, which is "
                         f"not a constructor of this executable (known tags: {known})"
                     )
                 if len(value.fields) != info.arity:
                     raise TypeError(
-                        f"{_path_text(where, path)} is a {info.name} value with "
+                        f"{path_text(where, path)} is a {info.name} value with "
                         f"{len(value.fields)} fields; {info.name} takes {info.arity}"
                     )
             return value.fields
@@ -395,7 +437,7 @@ class ValueChecker:
             or not (0 <= index < self.num_functions)
         ):
             raise TypeError(
-                f"{_path_text(where, path)} is a vm.Closure of function index {index!r}; "
+                f"{path_text(where, path)} is a vm.Closure of function index {index!r}; "
                 f"this executable has functions 0 to {self.num_functions - 1}"
             )
         return value.captured
@@ -421,7 +463,7 @@ class ValueChecker:
                 if key in done:
                     continue
                 if key in active:
-                    raise TypeError(f"{_path_text(where, path)} contains itself (a cyclic value)")
+                    raise TypeError(f"{path_text(where, path)} contains itself (a cyclic value)")
                 children = self._check_container(item, where, path)
                 active.add(key)
                 stack.append((item, path, True))
@@ -455,107 +497,106 @@ class ValueChecker:
         return done[id(value)]
 
 
-def _path_text(where: str, path: Any) -> str:
-    indices: list[int] = []
+def path_text(where: str, path: Any) -> str:
+    """``where`` followed by the path to a sub-value: ``(parent path, field index or label)``."""
+    labels: list[Any] = []
     while path is not None:
-        path, index = path
-        indices.append(index)
-    return where + "".join(f" field {i}" for i in reversed(indices))
+        path, label = path
+        labels.append(label)
+    return where + "".join(
+        label if isinstance(label, str) else f" field {label}" for label in reversed(labels)
+    )
 
 
 # ---- signatures --------------------------------------------------------------------------------
 
 
-def make_converter(spec: TypeSpec, where: str, values: ValueChecker) -> Converter:
-    """A converter for one parameter of type ``spec``; ``where`` names it in errors."""
+def make_converter(spec: TypeSpec, where: str) -> Converter:
+    """A converter for a parameter of a tensor or tuple-of-tensors ``spec``; ``where`` names it.
+
+    Other specs need the executable's functions and constructors, and a call's type
+    variables: :class:`Signature` checks them with its :class:`vm.value_types.TypeContext`.
+    """
     kind = spec[0]
     if kind == "tensor":
         return _tensor_converter(spec, where)
-    if kind == "tuple":
-        fields = [
-            make_converter(field, f"{where} field {i}", values) for i, field in enumerate(spec[1])
-        ]
-        count = len(fields)
-        expected = describe_spec(spec)
+    if kind != "tuple":
+        raise ValueError(f"make_converter takes tensor and tuple specs, got {describe_spec(spec)}")
+    fields = [make_converter(field, f"{where} field {i}") for i, field in enumerate(spec[1])]
+    count = len(fields)
+    expected = describe_spec(spec)
 
-        def convert_tuple(value: Any) -> tuple[Any, ...]:
-            if not isinstance(value, (tuple, list)):
-                raise TypeError(f"{where} expected a tuple {expected}, got {describe_value(value)}")
-            if len(value) != count:
-                raise TypeError(
-                    f"{where} expected a tuple of {count} fields {expected}, "
-                    f"got {len(value)} fields"
-                )
-            return tuple(convert(field) for convert, field in zip(fields, value))
+    def convert_tuple(value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, (tuple, list)):
+            raise TypeError(f"{where} expected a tuple {expected}, got {describe_value(value)}")
+        if len(value) != count:
+            raise TypeError(
+                f"{where} expected a tuple of {count} fields {expected}, got {len(value)} fields"
+            )
+        return tuple(convert(field) for convert, field in zip(fields, value))
 
-        return convert_tuple
-    if kind == "adt":
-        type_name = spec[1]
-        tags = {
-            tag: info for tag, info in values.constructors.items() if info.type_name == type_name
-        }
-        names = ", ".join(info.name for _, info in sorted(tags.items()))
-
-        def convert_adt(value: Any) -> Any:
-            if not isinstance(value, ADT):
-                raise TypeError(
-                    f"{where} expected a {type_name} value (a vm.ADT), got {describe_value(value)}"
-                )
-            if tags and value.tag not in tags:
-                raise TypeError(
-                    f"{where} expected a {type_name} value (constructors {names}), got "
-                    f"{describe_value(value)} with tag {value.tag}"
-                )
-            return values.convert(value, where)
-
-        return convert_adt
-    if kind == "func":
-
-        def convert_closure(value: Any) -> Any:
-            if not isinstance(value, Closure):
-                raise TypeError(
-                    f"{where} expected a function (a vm.Closure), got {describe_value(value)}"
-                )
-            return values.convert(value, where)
-
-        return convert_closure
-    return lambda value: values.convert(value, where)
+    return convert_tuple
 
 
 class Signature:
     """The precomputed argument checker of one function.
 
+    Tensor and tuple-of-tensor parameters get a converter each (the fast path); the
+    others (ADTs, closures, type variables) are checked together by ``context``, so the
+    type variables they share are bound consistently.
+
     Parameters
     ----------
     function : vm.program.VMFunction
         The function.
-    values : ValueChecker
-        Deep conversion for untyped positions.
-    skip : int
-        Leading parameters that are not user arguments (a closure's captured values).
+    context : vm.value_types.TypeContext
+        The executable's functions and constructors, for checking the other parameters.
     label : str
         How messages name the function, e.g. ``"main()"``.
     """
 
-    __slots__ = ("_converters", "arity", "convert_all", "label", "names")
+    __slots__ = ("_converters", "_typed", "arity", "context", "convert_all", "label", "names")
 
-    def __init__(
-        self, function: VMFunction, values: ValueChecker, skip: int = 0, label: str | None = None
-    ) -> None:
+    def __init__(self, function: VMFunction, context: Any, label: str | None = None) -> None:
+        from vm.value_types import spec_is_simple
+
         self.label = label or f"{function.name}()"
-        self.names = function.params[skip:]
-        specs = function.param_types[skip:]
+        self.names = function.params
+        self.context = context
+        specs = function.param_types
         self.arity = len(self.names)
-        self._converters = [
-            make_converter(spec, f"{self.label}: argument {i + skip} ({name!r})", values)
-            for i, (name, spec) in enumerate(zip(self.names, specs))
-        ]
+        wheres = [f"{self.label}: argument {i} ({name!r})" for i, name in enumerate(self.names)]
+        self._converters: list[Converter | None] = []
+        self._typed: list[tuple[int, TypeSpec, str]] = []
+        for i, spec in enumerate(specs):
+            if spec_is_simple(spec):
+                self._converters.append(make_converter(spec, wheres[i]))
+            else:
+                self._converters.append(None)
+                self._typed.append((i, spec, wheres[i]))
         self.convert_all = self._build()
 
     def _build(self) -> Callable[[Sequence[Any]], list[Any]]:
         converters = self._converters
         arity = self.arity
         count_error = self.count_error
+        if self._typed:
+            typed = self._typed
+            check = self.context.check
+            simple = [(i, c) for i, c in enumerate(converters) if c is not None]
+
+            def convert_typed(args: Sequence[Any]) -> list[Any]:
+                if len(args) != arity:
+                    raise count_error(len(args))
+                out = list(args)
+                for i, convert in simple:
+                    out[i] = convert(args[i])
+                checked = check([(args[i], spec, where) for i, spec, where in typed])
+                for (i, _, _), value in zip(typed, checked):
+                    out[i] = value
+                return out
+
+            return convert_typed
         if arity == 0:
 
             def convert0(args: Sequence[Any]) -> list[Any]:

@@ -222,9 +222,24 @@ class ExecutableBuilder:
         self._primitive_index[name] = len(self._primitives) - 1
         return len(self._primitives) - 1
 
-    def add_constructor(self, tag: int, name: str, arity: int, type_name: str) -> None:
-        """Record an ADT constructor so results can name it and the verifier can check AllocADT."""
-        info = ConstructorInfo(tag, name, arity, type_name)
+    def add_constructor(
+        self,
+        tag: int,
+        name: str,
+        arity: int,
+        type_name: str,
+        type_arity: int = 0,
+        field_types: Sequence[TypeSpec] | None = None,
+    ) -> None:
+        """Record an ADT constructor so results can name it and the verifier can check AllocADT.
+
+        ``field_types`` (specs, ``("var", i)`` for the type's parameter ``i`` of
+        ``type_arity``) let the VM check the fields of caller-made values.
+        """
+        from vm.executable import canonical_type_spec
+
+        fields = None if field_types is None else tuple(canonical_type_spec(t) for t in field_types)
+        info = ConstructorInfo(tag, name, arity, type_name, type_arity, fields)
         existing = self._constructors.get(tag)
         if existing is not None and existing != info:
             raise ValueError(f"constructor tag {tag} used for both {existing.name} and {name}")

@@ -5,8 +5,9 @@ Runtime layer (``vm``); imports ``serialization`` and the plain-data modules of 
 The sections of :data:`serialization.formats.EXECUTABLE_FORMAT`, in order:
 
 ``global``
-    ``{"functions": [name, ...], "constructors": [[tag, name, arity, type_name], ...]}``;
-    function names in function-index order.
+    ``{"functions": [name, ...], "constructors": [[tag, name, arity, type_name,
+    type_arity, [field type spec, ...]], ...]}``; function names in function-index order.
+    Format 1.0 and 1.1 files have constructors of four entries, without field types.
 ``constant``
     ``[array, ...]``, numpy arrays in the ndarray extension type.
 ``primitive``
@@ -87,7 +88,7 @@ def encode(exe: Executable) -> bytes:
         )
     global_section = {
         "functions": [f.name for f in exe.functions],
-        "constructors": [[c.tag, c.name, c.arity, c.type_name] for c in exe.constructors],
+        "constructors": [_constructor_entry(c) for c in exe.constructors],
     }
     code_section = [
         {
@@ -111,6 +112,12 @@ def encode(exe: Executable) -> bytes:
             ("code", code_section),
         ],
     )
+
+
+def _constructor_entry(c: ConstructorInfo) -> list[Any]:
+    if c.field_types is None:  # loaded from a format 1.0 or 1.1 file: write what it had
+        return [c.tag, c.name, c.arity, c.type_name]
+    return [c.tag, c.name, c.arity, c.type_name, c.type_arity, list(c.field_types)]
 
 
 def flatten_code(function: VMFunction) -> list[Any]:
@@ -207,17 +214,22 @@ def _decode_global(value: Any) -> tuple[list[str], list[ConstructorInfo]]:
     )  # fmt: skip
     constructors = []
     for index, entry in enumerate(entries):
-        if (
-            type(entry) is not list
-            or len(entry) != 4
-            or [type(x) for x in entry] != [int, str, int, str]
-        ):
+        kinds = [type(x) for x in entry] if type(entry) is list else None
+        if kinds == [int, str, int, str]:
+            constructors.append(ConstructorInfo(*entry))
+            continue
+        if kinds != [int, str, int, str, int, list]:
             _malformed(
                 "global",
-                f"constructor {index} must be [tag, name, arity, type_name] (int, str, int, "
-                f"str), found {_brief(entry)}",
+                f"constructor {index} must be [tag, name, arity, type_name] (format 1.0 and "
+                "1.1) or [tag, name, arity, type_name, type_arity, field_types], found "
+                f"{_brief(entry)}",
             )
-        constructors.append(ConstructorInfo(*entry))
+        try:
+            fields = tuple(canonical_type_spec(t) for t in entry[5])
+        except ValueError as err:
+            _malformed("global", f"constructor {index}: field types: {err}")
+        constructors.append(ConstructorInfo(*entry[:5], fields))
     return names, constructors
 
 

@@ -35,6 +35,7 @@ from vm.args import describe_shape, describe_value
 from vm.decode import type_text
 from vm.device import check_devices
 from vm.errors import VMError
+from vm.ndarray import NDArray
 
 #: Reshape nodes: no kernel, the output views the input (TVM's name for them).
 NOP = "__nop"
@@ -1047,7 +1048,7 @@ _PACKED_FUNCTIONS = (
 
 def _copy_out(array: np.ndarray, out: np.ndarray | None, what: str) -> np.ndarray:
     if out is None:
-        return array.copy()
+        return array.copy().view(NDArray)
     if not isinstance(out, np.ndarray) or out.shape != array.shape or out.dtype != array.dtype:
         raise ValueError(
             f"out for {what} must be a {array.dtype}{describe_shape(array.shape)} numpy array, "

@@ -43,13 +43,14 @@ Decisions where TVM is loose
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from vm.args import Signature, ValueChecker, describe_value
+from vm.args import Signature, describe_value
 from vm.decode import (
     K_ALLOC,
     K_ALLOC_PACKED1,
@@ -86,7 +87,7 @@ from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.instrument import VMInstrumentReturnKind
 from vm.objects import ADT, Closure
-from vm.program import VMFunction
+from vm.value_types import TypeContext, check_closure_call
 
 #: Frames a run may stack before it fails with VMError: 2.5 times the 100,000-deep
 #: recursions the VM must support. A frame costs about 250 bytes plus its registers'
@@ -519,6 +520,17 @@ class VirtualMachine:
     exe : vm.Executable
         The program. It is shared, never modified: many machines (in many threads)
         may run one executable; all mutable state belongs to the machine.
+
+    Notes
+    -----
+    Threads: one VirtualMachine per thread, one Executable shared. The stateless call
+    ``invoke(name, *args)`` (and ``vm[name](*args)``, ``invoke_closure``) takes no lock
+    and may be shared between threads. The stateful API (``set_input``,
+    ``invoke_stateful``, ``get_outputs``, ``invoke(name)`` with no arguments) keeps inputs
+    and outputs in the machine, so it belongs to the first thread that uses it; another
+    thread using it gets a ``RuntimeError`` instead of another thread's inputs or
+    result. An ``invoke`` with arguments from another thread runs but does not record
+    its arguments as inputs.
     device : vm.Device, list of vm.Device, or None
         Where to run; only ``vm.cpu()`` exists, so this is accepted for TVM
         compatibility and checked.
@@ -571,13 +583,12 @@ class VirtualMachine:
         self._device = device
         self._max_call_depth = max_call_depth
         self._kernels = load_kernels(exe)
-        self._values = ValueChecker(exe.constructor_by_tag, len(exe.functions))
+        self._types = TypeContext(exe.functions, exe.constructor_by_tag)
         self._index: dict[str, int] = {}
         for index, function in enumerate(exe.functions):
             self._index.setdefault(function.name, index)
-        self._signatures = [Signature(f, self._values) for f in exe.functions]
+        self._signatures = [Signature(f, self._types) for f in exe.functions]
         self._convert = [signature.convert_all for signature in self._signatures]
-        self._closure_signatures: dict[tuple[int, int], Signature] = {}
         self._fast = self._decode("fast")
         self._program = self._fast
         self._instrument: Callable[..., Any] | None = None
@@ -585,6 +596,10 @@ class VirtualMachine:
         self._outputs: Any = _NOTHING
         self._outputs_of: dict[int, Any] = {}
         self._partial_inputs: dict[int, list[Any]] = {}
+        # set_one_input's checkers, one per (function, parameter position).
+        self._single_input_signatures: dict[tuple[int, int], Signature] = {}
+        self._owner: int | None = None  # the thread the stateful API belongs to
+        self._owner_lock = threading.Lock()
         self._saved: dict[str, Callable[[], Any]] = {}
 
     def _decode(self, mode: str, **extra: Any) -> Program:
@@ -632,9 +647,10 @@ class VirtualMachine:
             args = signature.bind(args, kwargs)
         if args or not signature.arity:
             values = signature.convert_all(args)
-            if args:
+            if args and self._owns_state():
                 self._inputs[index] = values
             return values
+        self._claim_state("invoke with no arguments")
         values = self._inputs.get(index)
         if values is None:
             if index in self._partial_inputs:
@@ -642,6 +658,27 @@ class VirtualMachine:
             error = signature.count_error(0)
             raise TypeError(f"{error}, and no inputs were set with set_input")
         return values
+
+    def _owns_state(self) -> bool:
+        """Whether this thread may use the stateful API (claiming it if nobody has)."""
+        owner = self._owner
+        if owner is None:
+            with self._owner_lock:
+                if self._owner is None:
+                    self._owner = _get_ident()
+                owner = self._owner
+        return owner == _get_ident()
+
+    def _claim_state(self, what: str) -> None:
+        """Raise unless this thread may use the stateful API (see the class notes)."""
+        if not self._owns_state():
+            raise RuntimeError(
+                f"{what}: this VirtualMachine's stateful API (set_input, invoke_stateful, "
+                f"get_outputs, invoke with no arguments) belongs to thread {self._owner}, and "
+                f"this is thread {_get_ident()}; the rule is one VirtualMachine per thread, one "
+                "Executable shared: create VirtualMachine(exe) in this thread (invoke(name, "
+                "*args) with arguments may be shared between threads)"
+            )
 
     def _call(self, index: int, values: list[Any]) -> Any:
         program = self._program
@@ -668,7 +705,9 @@ class VirtualMachine:
             raise UnknownFunctionError(func_name, self._exe.globals) from None
         if args and not kwargs:
             values = self._convert[index](args)
-            self._inputs[index] = values
+            # Record the inputs (TVM's rule) only for the thread the state belongs to.
+            if self._owner == _get_ident() or self._owns_state():
+                self._inputs[index] = values
         else:
             values = self._arguments(index, args, kwargs)
         program = self._program
@@ -679,52 +718,14 @@ class VirtualMachine:
         return self.invoke("main", *args, **kwargs)
 
     def invoke_closure(self, closure: Closure, *args: Any) -> Any:
-        """Call a function value (a :class:`vm.Closure` a program returned) with ``args``.
+        """Call a function value (a :class:`vm.Closure`) with ``args``.
 
-        The closure's captured values come first, then ``args``.
+        The closure's captured values come first, then ``args``; both are checked
+        against the function's parameter types (sharing its type variables), so a
+        caller-made closure cannot pass what the function's code does not expect.
         """
-        if not isinstance(closure, Closure):
-            raise TypeError(f"invoke_closure needs a vm.Closure, got {describe_value(closure)}")
-        closure = self._values.convert(closure, "invoke_closure: the closure")
-        index = closure.func_index
-        function = self._exe.functions[index]
-        if len(closure.captured) > len(function.params):
-            raise TypeError(
-                f"the closure of {function.name} captured {len(closure.captured)} values, but "
-                f"{function.name} takes only {len(function.params)} parameters"
-            )
-        # Captured values are parameters too: check them against their types, so a
-        # hand-made closure cannot pass what the function's code does not expect.
-        captured = self._captured_signature(index, len(closure.captured)).convert_all(
-            closure.captured
-        )
-        key = (index, len(captured))
-        signature = self._closure_signatures.get(key)
-        if signature is None:
-            signature = Signature(
-                function, self._values, skip=len(captured), label=f"closure of {function.name}()"
-            )
-            self._closure_signatures[key] = signature
-        values = signature.convert_all(args)
-        return export(self._call(index, [*captured, *values]))
-
-    def _captured_signature(self, index: int, count: int) -> Signature:
-        """The checker of the first ``count`` parameters of function ``index``."""
-        key = (index, -count - 1)  # negative, so it never meets invoke_closure's (index, n >= 0)
-        signature = self._closure_signatures.get(key)
-        if signature is None:
-            function = self._exe.functions[index]
-            head = VMFunction(
-                function.name,
-                function.params[:count],
-                function.param_types[:count],
-                function.ret_type,
-                function.register_file_size,
-                (),
-            )
-            signature = Signature(head, self._values, label=f"captured values of {function.name}")
-            self._closure_signatures[key] = signature
-        return signature
+        index, values = check_closure_call(self._types, closure, args, "invoke_closure")
+        return export(self._call(index, values))
 
     # ---- stateful use ------------------------------------------------------------------------
 
@@ -736,6 +737,7 @@ class VirtualMachine:
         remaining slots in order.
         """
         index = self._function_index(func_name)
+        self._claim_state("set_input")
         signature = self._signatures[index]
         bound = signature.bind(args, kwargs) if kwargs else args
         self._inputs[index] = signature.convert_all(bound)
@@ -765,6 +767,7 @@ class VirtualMachine:
                 f"or set_one_input(func_name, name=value); got {len(args)} positional and "
                 f"{len(kwargs)} keyword arguments"
             )
+        self._claim_state("set_one_input")
         index = self._function_index(func_name)
         function = self._exe.functions[index]
         params = function.params
@@ -787,7 +790,7 @@ class VirtualMachine:
                 f"nor an index below {len(params)}"
             )
         key = (index, -1 - position)
-        single = self._closure_signatures.get(key)
+        single = self._single_input_signatures.get(key)
         if single is None:
             head = VMFunction(
                 function.name,
@@ -798,7 +801,7 @@ class VirtualMachine:
                 (),
             )
             single = Signature(head, self._values, skip=position, label=f"{function.name}()")
-            self._closure_signatures[key] = single
+            self._single_input_signatures[key] = single
         (converted,) = single.convert_all((value,))
         values = self._partial_inputs.get(index)
         if values is None:
@@ -823,6 +826,7 @@ class VirtualMachine:
             If no inputs were set for a function that has parameters.
         """
         index = self._function_index(func_name)
+        self._claim_state("invoke_stateful")
         if args or kwargs:
             self.set_input(func_name, *args, **kwargs)
         values = self._inputs.get(index)
@@ -850,6 +854,7 @@ class VirtualMachine:
         ValueError
             If :meth:`invoke_stateful` has not run yet (for that function).
         """
+        self._claim_state("get_outputs")
         if func_name is None:
             result = self._outputs
         else:
@@ -1124,6 +1129,7 @@ class VirtualMachine:
 
 
 _NOTHING = object()
+_get_ident = threading.get_ident
 
 #: TVM's allocator names; the compiler plans storage, so they behave alike here.
 _ALLOCATORS = ("naive", "pooled")

@@ -13,9 +13,19 @@ check arguments without the compiler:
 
 - ``("tensor", (d0, d1, ...), dtype)``: a tensor; a dimension of ``-1`` is ``?``.
 - ``("tuple", (spec, ...))``: a tuple.
-- ``("adt", type_name)``: a value of the algebraic data type ``type_name``.
-- ``("func",)``: a closure.
-- ``("any",)``: anything (a type variable of a polymorphic function).
+- ``("adt", type_name, (arg, ...))``: a value of the algebraic data type ``type_name``
+  applied to the type arguments ``arg`` (specs); ``("adt", type_name)`` (format 1.0 and
+  1.1 files) leaves the arguments unknown.
+- ``("func", (param, ...), result)``: a closure of that signature; ``("func",)`` (older
+  files, or a function type with type parameters of its own) leaves it unknown.
+- ``("var", n)``: type variable ``n`` of the scope: of a function's signature (its
+  parameter and result types share one numbering) or, in a constructor's field types,
+  parameter ``n`` of the constructor's type.
+- ``("any",)``: anything (how format 1.0 and 1.1 files spell a type variable).
+
+The VM checks a caller-made value against the spec of the parameter it is passed to
+(see :mod:`vm.value_types`); where a spec leaves something unknown, only the value's
+own well-formedness is checked.
 
 Kernel descriptions
 -------------------
@@ -101,12 +111,19 @@ class VMFunction:
 
 @dataclass(frozen=True)
 class ConstructorInfo:
-    """A constructor of an algebraic data type: its tag, name, field count and type name."""
+    """A constructor of an algebraic data type: its tag, name, field count and type name.
+
+    ``type_arity`` is how many type parameters the type takes and ``field_types`` the
+    spec of each field, in which ``("var", i)`` is the type's parameter ``i``; files of
+    format 1.0 and 1.1 do not record them (``field_types`` is None: fields unchecked).
+    """
 
     tag: int
     name: str
     arity: int
     type_name: str
+    type_arity: int = 0
+    field_types: tuple[TypeSpec, ...] | None = None
 
 
 @dataclass(frozen=True)

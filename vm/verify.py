@@ -151,9 +151,42 @@ def _check_globals(
             )
         if type(c.arity) is not int or not 0 <= c.arity <= MAX_INDEX:
             _fail("global", f"arity {_brief(c.arity)} must be a non-negative int", item=item)
+        _check_field_types(c, item)
         if c.tag in tags:
             _fail("global", f"constructors {tags[c.tag]} and {c.name} share the tag {c.tag}")
         tags[c.tag] = c.name
+
+
+def _check_field_types(c: Any, item: str) -> None:
+    """A constructor's field types: one valid spec per field, variables of its type only."""
+    if c.field_types is None:
+        return
+    if type(c.type_arity) is not int or not 0 <= c.type_arity <= MAX_INDEX:
+        _fail("global", f"type arity {_brief(c.type_arity)} must be a non-negative int", item=item)
+    if type(c.field_types) is not tuple or len(c.field_types) != c.arity:
+        _fail("global", f"{c.arity} fields need {c.arity} field types", item=item)
+    for index, spec in enumerate(c.field_types):
+        problem = _spec_problem(spec)
+        if problem is None:
+            problem = _var_problem(spec, c.type_arity)
+        if problem is not None:
+            _fail("global", f"the type of field {index} is invalid: {problem}", item=item)
+
+
+def _var_problem(spec: Any, limit: int) -> str | None:
+    """Why a valid ``spec`` uses a type variable outside ``0 .. limit-1``, or None."""
+    stack = [spec]
+    while stack:
+        item = stack.pop()
+        if item[0] == "var" and item[1] >= limit:
+            return f"type variable {item[1]} is not one of the type's {limit} parameters"
+        if item[0] == "tuple":
+            stack.extend(item[1])
+        elif item[0] == "adt" and len(item) == 3:
+            stack.extend(item[2])
+        elif item[0] == "func" and len(item) == 3:
+            stack.extend((*item[1], item[2]))
+    return None
 
 
 def _check_constants(constants: Sequence[np.ndarray]) -> None:
@@ -268,11 +301,28 @@ def _spec_problem(spec: Any) -> str | None:
                 return f"{_brief(item)} is not ('tuple', (spec, ...))"
             stack.extend((field, depth + 1) for field in item[1])
         elif kind == "adt":
-            if len(item) != 2 or type(item[1]) is not str or not item[1]:
-                return f"{_brief(item)} is not ('adt', type_name)"
-        elif kind in ("func", "any"):
+            if (
+                len(item) not in (2, 3)
+                or type(item[1]) is not str
+                or not item[1]
+                or (len(item) == 3 and type(item[2]) is not tuple)
+            ):
+                return (
+                    f"{_brief(item)} is not ('adt', type_name) or ('adt', type_name, (spec, ...))"
+                )
+            if len(item) == 3:
+                stack.extend((arg, depth + 1) for arg in item[2])
+        elif kind == "func":
+            if len(item) == 3 and type(item[1]) is tuple:
+                stack.extend((p, depth + 1) for p in (*item[1], item[2]))
+            elif len(item) != 1:
+                return f"{_brief(item)} is not ('func',) or ('func', (spec, ...), spec)"
+        elif kind == "var":
+            if len(item) != 2 or type(item[1]) is not int or not 0 <= item[1] <= MAX_INDEX:
+                return f"{_brief(item)} is not ('var', n) with n an int from 0 to {MAX_INDEX}"
+        elif kind == "any":
             if len(item) != 1:
-                return f"{_brief(item)} is not ({kind!r},)"
+                return f"{_brief(item)} is not ('any',)"
         else:
             return f"unknown type kind {_brief(kind)}"
     return None

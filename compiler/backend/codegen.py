@@ -108,8 +108,17 @@ def compile_module(mod: IRModule, memory_plan: bool | None = None) -> AnyT:
     planned = memory_plan_enabled() if memory_plan is None else bool(memory_plan)
     builder = ExecutableBuilder()
     for ctor in mod.constructors:
+        # Field types name the type's parameters as ("var", i), i its position in the header,
+        # so the VM can check a caller-made value's fields against the type's arguments.
+        type_params = mod.get_type_data(ctor.belong_to).type_vars
+        numbering = {var: i for i, var in enumerate(type_params)}
         builder.add_constructor(
-            ctor.tag, ctor.name_hint, len(ctor.inputs), ctor.belong_to.name_hint
+            ctor.tag,
+            ctor.name_hint,
+            len(ctor.inputs),
+            ctor.belong_to.name_hint,
+            type_arity=len(type_params),
+            field_types=[type_spec(field, numbering) for field in ctor.inputs],
         )
     context = _ModuleContext(mod, builder)
     for gvar, func in mod.functions.items():
@@ -220,12 +229,17 @@ class _FunctionCompiler:
                 ret = inner._checked_type.ret_type
         if ret is None:
             ret = known_type(body)
-        param_types = [self._spec(known_type(p), f"parameter %{p.name_hint}") for p in params]
+        # One numbering of type variables for the whole signature, so ("var", n) means the
+        # same type in every parameter and the result.
+        numbering: dict = {}
+        param_types = [
+            self._spec(known_type(p), f"parameter %{p.name_hint}", numbering) for p in params
+        ]
         self.fb = self.context.builder.function(
             self.name,
             [p.name_hint for p in params],
             param_types,
-            self._spec(ret, "result"),
+            self._spec(ret, "result", numbering),
         )
         for index, param in enumerate(params):
             self.env[param] = index
@@ -239,12 +253,12 @@ class _FunctionCompiler:
         self.fb.emit(Opcode.Ret, result)
         return self.fb
 
-    def _spec(self, ty: Type | None, what: str) -> AnyT:
+    def _spec(self, ty: Type | None, what: str, numbering: dict) -> AnyT:
         if ty is None:
             raise CodegenError(
                 f"{what} of @{self.name} has no type; run type inference before code generation"
             )
-        return type_spec(ty)
+        return type_spec(ty, numbering)
 
     def _push(self, *tasks: Task) -> None:
         """Schedule ``tasks`` to run next, in the order given."""

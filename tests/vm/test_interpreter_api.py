@@ -165,7 +165,9 @@ def test_invoke_closure_checks_the_captured_values_too():
     machine = vm.VirtualMachine(closure_programs())
     pair = machine.executable.globals.index("pair")
     with pytest.raises(
-        TypeError, match=r"captured values of pair: argument 0 \('c'\) expected a tensor int64\[\]"
+        TypeError,
+        match=r"invoke_closure: the closure \(captured value 0 'c' of pair\) expected a tensor "
+        r"int64\[\]",
     ):
         machine.invoke_closure(vm.Closure(pair, [np.zeros(3, np.float32)]), 1)
     with pytest.raises(
@@ -268,3 +270,58 @@ def test_set_one_input_checks_the_parameter_and_the_value(machine):
     machine.set_one_input("swap", "a", 1)  # a failed call left nothing half-set
     with pytest.raises(ValueError, match="inputs of swap not set: b"):
         machine.invoke_stateful("swap")
+
+
+# ---- threads: one VirtualMachine per thread, one Executable shared ------------------------------
+
+
+def in_thread(fn):
+    """Run ``fn`` in a new thread to completion; its result, or the exception it raised."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as err:  # handed back to the test
+            box["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda m: m.set_input("swap", 5, 6), "set_input"),
+        (lambda m: m.invoke("swap"), "invoke with no arguments"),
+        (lambda m: m.invoke_stateful("swap"), "invoke_stateful"),
+        (lambda m: m.get_outputs(), "get_outputs"),
+    ],
+)
+def test_the_stateful_api_of_another_threads_machine_is_a_runtime_error(machine, call, what):
+    machine.set_input("swap", 1, 2)
+    machine.invoke_stateful("swap")
+    with pytest.raises(RuntimeError, match=rf"{what}: .*one VirtualMachine per thread"):
+        in_thread(lambda: call(machine))
+    # The owner's inputs and outputs are untouched.
+    assert ints(machine.invoke("swap")) == [2, 1]
+    assert ints(machine.get_outputs()) == [2, 1]
+
+
+def test_stateless_invoke_is_shared_without_disturbing_the_owners_inputs(machine):
+    machine.set_input("swap", 1, 2)
+    assert ints(in_thread(lambda: machine.invoke("swap", 7, 8))) == [8, 7]
+    assert ints(machine.invoke("swap")) == [2, 1]
+
+
+def test_a_machine_made_in_one_thread_belongs_to_the_first_thread_that_sets_inputs(machine):
+    in_thread(lambda: machine.set_input("swap", 3, 4))
+    with pytest.raises(RuntimeError, match="belongs to thread"):
+        machine.invoke("swap")
+    assert ints(machine.invoke("swap", 5, 6)) == [6, 5]

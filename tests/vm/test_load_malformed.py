@@ -78,9 +78,9 @@ CASES = {
         "has format version 2.0 (written by relayvm",
     ),
     "newer minor": (
-        lambda: BASE[:8] + struct.pack("<HH", 1, 2) + BASE[12:],
+        lambda: BASE[:8] + struct.pack("<HH", 1, 3) + BASE[12:],
         "header",
-        "reads format 1.0 to 1.1; upgrade relayvm",
+        "reads format 1.0 to 1.2; upgrade relayvm",
     ),
     "trailing byte": (lambda: BASE + b"\x00", None, "unexpected bytes after the end"),
     "one byte short": (lambda: BASE[:-1], None, "truncated"),

@@ -84,7 +84,9 @@ def test_constructor_call_is_alloc_adt_with_its_tag_and_every_constructor_is_rec
         ("AllocADT", tags["Cons"].tag, (0, 1), 2),
         ("Ret", 2),
     ]
-    assert exe.get_function("main").ret_type == ("adt", "List")
+    assert exe.get_function("main").ret_type == ("adt", "List", (("tensor", (), "float32"),))
+    assert tags["Cons"].type_arity == 1
+    assert tags["Cons"].field_types == (("var", 0), ("adt", "List", (("var", 0),)))
 
 
 # --- control flow -----------------------------------------------------------------------------
@@ -208,7 +210,12 @@ def test_global_used_as_a_value_is_a_closure_with_nothing_captured() -> None:
         PAIR + "def @main() -> fn (float32, float32) -> (float32, float32) { @pair }"
     )
     assert code(exe) == [("AllocClosure", 0, (), 0), ("Ret", 0)]
-    assert exe.get_function("main").ret_type == ("func",)
+    scalar = ("tensor", (), "float32")
+    assert exe.get_function("main").ret_type == (
+        "func",
+        (scalar, scalar),
+        ("tuple", (scalar, scalar)),
+    )
 
 
 def test_curried_function_captures_grow_level_by_level() -> None:
@@ -227,10 +234,10 @@ def test_curried_function_captures_grow_level_by_level() -> None:
     assert exe.get_function_params("main_lifted_1") == ["x", "z"]
 
 
-def test_polymorphic_parameters_are_described_as_any() -> None:
+def test_polymorphic_parameters_are_described_as_numbered_type_variables() -> None:
     exe = compile_text("def @id[A](%x: A) -> A { %x }\ndef @main(%x: int32) -> int32 { @id(%x) }")
-    assert exe.get_function("id").param_types == (("any",),)
-    assert exe.get_function("id").ret_type == ("any",)
+    assert exe.get_function("id").param_types == (("var", 0),)
+    assert exe.get_function("id").ret_type == ("var", 0)
 
 
 # --- kernels and storage ---------------------------------------------------------------------

@@ -29,9 +29,21 @@ def test_nested_tuple_spec() -> None:
 def test_adt_function_and_type_variable_specs() -> None:
     a = relay.TypeVar("A")
     lst = relay.GlobalTypeVar("List")
-    assert type_spec(relay.TypeCall(lst, [a])) == ("adt", "List")
+    b = relay.TypeVar("B")
+    f32 = relay.scalar_type("float32")
+    assert type_spec(relay.TypeCall(lst, [a])) == ("adt", "List", (("var", 0),))
+    assert type_spec(lst) == ("adt", "List", ())
+    # Variables are numbered by first appearance, one numbering per signature.
+    assert type_spec(relay.FuncType([b, a], b)) == ("func", (("var", 0), ("var", 1)), ("var", 0))
+    assert type_spec(relay.FuncType([f32], f32)) == (
+        "func",
+        (("tensor", (), "float32"),),
+        ("tensor", (), "float32"),
+    )
+    numbering = {a: 0}
+    assert type_spec(b, numbering) == ("var", 1) and numbering == {a: 0, b: 1}
+    # A function type with type parameters of its own is left unchecked.
     assert type_spec(relay.FuncType([a], a, [a])) == ("func",)
-    assert type_spec(a) == ("any",)
 
 
 def test_a_type_left_unsolved_is_refused() -> None:

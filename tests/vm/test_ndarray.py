@@ -1,0 +1,86 @@
+"""vm.NDArray and vm.nd: numpy arrays that also answer TVM's NDArray methods (issue 14 item 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from compiler import relay
+from vm.ndarray import as_result
+
+# ---- returns ------------------------------------------------------------------------------------
+
+
+def test_nd_array_copies_into_an_ndarray_that_answers_numpy_and_asnumpy():
+    source = np.arange(6, dtype=np.float32).reshape(2, 3)
+    array = vm.nd.array(source)
+    assert type(array) is vm.NDArray and isinstance(array, np.ndarray)
+    assert not np.shares_memory(array, source)
+    for plain in (array.numpy(), array.asnumpy()):
+        assert type(plain) is np.ndarray
+        np.testing.assert_array_equal(plain, source)
+    assert vm.nd.array([1, 2], dtype="int64").dtype == np.int64
+    assert vm.nd.NDArray is vm.NDArray
+
+
+def test_nd_empty_has_the_shape_and_dtype_asked_for():
+    array = vm.nd.empty((2, 3), "int32", vm.cpu())
+    assert type(array) is vm.NDArray and array.shape == (2, 3) and array.dtype == np.int32
+    assert vm.nd.empty(4).shape == (4,)
+
+
+def test_copyfrom_and_copyto():
+    array = vm.nd.empty((2,), "float32")
+    array.copyfrom(np.array([1.0, 2.0], np.float32))
+    target = np.zeros(2, np.float32)
+    assert array.copyto(target) is target
+    np.testing.assert_array_equal(target, [1.0, 2.0])
+
+
+def test_as_result_views_every_tensor_without_copying():
+    x = np.ones(3, np.float32)
+    adt = vm.ADT(1, [x, (x,)], "Box")
+    result = as_result((x, adt))
+    assert type(result[0]) is vm.NDArray and np.shares_memory(result[0], x)
+    assert type(result[1][0]) is vm.NDArray and type(result[1][1][0]) is vm.NDArray
+
+
+def test_create_executor_results_answer_numpy():
+    x = relay.var("x", shape=(2,), dtype="float32")
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.Tuple([x + x, x])))
+    data = np.array([1.0, 2.0], np.float32)
+    for kind in ("debug", "vm"):
+        result = relay.create_executor(kind, mod=mod).evaluate()(data)
+        np.testing.assert_array_equal(result[0].numpy(), [2.0, 4.0])
+        assert type(result[1].asnumpy()) is np.ndarray
+
+
+def test_graph_executor_get_output_answers_numpy_and_fills_out():
+    from vm.graph_executor import GraphModule
+
+    x = relay.var("x", shape=(2,), dtype="float32")
+    mod = relay.IRModule.from_expr(relay.Function([x], x + x))
+    factory = relay.build(mod, "llvm")
+    module = GraphModule(factory["default"](vm.cpu()))
+    module.set_input("x", np.array([1.0, 3.0], np.float32))
+    module.run()
+    np.testing.assert_array_equal(module.get_output(0).numpy(), [2.0, 6.0])
+    out = vm.nd.empty((2,), "float32")
+    assert module.get_output(0, out) is out
+    np.testing.assert_array_equal(out.asnumpy(), [2.0, 6.0])
+
+
+# ---- invalid ------------------------------------------------------------------------------------
+
+
+def test_nd_empty_refuses_a_bad_shape_and_nd_array_a_bad_device():
+    with pytest.raises(ValueError, match="shape must be non-negative ints"):
+        vm.nd.empty((2, -1))
+    with pytest.raises(TypeError, match=r"a device must be vm\.cpu"):
+        vm.nd.array([1], device="gpu")
+
+
+def test_copyfrom_refuses_another_shape():
+    with pytest.raises(ValueError, match=r"the source has shape \(3,\)"):
+        vm.nd.empty((2,)).copyfrom(np.zeros(3))

@@ -1,0 +1,111 @@
+"""The tensor type the VM hands back: a numpy array that also answers TVM's NDArray methods.
+
+Runtime layer (``vm``); imports numpy only.
+
+Results stay numpy arrays, so numpy code keeps working on them unchanged; a TVM script's
+``result.numpy()`` and ``result.asnumpy()`` work too. :class:`NDArray` is a view type: a
+result becomes one without copying its data. :mod:`vm.nd` offers TVM's ``tvm.nd.array``
+and ``tvm.nd.empty`` spellings, which make arrays of this type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class NDArray(np.ndarray):
+    """A numpy array with TVM's ``numpy()``, ``asnumpy()`` and ``copyfrom``/``copyto``.
+
+    Everything numpy offers works as on any array.
+    """
+
+    __slots__ = ()
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the data as a plain numpy array (as TVM's ``NDArray.numpy``)."""
+        return np.array(self.view(np.ndarray), copy=True)
+
+    def asnumpy(self) -> np.ndarray:
+        """Same as :meth:`numpy` (TVM's older spelling)."""
+        return self.numpy()
+
+    def copyfrom(self, source: Any) -> NDArray:
+        """Copy ``source`` (an array of this shape) into this array; returns ``self``.
+
+        Raises
+        ------
+        ValueError
+            If ``source``'s shape differs (no broadcasting, as in TVM).
+        """
+        source = np.asarray(source)
+        if source.shape != self.shape:
+            raise ValueError(
+                f"copyfrom: the source has shape {source.shape}, this array {self.shape}"
+            )
+        np.copyto(self, source, casting="same_kind")
+        return self
+
+    def copyto(self, target: Any) -> Any:
+        """Copy this array into ``target`` (an array of the same shape); returns ``target``."""
+        if not isinstance(target, np.ndarray):
+            raise TypeError(
+                f"copyto: the target must be a numpy array, got {type(target).__name__}"
+            )
+        if target.shape != self.shape:
+            raise ValueError(
+                f"copyto: the target has shape {target.shape}, this array {self.shape}"
+            )
+        np.copyto(target, self.view(np.ndarray), casting="same_kind")
+        return target
+
+
+def as_ndarray(array: np.ndarray) -> NDArray:
+    """``array`` viewed as an :class:`NDArray` (no copy); an NDArray is returned as it is."""
+    if type(array) is NDArray:
+        return array
+    return array.view(NDArray)
+
+
+def as_result(value: Any) -> Any:
+    """``value`` with every plain numpy array inside it (tuples, ADT fields, captured values)
+    viewed as an :class:`NDArray`; containers are rebuilt only where something changed.
+
+    Iterative, so a 100,000-long list needs no recursion; shared sub-values stay shared.
+    """
+    from vm.objects import ADT, Closure
+
+    if type(value) is np.ndarray:
+        return value.view(NDArray)
+    containers = (tuple, ADT, Closure)
+    if not isinstance(value, containers):
+        return value
+    done: dict[int, Any] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, expanded = stack.pop()
+        key = id(item)
+        if key in done:
+            continue
+        children = (
+            item.fields
+            if isinstance(item, ADT)
+            else item.captured
+            if isinstance(item, Closure)
+            else item
+        )
+        if not expanded:
+            stack.append((item, True))
+            stack.extend((c, False) for c in children if isinstance(c, containers))
+            continue
+        new = [c.view(NDArray) if type(c) is np.ndarray else done.get(id(c), c) for c in children]
+        if all(a is b for a, b in zip(new, children)):
+            done[key] = item
+        elif isinstance(item, ADT):
+            done[key] = ADT(item.tag, new, item.constructor)
+        elif isinstance(item, Closure):
+            done[key] = Closure(item.func_index, new, item.name)
+        else:
+            done[key] = tuple(new)
+    return done[id(value)]

@@ -43,11 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from vm.args import Signature, ValueChecker, describe_value, make_converter
+from vm.args import Signature, describe_value, make_converter
 from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.isa import Opcode
 from vm.program import Instruction, VMFunction
+from vm.value_types import TypeContext
 
 __all__ = ["AotExecutorFactoryModule", "AotModule", "AotUnsupportedError", "generate_source"]
 
@@ -168,7 +169,7 @@ def _spec_text(spec: Sequence[Any]) -> str:
     if spec[0] == "tensor":
         dims = ", ".join("?" if d < 0 else str(d) for d in spec[1])
         return f"Tensor[({dims}), {spec[2]}]"
-    return {"tuple": "tuple", "adt": f"ADT {spec[-1]}", "func": "function"}.get(
+    return {"tuple": "tuple", "adt": f"ADT {spec[1]}", "func": "function"}.get(
         spec[0], "any (a type variable)"
     )
 
@@ -954,10 +955,9 @@ def _compile(exe: Any, func_name: str) -> _Shared:
     used = sorted({step.prim for kind, step in plan.steps if kind == "kernel"})
     kernels = load_kernels(_Subset(exe, used)) if used else []
     function = exe.get_function(func_name)
-    values = ValueChecker(exe.constructor_by_tag, len(exe.functions))
-    signature = Signature(function, values)
+    signature = Signature(function, TypeContext(exe.functions, exe.constructor_by_tag))
     converters = [
-        make_converter(spec, f"{signature.label}: argument {i} ({name!r})", values)
+        make_converter(spec, f"{signature.label}: argument {i} ({name!r})")
         for i, (name, spec) in enumerate(zip(function.params, function.param_types))
     ]
     return _Shared(

@@ -596,8 +596,6 @@ class VirtualMachine:
         self._outputs: Any = _NOTHING
         self._outputs_of: dict[int, Any] = {}
         self._partial_inputs: dict[int, list[Any]] = {}
-        # set_one_input's checkers, one per (function, parameter position).
-        self._single_input_signatures: dict[tuple[int, int], Signature] = {}
         self._owner: int | None = None  # the thread the stateful API belongs to
         self._owner_lock = threading.Lock()
         self._saved: dict[str, Callable[[], Any]] = {}
@@ -789,20 +787,10 @@ class VirtualMachine:
                 f"input {index_or_name!r} of {function.name}() is neither a parameter name "
                 f"nor an index below {len(params)}"
             )
-        key = (index, -1 - position)
-        single = self._single_input_signatures.get(key)
-        if single is None:
-            head = VMFunction(
-                function.name,
-                params[: position + 1],
-                function.param_types[: position + 1],
-                function.ret_type,
-                function.register_file_size,
-                (),
-            )
-            single = Signature(head, self._values, skip=position, label=f"{function.name}()")
-            self._single_input_signatures[key] = single
-        (converted,) = single.convert_all((value,))
+        spec = function.param_types[position]
+        where = f"{function.name}(): argument {position} ({params[position]!r})"
+        # One value alone: its type variables are its own (set_input checks them together).
+        (converted,) = self._types.check([(value, spec, where)])
         values = self._partial_inputs.get(index)
         if values is None:
             current = self._inputs.get(index)

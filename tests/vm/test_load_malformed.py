@@ -137,14 +137,14 @@ CASES = {
     "constructor entry shape": (
         lambda: edit(lambda s: s["global"]["constructors"].__setitem__(0, [1, "Cons", 2])),
         "global",
-        "constructor 0 must be [tag, name, arity, type_name] (int, str, int, str), "
-        "found [1, 'Cons', 2]",
+        "constructor 0 must be [tag, name, arity, type_name] (format 1.0 and 1.1) or [tag, "
+        "name, arity, type_name, type_arity, field_types], found [1, 'Cons', 2]",
     ),
     "constructor tag is bool": (
         lambda: edit(lambda s: s["global"]["constructors"].__setitem__(0, [True, "Cons", 2, "L"])),
         "global",
-        "constructor 0 must be [tag, name, arity, type_name] (int, str, int, str), "
-        "found [True, 'Cons', 2, 'L']",
+        "constructor 0 must be [tag, name, arity, type_name] (format 1.0 and 1.1) or [tag, "
+        "name, arity, type_name, type_arity, field_types], found [True, 'Cons', 2, 'L']",
     ),
     # constant section
     "dtype |O": (

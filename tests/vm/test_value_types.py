@@ -276,7 +276,7 @@ def test_tuples_of_the_wrong_arity_dtype_or_shape_are_refused(closures, value, e
 
 def test_signatures_and_field_types_survive_save_and_load(prelude):
     exe = prelude.executable
-    loaded = Executable.load_exec(exe.save())
+    loaded = Executable.load_exec(*exe.save())
     assert loaded.constructors == exe.constructors
     assert loaded.get_function("map").param_types == exe.get_function("map").param_types
     cons = next(c for c in loaded.constructors if c.name == "Cons")

@@ -42,6 +42,8 @@ from compiler.ir.visitor import free_vars
 #: Kinds whose blocks are walked for the listing of unsupported operators when they cannot
 #: be converted themselves.
 _BLOCK_KINDS = ("prim::If", "prim::Loop")
+#: Kinds the importer handles itself rather than through a converter.
+_BUILTIN = (*_BLOCK_KINDS, "prim::GetAttr", "prim::Constant")
 
 
 #: Iterations, in all, of the prim::Loop nodes evaluated at import time.
@@ -226,6 +228,12 @@ class TorchGraphImporter:
         kind = node.kind()
         args = [self.values.get(v.unique(), _UNAVAILABLE) for v in node.inputs()]
         if any(a is _UNAVAILABLE for a in args):
+            # Downstream of an unsupported node: not converted, but still listed if it is
+            # unsupported itself.
+            if kind not in self.custom and kind not in CONVERTERS and kind not in _BUILTIN:
+                self._record(kind, node)
+            elif kind in _BLOCK_KINDS:
+                self._scan_blocks(node)
             self._store(node, [_UNAVAILABLE] * node.outputsSize())
             return None
         if kind in self.custom:
@@ -300,20 +308,19 @@ class TorchGraphImporter:
     def _record(self, kind: str, node: AnyT) -> None:
         """Note an unsupported node (and those in its blocks); its outputs are unavailable."""
         self.missing[kind] = self.missing.get(kind, 0) + 1
-        if node.kind() in _BLOCK_KINDS:
-            pending = list(node.blocks())
-            while pending:
-                for inner in pending.pop().nodes():
-                    inner_kind = inner.kind()
-                    if inner_kind in _BLOCK_KINDS:
-                        pending.extend(inner.blocks())
-                    elif (
-                        inner_kind not in CONVERTERS
-                        and inner_kind not in self.custom
-                        and inner_kind not in ("prim::Constant", "prim::GetAttr")
-                    ):
-                        self.missing[inner_kind] = self.missing.get(inner_kind, 0) + 1
+        self._scan_blocks(node)
         self._store(node, [_UNAVAILABLE] * node.outputsSize())
+
+    def _scan_blocks(self, node: AnyT) -> None:
+        """Note the unsupported operators inside the blocks of a node not converted."""
+        pending = list(node.blocks())
+        while pending:
+            for inner in pending.pop().nodes():
+                inner_kind = inner.kind()
+                pending.extend(inner.blocks())
+                if inner_kind in CONVERTERS or inner_kind in self.custom or inner_kind in _BUILTIN:
+                    continue
+                self.missing[inner_kind] = self.missing.get(inner_kind, 0) + 1
 
     def _store(self, node: AnyT, results: Sequence[AnyT]) -> None:
         outputs = list(node.outputs())

@@ -281,11 +281,12 @@ def _num_to_tensor(node: TorchNode) -> Value:
 def _to_python(node: TorchNode) -> AnyT:
     value = node.arg(0)
     if isinstance(value, Value):
-        if value.static is None or value.static.size != 1:
-            raise node.unsupported(
-                "the value must be known when the model is imported (found a tensor computed "
-                "at run time)"
-            )
+        if value.static is None:
+            # Known only at run time: stays a tensor, so a prim::If branching on it is
+            # reported as such (and a shape built from it names the shape).
+            return value
+        if value.static.size != 1:
+            raise node.error(f"a tensor of {value.static.size} elements is not a number")
         value = value.static.reshape(-1)[0].item()
     cast = {"aten::Int": int, "aten::Float": float, "aten::Bool": bool}.get(node.kind)
     return cast(value) if cast else value

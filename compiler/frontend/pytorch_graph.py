@@ -175,7 +175,10 @@ class TorchGraphImporter:
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
         """Convert the graph: ``(module, params)``."""
-        graph = self.module.graph.copy()
+        try:
+            graph = self.module.graph.copy()
+        except RuntimeError as exc:
+            raise PyTorchImportError(f"the module has no forward graph to convert: {exc}") from None
         torch._C._jit_pass_inline(graph)
         self._bind_inputs(graph)
         stack: list[_Frame] = [_Frame(iter(graph.nodes()), None, None)]

@@ -338,6 +338,38 @@ def _is(node: TorchNode) -> bool:
     return same if node.kind == "aten::__is__" else not same
 
 
+@register("aten::list")
+def _list(node: TorchNode) -> list:
+    return list(node.arg(0))
+
+
+@register("prim::is_nested", "prim::is_cuda", "prim::is_mkldnn", "prim::is_sparse")
+def _is_flag(node: TorchNode) -> bool:
+    # A converted model holds dense CPU tensors only.
+    return False
+
+
+@register("aten::zeros", "aten::ones", "aten::full")
+def _filled(node: TorchNode) -> Value:
+    # (size, [fill_value,] dtype, layout, device, pin_memory)
+    full = node.kind == "aten::full"
+    value = node.arg(1) if full else (0 if node.kind == "aten::zeros" else 1)
+    if isinstance(value, Value):
+        raise node.unsupported("a fill value computed at run time")
+    code = node.arg(2 if full else 1)
+    if code is None:
+        dtype = (
+            "int64"
+            if isinstance(value, int) and not isinstance(value, bool) and full
+            else (node.default_dtype)
+        )
+    else:
+        dtype = SCALAR_TYPES.get(code)
+        if dtype is None:
+            raise node.unsupported(f"torch scalar type {code}")
+    return node.const(np.full(node.ints(0, "size"), value, dtype=dtype))
+
+
 @register("aten::__contains__")
 def _contains(node: TorchNode) -> bool:
     container = node.arg(0)
@@ -485,8 +517,28 @@ _UNARY = {
 }
 
 
-def _unary(node: TorchNode) -> Value:
+_PY_UNARY = {
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "abs": np.abs,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+}
+
+
+def _unary(node: TorchNode) -> AnyT:
     name = node.kind.split("::")[1].rstrip("_")
+    if isinstance(node.arg(0), (bool, int, float)):
+        # Python-number math of scripted code (math.sqrt(head_dim)): evaluated here.
+        value = float(node.arg(0))
+        if name not in _PY_UNARY:
+            raise node.unsupported(f"{name} of a Python number")
+        with np.errstate(all="ignore"):
+            return float(_PY_UNARY[name](np.float64(value)))
     x = node.tensor(0)
     if x.dtype[0] in "iub" and name not in ("abs", "relu", "sign", "floor", "ceil", "round"):
         x = node.cast(x, node.default_dtype)
@@ -530,6 +582,44 @@ def _hardswish(node: TorchNode) -> Value:
 @register("aten::hardsigmoid", "aten::hardsigmoid_")
 def _hardsigmoid(node: TorchNode) -> Value:
     return node.onnx("HardSigmoid", [node.tensor(0)], alpha=1.0 / 6.0, beta=0.5)
+
+
+@register("aten::elu", "aten::elu_")
+def _elu(node: TorchNode) -> Value:
+    if node.arg(2, 1) != 1 or node.arg(3, 1) != 1:
+        raise node.unsupported("elu with scale or input_scale other than 1")
+    return node.onnx("Elu", [node.tensor(0)], alpha=float(node.arg(1, 1.0)))
+
+
+def _softplus_of(node: TorchNode, x: Value) -> Value:
+    return node.onnx("Softplus", [x])
+
+
+@register("aten::softplus")
+def _softplus(node: TorchNode) -> Value:
+    x = node.tensor(0)
+    beta = float(node.arg(1, 1.0))
+    # torch switches to the identity above `threshold`, where log1p(exp(x)) equals x to
+    # float precision anyway (threshold 20 by default).
+    if beta == 1.0:
+        return _softplus_of(node, x)
+    scaled = node.call("multiply", x, node.scalar(beta, x.dtype))
+    return node.call("divide", _softplus_of(node, scaled), node.scalar(beta, x.dtype))
+
+
+@register("aten::mish", "aten::mish_")
+def _mish(node: TorchNode) -> Value:
+    x = node.tensor(0)
+    return node.call("multiply", x, node.call("tanh", _softplus_of(node, x)))
+
+
+@register("aten::prelu")
+def _prelu(node: TorchNode) -> Value:
+    x, slope = node.tensor(0), node.tensor(1)
+    if slope.ndim == 1 and x.ndim > 2 and node.shape_of(slope)[0] > 1:
+        # torch applies one slope per channel (axis 1); ONNX broadcasts from the right.
+        slope = node.call("reshape", slope, newshape=(-1,) + (1,) * (x.ndim - 2))
+    return node.onnx("PRelu", [x, slope])
 
 
 @register("aten::leaky_relu", "aten::leaky_relu_")

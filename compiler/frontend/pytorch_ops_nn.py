@@ -68,7 +68,7 @@ def _conv(
     return node.onnx("ConvTranspose", inputs, **attrs)
 
 
-@register("aten::conv1d", "aten::conv2d")
+@register("aten::conv1d", "aten::conv2d", "aten::_convolution_mode")
 def _conv_nd(node: TorchNode) -> Value:
     return _conv(node, False, None, 6)
 
@@ -375,3 +375,16 @@ def _upsample_bilinear(node: TorchNode) -> Value:
         method="bilinear",
         align_corners=True,
     )
+
+
+@register("aten::pixel_shuffle")
+def _pixel_shuffle(node: TorchNode) -> Value:
+    x = node.tensor(0)
+    r = node.int_of(node.arg(1), "upscale_factor")
+    dims = node.shape_of(x)
+    if len(dims) != 4 or r < 1 or dims[1] % (r * r):
+        raise node.error(f"cannot pixel-shuffle a tensor of shape {dims} by {r}")
+    n, c, h, w = dims
+    out = node.call("reshape", x, newshape=(n, c // (r * r), r, r, h, w))
+    out = node.call("transpose", out, axes=(0, 1, 4, 2, 5, 3))
+    return node.call("reshape", out, newshape=(n, c // (r * r), h * r, w * r))

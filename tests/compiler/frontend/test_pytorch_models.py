@@ -141,6 +141,22 @@ def test_transformer_encoder_layer_matches_torch():
     _close(got, expected, 1e-4)
 
 
+class _DecoderLayer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.TransformerDecoderLayer(
+            d_model=8, nhead=2, dim_feedforward=16, dropout=0.1, batch_first=True
+        )
+
+    def forward(self, x):
+        return self.layer(x, x)
+
+
+def test_scripted_transformer_decoder_layer_matches_torch():
+    got, expected = _run(_DecoderLayer(), [torch.rand(2, 3, 8)], script=True)
+    _close(got, expected, 1e-4)
+
+
 class _Decoderish(torch.nn.Module):
     """Token embedding, causal self-attention through ``scaled_dot_product_attention``,
     layer norm and a tied output projection: the shape of a GPT-style decoder block."""

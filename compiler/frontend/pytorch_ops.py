@@ -370,6 +370,30 @@ def _filled(node: TorchNode) -> Value:
     return node.const(np.full(node.ints(0, "size"), value, dtype=dtype))
 
 
+@register("aten::arange")
+def _arange(node: TorchNode) -> Value:
+    # (end, dtype, layout, device, pin) / (start, end, ...) / (start, end, step, ...)
+    count = {5: 1, 6: 2, 7: 3}.get(len(node.args))
+    if count is None:
+        raise node.error(f"unexpected arange overload with {len(node.args)} operands")
+    bounds = []
+    for value in node.args[:count]:
+        if isinstance(value, Value):
+            if value.static is None or value.static.size != 1:
+                raise node.unsupported("arange bounds must be known when the model is imported")
+            value = value.static.reshape(-1)[0].item()
+        bounds.append(value)
+    code = node.arg(count)
+    if code is None:
+        integral = all(isinstance(b, int) for b in bounds)
+        dtype = "int64" if integral else node.default_dtype
+    else:
+        dtype = SCALAR_TYPES.get(code)
+        if dtype is None:
+            raise node.unsupported(f"torch scalar type {code}")
+    return node.const(np.arange(*bounds).astype(dtype))
+
+
 @register("aten::__contains__")
 def _contains(node: TorchNode) -> bool:
     container = node.arg(0)

@@ -216,3 +216,128 @@ class _SegHead(torch.nn.Module):
 def test_segmentation_style_head_matches_torch(script):
     got, expected = _run(_SegHead(), [torch.rand(1, 4, 8, 8)], script=script)
     _close(got, expected, 1e-5)
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise, 1x1 projection, ReLU6, and a
+    residual connection when the shape allows it."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        self.residual = stride == 1 and cin == cout
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(cin, hidden, 1, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            torch.nn.ReLU6(inplace=True),
+            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            torch.nn.ReLU6(inplace=True),
+            torch.nn.Conv2d(hidden, cout, 1, bias=False),
+            torch.nn.BatchNorm2d(cout),
+        )
+
+    def forward(self, x):
+        out = self.body(x)
+        return x + out if self.residual else out
+
+
+def _mobilenet_like(width: int, blocks: int) -> torch.nn.Module:
+    layers = [
+        torch.nn.Conv2d(3, width, 3, 2, 1, bias=False),
+        torch.nn.BatchNorm2d(width),
+        torch.nn.ReLU6(inplace=True),
+    ]
+    channels = width
+    for i in range(blocks):
+        out = channels if i % 2 else channels * 2
+        layers.append(_InvertedResidual(channels, out, 1 if i % 2 else 2, 4))
+        channels = out
+    layers += [
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Dropout(0.2),
+        torch.nn.Linear(channels, 10),
+    ]
+    return torch.nn.Sequential(*layers)
+
+
+def test_mobilenet_style_network_matches_torch():
+    got, expected = _run(_mobilenet_like(8, 2), [torch.rand(1, 3, 32, 32)])
+    _close(got, expected, 1e-4)
+
+
+# --- larger architectures (pytest -m slow) -----------------------------------------------------
+
+
+def _resnet18_like() -> torch.nn.Module:
+    """ResNet-18's layout and sizes, built from torch.nn (torchvision is not required)."""
+    layers = [
+        torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+        torch.nn.BatchNorm2d(64),
+        torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(3, 2, 1),
+    ]
+    channels = 64
+    for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for block in range(2):
+            s = stride if block == 0 else 1
+            if s == 1 and channels == width:
+                layers.append(_Residual(channels))
+            else:
+                layers.append(_BasicBlock(channels, width, s))
+            channels = width
+    layers += [torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(), torch.nn.Linear(512, 1000)]
+    return torch.nn.Sequential(*layers)
+
+
+class _Residual(torch.nn.Module):
+    """A basic block without a projection (identity shortcut)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + x)
+
+
+class _BertLike(torch.nn.Module):
+    """A BERT-style encoder: token and position embeddings, layer norm, two encoder layers
+    with GELU, and a pooled first token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = torch.nn.Embedding(1000, 64)
+        self.positions = torch.nn.Embedding(32, 64)
+        self.norm = torch.nn.LayerNorm(64, eps=1e-12)
+        layer = torch.nn.TransformerEncoderLayer(
+            64, 4, 128, dropout=0.1, activation="gelu", batch_first=True
+        )
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.pool = torch.nn.Linear(64, 64)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = self.norm(self.tokens(ids) + self.positions(positions))
+        x = self.encoder(x)
+        return x, torch.tanh(self.pool(x[:, 0]))
+
+
+@pytest.mark.slow
+def test_resnet18_layout_matches_torch():
+    got, expected = _run(_resnet18_like(), [torch.rand(1, 3, 224, 224)], kind="vm")
+    _close(got, expected, 1e-3)
+
+
+@pytest.mark.slow
+def test_bert_like_encoder_matches_torch():
+    ids = torch.randint(0, 1000, (2, 16))
+    got, expected = _run(
+        _BertLike(), [ids], input_infos=[("input_ids", ((2, 16), "int64"))], kind="vm"
+    )
+    _close(got, expected, 1e-4)

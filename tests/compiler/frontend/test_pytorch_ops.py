@@ -74,6 +74,8 @@ class _Fn(nn.Module):
             return x.view(x.size(0), -1).reshape(-1, 2)
         if mode == "zeros_ones":
             return x + torch.zeros(x.shape[1]) + torch.ones(1, x.shape[1])
+        if mode == "arange":
+            return x + torch.arange(x.shape[1]) + torch.arange(1, 9, 2, dtype=torch.float32)
         return x
 
 
@@ -97,6 +99,7 @@ _FN_SHAPES = {
     "clamp_min": (3, 4),
     "size_view": (2, 3, 4),
     "zeros_ones": (3, 4),
+    "arange": (3, 4),
 }
 
 _MODULES = {

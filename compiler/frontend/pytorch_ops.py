@@ -370,6 +370,26 @@ def _filled(node: TorchNode) -> Value:
     return node.const(np.full(node.ints(0, "size"), value, dtype=dtype))
 
 
+@register("aten::tensor", "aten::as_tensor")
+def _tensor(node: TorchNode) -> Value:
+    # (data, dtype, device, requires_grad): data a number or nested list of numbers.
+    data = node.arg(0)
+    if isinstance(data, Value):
+        return data if node.arg(1) is None else node.cast(data, SCALAR_TYPES[node.arg(1)])
+    code = node.arg(1)
+    if code is not None:
+        dtype = SCALAR_TYPES.get(code)
+        if dtype is None:
+            raise node.unsupported(f"torch scalar type {code}")
+    else:
+        kind = np.asarray(data).dtype.kind
+        dtype = {"b": "bool", "i": "int64", "u": "int64"}.get(kind, node.default_dtype)
+    try:
+        return node.const(np.asarray(data, dtype=dtype))
+    except (TypeError, ValueError):
+        raise node.error(f"cannot make a tensor from {data!r}") from None
+
+
 @register("aten::arange")
 def _arange(node: TorchNode) -> Value:
     # (end, dtype, layout, device, pin) / (start, end, ...) / (start, end, step, ...)
@@ -445,16 +465,24 @@ _RELAY_BINARY = {
 }
 
 
+def _category(dtype: str) -> int:
+    return 2 if dtype.startswith("float") else (0 if dtype == "bool" else 1)
+
+
 def promote(node: TorchNode, a: AnyT, b: AnyT) -> tuple[Value, Value]:
-    """Both operands as tensors of one dtype (a Python scalar takes the tensor's dtype; an
-    integer tensor meeting a float one becomes float)."""
+    """Both operands as tensors of one dtype, by torch's rules: a Python scalar takes the
+    tensor's dtype unless it is a float meeting integers; between tensors the higher
+    category (bool < integer < float) wins, then a dimensioned tensor over a 0-d one, then
+    the wider type."""
     if isinstance(a, Value) and isinstance(b, Value):
         if a.dtype != b.dtype:
-            floats = [v.dtype for v in (a, b) if v.dtype.startswith("float")]
-            if floats and not (a.ndim == 0 and b.ndim > 0 and a.dtype.startswith("float")):
-                target = floats[0] if len(floats) == 1 else max(floats, key=lambda d: int(d[5:]))
+            ca, cb = _category(a.dtype), _category(b.dtype)
+            if ca != cb:
+                target = a.dtype if ca > cb else b.dtype
+            elif (a.ndim == 0) != (b.ndim == 0):
+                target = b.dtype if a.ndim == 0 else a.dtype
             else:
-                target = b.dtype if a.ndim == 0 and b.ndim > 0 else a.dtype
+                target = np.promote_types(a.dtype, b.dtype).name
             a, b = node.cast(a, target), node.cast(b, target)
         return a, b
     if isinstance(a, Value):
@@ -690,6 +718,8 @@ def _to(node: TorchNode) -> Value:
     x = node.tensor(0)
     if node.kind == "aten::type_as":
         return node.cast(x, node.tensor(1).dtype)
+    if isinstance(node.arg(1), Value):  # to(other): other's dtype
+        return node.cast(x, node.arg(1).dtype)
     for arg in node.args[1:3]:
         if isinstance(arg, int) and not isinstance(arg, bool):
             if arg not in SCALAR_TYPES:

@@ -38,12 +38,13 @@ def _conv(
     transposed: bool,
     output_padding_index: int | None,
     groups_index: int,
+    dilation_index: int = 5,
 ) -> Value:
     x, w = node.tensor(0), node.tensor(1)
     bias = node.arg(2)
     rank = w.ndim - 2
     strides = _pair(node, 3, rank, "stride", 1)
-    dilations = _pair(node, 5, rank, "dilation", 1)
+    dilations = _pair(node, dilation_index, rank, "dilation", 1)
     attrs: dict[str, AnyT] = {
         "strides": strides,
         "dilations": dilations,
@@ -76,10 +77,7 @@ def _conv_nd(node: TorchNode) -> Value:
 @register("aten::conv_transpose1d", "aten::conv_transpose2d")
 def _conv_transpose_nd(node: TorchNode) -> Value:
     # (input, weight, bias, stride, padding, output_padding, groups, dilation)
-    args = list(node.args)
-    reordered = [*args[:5], args[7] if len(args) > 7 else 1, args[5], args[6]]
-    node.args = reordered
-    return _conv(node, True, 6, 7)
+    return _conv(node, True, 5, 6, dilation_index=7)
 
 
 @register("aten::_convolution", "aten::convolution")

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
 from compiler import relay  # noqa: E402
 from compiler.frontend import OpNotImplemented  # noqa: E402
@@ -74,6 +75,13 @@ class _Fn(nn.Module):
             return x.view(x.size(0), -1).reshape(-1, 2)
         if mode == "zeros_ones":
             return x + torch.zeros(x.shape[1]) + torch.ones(1, x.shape[1])
+        if mode == "conv_transpose":
+            weight = torch.ones(3, 2, 3, 3) * 0.5
+            return F.conv_transpose2d(x, weight, stride=2, padding=1, output_padding=1)
+        if mode == "promotion":
+            ints = (x * 10).to(torch.int32)
+            scalar = torch.tensor(2.5)
+            return scalar * ints + (ints + torch.tensor(3, dtype=torch.int64)).to(x)
         if mode == "arange":
             return x + torch.arange(x.shape[1]) + torch.arange(1, 9, 2, dtype=torch.float32)
         return x
@@ -100,6 +108,8 @@ _FN_SHAPES = {
     "size_view": (2, 3, 4),
     "zeros_ones": (3, 4),
     "arange": (3, 4),
+    "conv_transpose": (1, 3, 4, 4),
+    "promotion": (3, 4),
 }
 
 _MODULES = {

@@ -317,7 +317,17 @@ def _dtype(node: TorchNode) -> int:
     return names.get(node.tensor(0).dtype, 6)
 
 
-@register("prim::device", "aten::format", "aten::warn", "prim::Uninitialized")
+@register("aten::format")
+def _format(node: TorchNode) -> str:
+    # The messages of scripted code's checks, shown if one of them fails at import time.
+    shown = [f"tensor{list(a.shape)}" if isinstance(a, Value) else a for a in node.args[1:]]
+    try:
+        return str(node.arg(0)).format(*shown)
+    except (IndexError, KeyError, ValueError):
+        return str(node.arg(0))
+
+
+@register("prim::device", "aten::warn", "prim::Uninitialized")
 def _ignored(node: TorchNode) -> AnyT:
     return None if node.num_outputs == 1 else []
 

@@ -200,6 +200,12 @@ def test_shape_mismatch_names_the_node():
         relay.frontend.from_pytorch(traced, [("x", (2, 5)), ("y", (2, 3))])
 
 
+def test_a_scripted_check_that_fails_reports_its_message():
+    scripted = torch.jit.script(torch.nn.BatchNorm2d(3).eval())
+    with pytest.raises(PyTorchImportError, match=r"expected 4D input \(got 3D input\)"):
+        relay.frontend.from_pytorch(scripted, [("x", (1, 3, 8))])
+
+
 def test_a_plain_nn_module_is_refused():
     with pytest.raises(TypeError, match="TorchScript module"):
         relay.frontend.from_pytorch(torch.nn.ReLU(), [("x", (2,))])

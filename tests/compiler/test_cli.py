@@ -258,3 +258,28 @@ def test_malformed_onnx_is_one_line_naming_the_file(tmp_path, capsys):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x01garbage\xff\xff")
     one_error_line(capsys, main(["compile", str(bad), "-o", str(tmp_path / "x")]), "bad.onnx")
+
+
+def test_the_console_script_names_this_entry_function():
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, name = scripts["relayvm"].partition(":")
+    assert getattr(importlib.import_module(module), name) is main
+
+
+def test_bench_keeps_its_row_when_onnxruntime_cannot_run_the_model(onnx_model, capsys, monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no kernel for this op")
+
+    monkeypatch.setattr(ort, "InferenceSession", refuse)
+    code = main(["bench", str(onnx_model), "--input-shapes", "x:[2,3] y:[2,3]",
+                 "--repeat", "1", "--number", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "onnxruntime cannot run" in out and "no kernel for this op" in out
+    assert [
+        line.split()[0] for line in out.splitlines() if line.startswith(("relayvm", "onnx"))
+    ] == ["relayvm"]

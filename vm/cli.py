@@ -105,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--print-time", action="store_true", help="print time_evaluator's summary")
     run.add_argument("--print-top", type=int, metavar="N", help="print the top N of output 0")
     run.add_argument("--profile", action="store_true", help="print the per-kernel profile")
+    run.add_argument(
+        "--trace",
+        metavar="JSON",
+        help="with --profile: write the profile's timeline as trace-event JSON (Perfetto)",
+    )
+    run.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="with --profile: draw per-operator time to this image (needs matplotlib)",
+    )
     run.add_argument("--repeat", type=int, default=1, help="timing rounds (default 1)")
     run.add_argument("--number", type=int, default=1, help="calls per round (default 1)")
     run.add_argument("--seed", type=int, default=0, help="seed for --fill-mode random")
@@ -299,19 +309,19 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def check_output_path(path: str) -> None:
-    """Refuse an ``--outputs`` path that cannot become a regular file, before running."""
+def check_output_path(path: str, flag: str = "--outputs") -> None:
+    """Refuse an output path (of ``flag``) that cannot become a regular file, before running."""
     target = Path(path)
     if target.exists() or target.is_symlink():
         mode = os.stat(path).st_mode if target.exists() else 0
         kind = stat.S_IFMT(mode)
         if kind != stat.S_IFREG:
             raise CLIError(
-                f"{path}: the --outputs path is {_FILE_KINDS.get(kind, 'not a regular file')}, "
-                "name a file to write, such as out.npz"
+                f"{path}: the {flag} path is {_FILE_KINDS.get(kind, 'not a regular file')}, "
+                "name a file to write"
             )
     if not target.parent.is_dir():
-        raise CLIError(f"{path}: the --outputs directory {str(target.parent)!r} does not exist")
+        raise CLIError(f"{path}: the {flag} directory {str(target.parent)!r} does not exist")
 
 
 def write_outputs(path: str, arrays: Sequence[np.ndarray]) -> None:
@@ -360,8 +370,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.repeat < 1 or args.number < 1:
         raise CLIError("--repeat and --number must be at least 1")
-    if args.outputs:
-        check_output_path(args.outputs)
+    if (args.trace or args.plot) and not args.profile:
+        raise CLIError("--trace and --plot write the profile: add --profile")
+    for path, flag in ((args.outputs, "--outputs"), (args.trace, "--trace"), (args.plot, "--plot")):
+        if path:
+            check_output_path(path, flag)
     t0 = time.perf_counter()
     exe = _load(args.path)
     machine = vm.VirtualMachine(exe, vm.cpu())
@@ -400,12 +413,31 @@ def _run(args: argparse.Namespace) -> int:
         top = np.argsort(flat)[::-1][: args.print_top]
         print(np.vstack([top, flat[top]]))
     if args.profile:
-        print(machine.profile(args.function, *inputs).table())
+        report = machine.profile(args.function, *inputs)
+        print(report.table())
+        _write_profile(report, args.trace, args.plot)
     if args.print_time:
         machine.set_input(args.function, *inputs)
         timer = machine.time_evaluator("invoke_stateful", number=args.number, repeat=args.repeat)
         print(timer(args.function))
     return 0
+
+
+def _write_profile(report: Any, trace: str | None, plot: str | None) -> None:
+    if trace:
+        try:
+            report.to_chrome_trace(trace)
+        except OSError as err:
+            raise CLIError(f"{trace}: cannot write the trace: {err.strerror or err}") from None
+        print(f"wrote the trace to {trace} (open it in https://ui.perfetto.dev)")
+    if plot:
+        try:
+            report.plot(plot)
+        except ImportError as err:
+            raise CLIError(f"{plot}: {err}") from None
+        except (OSError, ValueError) as err:
+            raise CLIError(f"{plot}: cannot draw the plot: {err}") from None
+        print(f"wrote the plot to {plot}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,11 @@ left-aligned, numbers right-aligned, two spaces between columns, a ``Sum`` row, 
 ``Total`` row per device, then the configuration), as CSV, and as TVM's JSON shape
 (``{"calls": [...], "device_metrics": {...}, "configuration": {...}}`` with typed
 values such as ``{"microseconds": 12.5}``), which :meth:`Report.from_json` reads back.
+
+Besides the aggregated rows, a profiled run keeps its timeline (one event per call), which
+:meth:`Report.to_chrome_trace` writes as the trace-event JSON that Perfetto and
+chrome://tracing open; :meth:`Report.plot` draws per-operator time with matplotlib, an
+optional dependency imported only when a plot is asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,13 +41,24 @@ _TAGS = {"microseconds": float, "percent": float, "count": int, "ratio": float, 
 
 
 class Recorder:
-    """Accumulates (count, nanoseconds) per (name, argument shapes) during a profiled run."""
+    """Accumulates (count, nanoseconds) per (name, argument shapes) during a profiled run.
+
+    It also keeps the timeline: one ``(name, shapes, start_ns, elapsed_ns)`` per call,
+    with ``start_ns`` relative to the recorder's creation.
+    """
 
     def __init__(self) -> None:
         self.totals: dict[tuple[str, str], list[int]] = {}
+        self.events: list[tuple[str, str, int, int]] = []
+        self._origin = time.perf_counter_ns()
 
     def record(self, name: str, shapes: str, elapsed_ns: int) -> None:
         """Add one call of ``name`` with ``shapes`` that took ``elapsed_ns``."""
+        # Callers report right after the call ends (after formatting the shapes), so the
+        # start derived from "now" is late by that formatting only, and calls, which run one
+        # after another, never overlap on the timeline.
+        start = time.perf_counter_ns() - elapsed_ns - self._origin
+        self.events.append((name, shapes, max(start, 0), elapsed_ns))
         entry = self.totals.get((name, shapes))
         if entry is None:
             self.totals[(name, shapes)] = [1, elapsed_ns]
@@ -61,6 +79,9 @@ class Report:
         Device name -> metrics of the whole run (``Duration (us)``, ``Count``).
     configuration : dict
         Settings of the run, printed after the table (``Executor``, ...).
+    events : sequence of tuple, optional
+        The run's timeline, one ``(name, shapes, start_ns, elapsed_ns)`` per call; empty
+        for a report read back from JSON, which keeps only the aggregated rows.
     """
 
     def __init__(
@@ -68,10 +89,12 @@ class Report:
         calls: Sequence[Mapping[str, Any]],
         device_metrics: Mapping[str, Mapping[str, Any]],
         configuration: Mapping[str, Any],
+        events: Sequence[tuple[str, str, int, int]] = (),
     ) -> None:
         self.calls = [dict(call) for call in calls]
         self.device_metrics = {name: dict(m) for name, m in device_metrics.items()}
         self.configuration = dict(configuration)
+        self.events = list(events)
 
     @classmethod
     def from_recorder(
@@ -92,7 +115,7 @@ class Report:
                 }
             )
         calls.sort(key=lambda call: -call[DURATION])
-        return cls(calls, {DEVICE: {DURATION: total_us, COUNT: 1}}, configuration)
+        return cls(calls, {DEVICE: {DURATION: total_us, COUNT: 1}}, configuration, recorder.events)
 
     # ---- views -----------------------------------------------------------------------------
 
@@ -187,6 +210,118 @@ class Report:
         }
         return json.dumps(document, indent=2, sort_keys=True)
 
+    def chrome_trace(self) -> dict[str, Any]:
+        """The timeline as a trace-event document (the JSON object format).
+
+        Each call is one complete event (``"ph": "X"``) with ``ts`` and ``dur`` in
+        microseconds, ``cat`` ``"kernel"`` or ``"vm"`` (the VM's own operations), and the
+        argument shapes in ``args``; metadata events name the process and thread.
+
+        Raises
+        ------
+        ValueError
+            If the report has no timeline (a report read back from JSON has none).
+        """
+        if not self.events:
+            raise ValueError(
+                "this profiling report has no timeline (reports read back from JSON keep only "
+                "the aggregated rows); profile a run to get one"
+            )
+        pid, tid = os.getpid(), 0
+        executor = str(self.configuration.get("Executor", "VM"))
+        trace: list[dict[str, Any]] = [
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": tid,
+             "args": {"name": f"relayvm {executor}"}},
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+             "args": {"name": str(self.configuration.get("Function", "main"))}},
+        ]  # fmt: skip
+        for name, shapes, start_ns, elapsed_ns in self.events:
+            trace.append(
+                {
+                    "name": name,
+                    "cat": "vm" if name.startswith("VM::") else "kernel",
+                    "ph": "X",
+                    "ts": start_ns / 1e3,
+                    "dur": elapsed_ns / 1e3,
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {SHAPES: shapes},
+                }
+            )
+        other = {str(k): str(v) for k, v in self.configuration.items()}
+        return {"traceEvents": trace, "displayTimeUnit": "ns", "otherData": other}
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the timeline to ``path`` as trace-event JSON (see :meth:`chrome_trace`).
+
+        Open the file in https://ui.perfetto.dev or chrome://tracing.
+        """
+        document = self.chrome_trace()
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(document, out)
+
+    def operator_times(self) -> list[tuple[str, float, int]]:
+        """Per operator name: ``(name, total microseconds, calls)``, longest first."""
+        totals: dict[str, list[float]] = {}
+        for call in self.calls:
+            entry = totals.setdefault(str(call.get(NAME, "")), [0.0, 0])
+            entry[0] += float(call.get(DURATION, 0.0))
+            entry[1] += int(call.get(COUNT, 0))
+        rows = [(name, us, int(count)) for name, (us, count) in totals.items()]
+        rows.sort(key=lambda row: -row[1])
+        return rows
+
+    def plot(self, path: str | os.PathLike[str], top: int = 20) -> None:
+        """Draw per-operator time as a horizontal bar chart into ``path`` (PNG, SVG, PDF...).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The image file; its suffix picks the format.
+        top : int
+            Operators drawn one bar each; the rest are summed into one ``other`` bar.
+
+        Raises
+        ------
+        ImportError
+            If matplotlib is not installed.
+        ValueError
+            If the report has no rows or ``top`` is below 1.
+        """
+        if top < 1:
+            raise ValueError(f"top must be at least 1, got {top}")
+        rows = self.operator_times()
+        if not rows:
+            raise ValueError("this profiling report has no rows to plot")
+        figure_class = _matplotlib_figure()
+        if len(rows) > top:
+            rest = rows[top:]
+            rows = [
+                *rows[:top],
+                (f"other ({len(rest)} ops)", sum(r[1] for r in rest), sum(r[2] for r in rest)),
+            ]
+        total = self.device_metrics.get(DEVICE, {}).get(DURATION)
+        figure = figure_class(figsize=(9, 1.2 + 0.35 * len(rows)), layout="constrained")
+        axes = figure.add_subplot()
+        names = [name for name, _, _ in reversed(rows)]
+        times = [us for _, us, _ in reversed(rows)]
+        bars = axes.barh(names, times, color="tab:blue")
+        labels = [
+            f"{us:,.1f} us x{count}" + (f" ({100 * us / total:.1f}%)" if total else "")
+            for _, us, count in reversed(rows)
+        ]
+        axes.bar_label(bars, labels=labels, padding=3, fontsize=8)
+        axes.set_xlabel("time (us)")
+        axes.margins(x=0.35)
+        title = "relayvm profile: time per operator"
+        if "Function" in self.configuration:
+            title += (
+                f" ({self.configuration.get('Executor', 'VM')}, {self.configuration['Function']})"
+            )
+        axes.set_title(title)
+        axes.tick_params(axis="y", labelsize=8)
+        figure.savefig(path, dpi=110)
+
     @classmethod
     def from_json(cls, text: str | bytes) -> Report:
         """Read a report written by :meth:`json` (or by TVM).
@@ -212,6 +347,17 @@ class Report:
         }
         configuration = _untyped_mapping(document.get("configuration", {}), "configuration")
         return cls(calls, devices, configuration)
+
+
+def _matplotlib_figure() -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "plotting a profile needs matplotlib: pip install matplotlib "
+            "(or pip install 'relayvm[plot]')"
+        ) from None
+    return Figure
 
 
 def _cell(column: str, value: Any) -> str:

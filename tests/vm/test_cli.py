@@ -132,6 +132,19 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(capsys, monkeypatch, ex
     assert capsys.readouterr().err == ""
 
 
+def test_run_profile_writes_the_trace_and_the_plot(capsys, tmp_path, exe_path):
+    import json
+
+    pytest.importorskip("matplotlib")
+    trace, plot = tmp_path / "t.json", tmp_path / "p.png"
+    code, out, _ = cli(capsys, "run", exe_path, "--profile", "--trace", str(trace),
+                       "--plot", str(plot))  # fmt: skip
+    assert code == 0 and "wrote the trace" in out and "wrote the plot" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(1 for e in events if e.get("cat") == "kernel") == 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 # ---- invalid ------------------------------------------------------------------------------
 
 
@@ -178,6 +191,26 @@ def test_outputs_into_a_missing_directory_are_refused(capsys, tmp_path, exe_path
     target = tmp_path / "missing" / "y.npz"
     code, _, err = cli(capsys, "run", exe_path, "-o", str(target))
     assert_one_error_line(code, err, str(target), "does not exist")
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--plot"])
+def test_trace_and_plot_without_profile_are_refused(capsys, tmp_path, exe_path, flag):
+    code, out, err = cli(capsys, "run", exe_path, flag, str(tmp_path / "f"))
+    assert_one_error_line(code, err, flag, "--profile")
+    assert out == "" and os.listdir(tmp_path) == []
+
+
+def test_a_trace_path_that_is_a_directory_is_refused_before_running(capsys, tmp_path, exe_path):
+    code, out, err = cli(capsys, "run", exe_path, "--profile", "--trace", str(tmp_path))
+    assert_one_error_line(code, err, str(tmp_path), "--trace path is a directory")
+    assert out == ""
+
+
+def test_plot_without_matplotlib_names_the_install(capsys, tmp_path, exe_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    code, _, err = cli(capsys, "run", exe_path, "--profile", "--plot", str(tmp_path / "p.png"))
+    assert_one_error_line(code, err, "p.png", "pip install matplotlib")
 
 
 # ---- malformed ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 
 import numpy as np
@@ -158,3 +159,115 @@ def test_profile_uses_the_inputs_set():
     machine.set_input("main", nat(2))
     calls = machine.profile("main").calls
     assert sum(c["Count"] for c in calls if c["Name"] == "VM::AllocADT") == 3
+
+
+# ---- chrome trace and plot ------------------------------------------------------------------
+
+
+def kernel_calls(report):
+    return sum(call["Count"] for call in report.calls if not call["Name"].startswith("VM::"))
+
+
+def test_returns_chrome_trace_with_one_complete_event_per_call(report, tmp_path):
+    path = tmp_path / "trace.json"
+    report.to_chrome_trace(path)
+    document = json.loads(path.read_text())
+    assert set(document) >= {"traceEvents"}
+    events = document["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    metadata = [e for e in events if e["ph"] == "M"]
+    assert {e["name"] for e in metadata} == {"process_name", "thread_name"}
+    assert len(complete) + len(metadata) == len(events)
+    for event in complete:
+        assert set(event) == {"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"}
+        assert isinstance(event["ts"], float) and event["ts"] >= 0
+        assert isinstance(event["dur"], float) and event["dur"] > 0
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        assert event["cat"] == ("vm" if event["name"].startswith("VM::") else "kernel")
+    kernels = [e for e in complete if e["cat"] == "kernel"]
+    assert len(kernels) == kernel_calls(report) == 2
+    assert len(complete) == sum(call["Count"] for call in report.calls)
+    assert kernels[0]["args"]["Argument Shapes"] == (
+        "float32[10, 10], float32[10, 10], float32[10, 10]"
+    )
+
+
+def test_returns_chrome_trace_events_in_order_without_overlap(report):
+    complete = [e for e in report.chrome_trace()["traceEvents"] if e["ph"] == "X"]
+    for before, after in itertools.pairwise(complete):
+        assert before["ts"] + before["dur"] <= after["ts"] + 1e-3
+    total = report.device_metrics["cpu0"]["Duration (us)"]
+    durations = sum(e["dur"] for e in complete)
+    assert durations == pytest.approx(sum(c["Duration (us)"] for c in report.calls))
+    assert durations <= total
+
+
+def test_returns_chrome_trace_of_the_graph_executor():
+    from tests.vm.test_graph_executor import X, Y, module
+
+    document = module().profile(x=X, y=Y).chrome_trace()
+    complete = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in complete] == ["vm_mod_add"] * 3
+    assert all(
+        e["args"]["Argument Shapes"] == "float32[4], float32[4], float32[4]" for e in complete
+    )
+    process = next(e for e in document["traceEvents"] if e["name"] == "process_name")
+    assert process["args"]["name"] == "relayvm Graph"
+
+
+def test_traps_chrome_trace_of_a_report_read_back_from_json(report, tmp_path):
+    restored = Report.from_json(report.json())
+    with pytest.raises(ValueError, match="no timeline"):
+        restored.to_chrome_trace(tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_returns_operator_times_summed_over_shapes():
+    report = Report(
+        [
+            {"Name": "k", "Duration (us)": 3.0, "Count": 1, "Argument Shapes": "a"},
+            {"Name": "k", "Duration (us)": 4.0, "Count": 2, "Argument Shapes": "b"},
+            {"Name": "VM::AllocTensor", "Duration (us)": 1.0, "Count": 5},
+        ],
+        {"cpu0": {"Duration (us)": 10.0, "Count": 1}},
+        {},
+    )
+    assert report.operator_times() == [("k", 7.0, 3), ("VM::AllocTensor", 1.0, 5)]
+
+
+def test_returns_a_png_plot_of_operator_time(report, tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    path = tmp_path / "profile.png"
+    report.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 500
+    # Something besides the white background was drawn.
+    assert (pixels[..., :3] < 0.5).any()
+
+
+def test_returns_a_plot_with_the_tail_folded_into_other(tmp_path):
+    pytest.importorskip("matplotlib")
+    calls = [{"Name": f"op{i}", "Duration (us)": float(i + 1), "Count": 1} for i in range(30)]
+    report = Report(calls, {"cpu0": {"Duration (us)": 1000.0, "Count": 1}}, {})
+    report.plot(tmp_path / "p.svg", top=5)
+    svg = (tmp_path / "p.svg").read_text()
+    assert "other (25 ops)" in svg and "op29" in svg and "op3" not in svg.replace("op30", "")
+
+
+def test_invalid_plot_arguments(report, tmp_path):
+    with pytest.raises(ValueError, match="top must be at least 1"):
+        report.plot(tmp_path / "p.png", top=0)
+    with pytest.raises(ValueError, match="no rows"):
+        Report([], {}, {}).plot(tmp_path / "p.png")
+
+
+def test_traps_plot_without_matplotlib_names_the_install(report, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        report.plot(tmp_path / "p.png")

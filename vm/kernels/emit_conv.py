@@ -176,6 +176,9 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
         f"blas.conv_image_into({x}, {w3}, {o3}, {rows}, {b}, {cg}, {kh}, {kw}, {window}, "
         f"{out_h}, {out_w})"
     )
+    if groups > 1:
+        _grouped_emit(ctx, x, w3, o3, cg, og, b, call)
+        return
     winograd = None
     if groups == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1):
         winograd = s.fresh("wino")
@@ -191,6 +194,44 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
                 )
             with s.block("else:"):
                 s.line(call)
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+
+
+#: Grouped convolutions whose groups read at most this many input channels run as direct
+#: loops (:mod:`vm.kernels.depthwise`); wider groups have enough depth for im2col and a
+#: product to win.
+DIRECT_MAX_GROUP_CHANNELS = 8
+
+
+def _grouped_emit(
+    ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, og: str, b: str, call: str
+) -> None:
+    """A float convolution with ``groups > 1``: direct loops per (image, group) when the
+    groups are narrow, each group's output channels then run through the fused epilogue
+    while in cache; otherwise ``call`` (im2col and products) for each image ``b``."""
+    s = ctx.src
+    n, o, out_h, out_w = ctx.out_dims[0]
+    groups = ctx.attrs["groups"]
+    (_, _, kh, kw) = ctx.arg_dims[1]
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, _, _ = padding4(ctx.attrs["padding"])
+    geometry = ", ".join(plain(v) for v in (sh, sw, dh, dw))
+    window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
+    g, pad = s.fresh("g"), s.fresh("pad")
+    with s.block(f"if {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"):
+        size = f"dwc.workspace_size({cg}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
+        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
+        with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):
+            s.line(
+                f"dwc.group_image({x}, {w3}, {o3}, {pad}, {b}, {g}, {kh}, {kw}, {window}, "
+                f"{out_h}, {out_w})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
+    with s.block("else:"), s.block(f"for {b} in range({n}):"):
+        s.line(call)
         if ctx.epilogue is not None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 

@@ -10,6 +10,9 @@ without a copy), both split between threads by output rows; direct loops, split 
 groups, when every group reads a single input channel (depthwise). Ungrouped 3x3,
 stride-1 convolutions with enough channels and output use Winograd F(2x2, 3x3) instead
 (:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications.
+Float convolutions with ``groups > 1`` whose groups read few channels (depthwise,
+ResNeXt-style) run direct vectorized loops instead (:mod:`vm.kernels.depthwise`), with the
+epilogue per group or per image.
 ``nn.contrib_conv2d_gemm_without_weight_transform`` takes float32 weights packed ahead of
 time in 32-wide panels and multiplies the im2col matrix by them in register tiles
 (:func:`vm.kernels.blas.conv_packed`, :mod:`vm.kernels.packed`). Integer
@@ -204,12 +207,20 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
 DIRECT_MAX_GROUP_CHANNELS = 8
 
 
+#: Depthwise outputs narrower than this many columns run channels-last
+#: (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too short to fill a
+#: vector register, the channels are not (MobileNet's 14x14 and 7x7 stages).
+CHANNELS_LAST_MAX_WIDTH = 20
+
+
 def _grouped_emit(
     ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, og: str, b: str, call: str
 ) -> None:
-    """A float convolution with ``groups > 1``: direct loops per (image, group) when the
-    groups are narrow, each group's output channels then run through the fused epilogue
-    while in cache; otherwise ``call`` (im2col and products) for each image ``b``."""
+    """A float convolution with ``groups > 1``: depthwise with narrow outputs, direct loops
+    across channels per image; groups of at most :data:`DIRECT_MAX_GROUP_CHANNELS` input
+    channels, direct loops per (image, group), each group's output channels then running
+    through the fused epilogue while in cache; otherwise ``call`` (im2col and products)
+    for each image ``b``."""
     s = ctx.src
     n, o, out_h, out_w = ctx.out_dims[0]
     groups = ctx.attrs["groups"]
@@ -219,8 +230,19 @@ def _grouped_emit(
     top, left, _, _ = padding4(ctx.attrs["padding"])
     geometry = ", ".join(plain(v) for v in (sh, sw, dh, dw))
     window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
-    g, pad = s.fresh("g"), s.fresh("pad")
-    with s.block(f"if {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"):
+    g, pad, acc = s.fresh("g"), s.fresh("pad"), s.fresh("acc")
+    with s.block(f"if {cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}:"):
+        size = f"dwc.channels_last_size({o}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
+        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
+        s.line(f"{acc} = np.empty({out_h} * {out_w} * {o}, {x}.dtype)")
+        with s.block(f"for {b} in range({n}):"):
+            s.line(
+                f"dwc.image_channels_last({x}, {w3}, {o3}, {pad}, {acc}, {b}, {kh}, {kw}, "
+                f"{window}, {out_h}, {out_w})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+    with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"):
         size = f"dwc.workspace_size({cg}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
         s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
         with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):

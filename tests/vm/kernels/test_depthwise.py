@@ -2,8 +2,9 @@
 the compiler's numpy references.
 
 Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
+on narrow outputs (channels-last loops) and on rows of 20 or more (per-group loops),
 grouped convolutions with 2, 4 and 8 channels per group (direct loops) and 16 (im2col and
-products), kernels 1x1, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
+products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
 asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64
 and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
 norm with hardswish, squeeze-excite's sigmoid-multiply) applied per group, and the
@@ -39,6 +40,17 @@ CASES = [
     ((1, 7, 5, 5), 7, 1, (3, 3), {}),
     ((1, 3, 4, 4), 3, 1, (5, 5), {"padding": (3, 3), "strides": (3, 3)}),
     ((2, 8, 9, 9), 4, 3, (3, 3), {"padding": (1, 1)}),
+    # Rows of at least 20 outputs: depthwise runs per group along the rows.
+    ((1, 4, 9, 45), 4, 1, (3, 3), {"padding": (1, 1)}),
+    ((2, 3, 8, 50), 3, 2, (5, 5), {"padding": (2, 2), "strides": (1, 2)}),
+    (
+        (1, 2, 11, 47),
+        2,
+        1,
+        (3, 3),
+        {"padding": (0, 2, 1, 0), "strides": (2, 2), "dilation": (2, 2)},
+    ),
+    ((1, 2, 6, 30), 2, 1, (2, 7), {"padding": (1, 3), "dilation": (2, 1)}),
     ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
     ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),
@@ -66,11 +78,12 @@ def test_float16_depthwise_computes_in_float32() -> None:
     check(program, [value], tolerances=SUMS)
 
 
-def test_narrow_groups_run_the_direct_loops_with_a_per_group_epilogue() -> None:
+def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
     program, value = make(CASES[0], "float32")
     (value,) = program.add("nn.relu", [value])
     source = load_kernel(program.description([value])).path.read_text()
     assert "dwc.group_image(" in source
+    assert "dwc.image_channels_last(" in source
     assert "as its epilogue" in source
     check(program, [value], tolerances=SUMS)
 

@@ -14,8 +14,8 @@ contiguous run of the workspace: the innermost loop runs along an output row wit
 bounds checks or strided loads, and LLVM vectorizes it at the host's vector width (numba
 compiles for the CPU it runs on). 3x3 kernels (most depthwise layers) sum all nine taps
 per output element in registers; kernels 3 or 5 wide sum one row of taps at a time; other
-sizes take one tap at a time. Depthwise layers with short output rows (MobileNet's 14x14
-and 7x7 stages) instead run channels-last (:func:`image_channels_last`), the innermost
+sizes take one tap at a time. Depthwise layers with short output rows (MobileNet's 7x7
+stages) instead run channels-last (:func:`image_channels_last`), the innermost
 loop across channels. The caller applies the fused epilogue to each group's
 output channels right after :func:`group_image` returns (to the image after
 :func:`image_channels_last`), while they are in cache.
@@ -262,12 +262,15 @@ def image_channels_last(x, w3, out3, pad, acc, n, kh, kw, sh, sw, pt, pl, dh, dw
     wf = w3.reshape(w3.size)
     of = out3.reshape(out3.size)
     lanes = _u(oc)
-    for ih in range(max(0, -pt), min(height, rows - pt)):
-        for iw in range(max(0, -pl), min(width, cols - pl)):
-            d = _u(((ih + pt) * cols + iw + pl) * oc)
-            src = (n * channels * height + ih) * width + iw
-            for o in range(lanes):
-                pad[d + o] = xf[_u(src + (o // og) * height * width)]
+    w0, w1 = max(0, -pl), min(width, cols - pl)
+    for c in range(channels):
+        for ih in range(max(0, -pt), min(height, rows - pt)):
+            src = ((n * channels + c) * height + ih) * width
+            for iw in range(w0, w1):
+                d = _u(((ih + pt) * cols + iw + pl) * oc + c * og)
+                v = xf[_u(src + iw)]
+                for m in range(_u(og)):
+                    pad[d + m] = v
     plane = out_h * out_w
     taps = kh * kw
     # The weights tap-major, so each tap's channel run is contiguous.

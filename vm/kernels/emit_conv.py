@@ -204,13 +204,14 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
 #: Grouped convolutions whose groups read at most this many input channels run as direct
 #: loops (:mod:`vm.kernels.depthwise`); wider groups have enough depth for im2col and a
 #: product to win.
-DIRECT_MAX_GROUP_CHANNELS = 8
+DIRECT_MAX_GROUP_CHANNELS = 4
 
 
 #: Depthwise outputs narrower than this many columns run channels-last
 #: (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too short to fill a
-#: vector register, the channels are not (MobileNet's 14x14 and 7x7 stages).
-CHANNELS_LAST_MAX_WIDTH = 20
+#: vector register, the channels are not (MobileNet's 7x7 stages). From 14 columns on the
+#: two layout copies cost more than the short rows.
+CHANNELS_LAST_MAX_WIDTH = 10
 
 
 def _grouped_emit(

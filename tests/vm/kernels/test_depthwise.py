@@ -2,9 +2,9 @@
 the compiler's numpy references.
 
 Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
-on narrow outputs (channels-last loops) and on rows of 20 or more (per-group loops),
-grouped convolutions with 2, 4 and 8 channels per group (direct loops) and 16 (im2col and
-products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
+on narrow outputs (channels-last loops) and on rows of 10 or more (per-group loops),
+grouped convolutions with 2 and 4 channels per group (direct loops) and 8 and 16 (im2col
+and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
 asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64
 and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
 norm with hardswish, squeeze-excite's sigmoid-multiply) applied per group, and the
@@ -40,7 +40,7 @@ CASES = [
     ((1, 7, 5, 5), 7, 1, (3, 3), {}),
     ((1, 3, 4, 4), 3, 1, (5, 5), {"padding": (3, 3), "strides": (3, 3)}),
     ((2, 8, 9, 9), 4, 3, (3, 3), {"padding": (1, 1)}),
-    # Rows of at least 20 outputs: depthwise runs per group along the rows.
+    # Rows of 20 or more outputs: depthwise runs per group along the rows.
     ((1, 4, 9, 45), 4, 1, (3, 3), {"padding": (1, 1)}),
     ((2, 3, 8, 50), 3, 2, (5, 5), {"padding": (2, 2), "strides": (1, 2)}),
     (

@@ -540,6 +540,7 @@ class _Generator:
             "",
             "from vm.kernels import blas  # noqa: F401",
             "from vm.kernels import conv_loops as cv  # noqa: F401",
+            "from vm.kernels import depthwise as dwc  # noqa: F401",
             "from vm.kernels import pool_loops as pool  # noqa: F401",
             "from vm.kernels import helpers as h  # noqa: F401",
             "from vm.kernels import vecmath as vx  # noqa: F401",

@@ -10,6 +10,9 @@ without a copy), both split between threads by output rows; direct loops, split 
 groups, when every group reads a single input channel (depthwise). Ungrouped 3x3,
 stride-1 convolutions with enough channels and output use Winograd F(2x2, 3x3) instead
 (:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications.
+Float convolutions with ``groups > 1`` whose groups read few channels (depthwise,
+ResNeXt-style) run direct vectorized loops instead (:mod:`vm.kernels.depthwise`), with the
+epilogue per group or per image.
 ``nn.contrib_conv2d_gemm_without_weight_transform`` takes float32 weights packed ahead of
 time in 32-wide panels and multiplies the im2col matrix by them in register tiles
 (:func:`vm.kernels.blas.conv_packed`, :mod:`vm.kernels.packed`). Integer
@@ -176,6 +179,9 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
         f"blas.conv_image_into({x}, {w3}, {o3}, {rows}, {b}, {cg}, {kh}, {kw}, {window}, "
         f"{out_h}, {out_w})"
     )
+    if groups > 1:
+        _grouped_emit(ctx, x, w3, o3, cg, og, b, call)
+        return
     winograd = None
     if groups == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1):
         winograd = s.fresh("wino")
@@ -191,6 +197,64 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
                 )
             with s.block("else:"):
                 s.line(call)
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+
+
+#: Grouped convolutions whose groups read at most this many input channels run as direct
+#: loops (:mod:`vm.kernels.depthwise`); wider groups have enough depth for im2col and a
+#: product to win.
+DIRECT_MAX_GROUP_CHANNELS = 4
+
+
+#: Depthwise outputs narrower than this many columns run channels-last
+#: (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too short to fill a
+#: vector register, the channels are not (MobileNet's 7x7 stages). From 14 columns on the
+#: two layout copies cost more than the short rows.
+CHANNELS_LAST_MAX_WIDTH = 10
+
+
+def _grouped_emit(
+    ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, og: str, b: str, call: str
+) -> None:
+    """A float convolution with ``groups > 1``: depthwise with narrow outputs, direct loops
+    across channels per image; groups of at most :data:`DIRECT_MAX_GROUP_CHANNELS` input
+    channels, direct loops per (image, group), each group's output channels then running
+    through the fused epilogue while in cache; otherwise ``call`` (im2col and products)
+    for each image ``b``."""
+    s = ctx.src
+    n, o, out_h, out_w = ctx.out_dims[0]
+    groups = ctx.attrs["groups"]
+    (_, _, kh, kw) = ctx.arg_dims[1]
+    sh, sw = pair("strides", ctx.attrs["strides"])
+    dh, dw = pair("dilation", ctx.attrs["dilation"])
+    top, left, _, _ = padding4(ctx.attrs["padding"])
+    geometry = ", ".join(plain(v) for v in (sh, sw, dh, dw))
+    window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
+    g, pad, acc = s.fresh("g"), s.fresh("pad"), s.fresh("acc")
+    with s.block(f"if {cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}:"):
+        size = f"dwc.channels_last_size({o}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
+        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
+        s.line(f"{acc} = np.empty({out_h} * {out_w} * {o}, {x}.dtype)")
+        with s.block(f"for {b} in range({n}):"):
+            s.line(
+                f"dwc.image_channels_last({x}, {w3}, {o3}, {pad}, {acc}, {b}, {kh}, {kw}, "
+                f"{window}, {out_h}, {out_w})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+    with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"):
+        size = f"dwc.workspace_size({cg}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
+        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
+        with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):
+            s.line(
+                f"dwc.group_image({x}, {w3}, {o3}, {pad}, {b}, {g}, {kh}, {kw}, {window}, "
+                f"{out_h}, {out_w})"
+            )
+            if ctx.epilogue is not None:
+                ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
+    with s.block("else:"), s.block(f"for {b} in range({n}):"):
+        s.line(call)
         if ctx.epilogue is not None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 

@@ -38,6 +38,7 @@ _LIBRARY_MODULES = (
     "bridge.py",
     "codegen.py",
     "conv_loops.py",
+    "depthwise.py",
     "description.py",
     "dtypes.py",
     "emit_activation.py",

@@ -1,0 +1,132 @@
+"""Depthwise and narrow grouped nn.conv2d kernels (direct loops, vm.kernels.depthwise) match
+the compiler's numpy references.
+
+Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
+on narrow outputs (channels-last loops) and on rows of 10 or more (per-group loops),
+grouped convolutions with 2 and 4 channels per group (direct loops) and 8 and 16 (im2col
+and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
+asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64
+and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
+norm with hardswish, squeeze-excite's sigmoid-multiply) applied per group, and the
+plain path when a chain broadcasts the convolution beyond its shape. The generated source
+shows the direct loops and the per-group epilogue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.vm.kernels.harness import SUMS, Program, check
+from vm.kernels import load_kernel
+
+RNG = np.random.default_rng(15)
+
+
+def tensor(dtype: str, *shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# (data shape, groups, output channels per group, kernel, attributes)
+CASES = [
+    ((1, 8, 9, 10), 8, 1, (3, 3), {"padding": (1, 1)}),
+    ((3, 6, 12, 11), 6, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
+    ((1, 4, 13, 13), 4, 2, (3, 3), {"padding": (2, 2), "dilation": (2, 2)}),
+    ((1, 5, 11, 17), 5, 3, (5, 5), {"padding": (2, 2), "strides": (2, 1)}),
+    ((2, 4, 10, 9), 4, 1, (3, 5), {"padding": (1, 0, 2, 3), "strides": (1, 3)}),
+    ((1, 3, 15, 15), 3, 1, (7, 7), {"padding": (3, 3), "strides": (2, 2), "dilation": (1, 2)}),
+    ((1, 4, 8, 12), 4, 2, (1, 7), {"padding": (0, 3)}),
+    ((1, 6, 7, 7), 6, 1, (1, 1), {"strides": (2, 2)}),
+    ((1, 7, 5, 5), 7, 1, (3, 3), {}),
+    ((1, 3, 4, 4), 3, 1, (5, 5), {"padding": (3, 3), "strides": (3, 3)}),
+    ((2, 8, 9, 9), 4, 3, (3, 3), {"padding": (1, 1)}),
+    # Rows of 20 or more outputs: depthwise runs per group along the rows.
+    ((1, 4, 9, 45), 4, 1, (3, 3), {"padding": (1, 1)}),
+    ((2, 3, 8, 50), 3, 2, (5, 5), {"padding": (2, 2), "strides": (1, 2)}),
+    (
+        (1, 2, 11, 47),
+        2,
+        1,
+        (3, 3),
+        {"padding": (0, 2, 1, 0), "strides": (2, 2), "dilation": (2, 2)},
+    ),
+    ((1, 2, 6, 30), 2, 1, (2, 7), {"padding": (1, 3), "dilation": (2, 1)}),
+    ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
+    ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
+    ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),
+]
+
+
+def make(case: tuple, dtype: str) -> tuple[Program, int]:
+    data_shape, groups, per_group, kernel, attrs = case
+    cg = data_shape[1] // groups
+    weight = tensor(dtype, groups * per_group, cg, *kernel)
+    program = Program([tensor(dtype, *data_shape), weight])
+    (value,) = program.add("nn.conv2d", [0, 1], groups=groups, **attrs)
+    return program, value
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_grouped_conv2d_returns_the_reference(case, dtype) -> None:
+    program, value = make(case, dtype)
+    check(program, [value], tolerances=SUMS)
+
+
+def test_float16_depthwise_computes_in_float32() -> None:
+    program, value = make(CASES[1], "float16")
+    check(program, [value], tolerances=SUMS)
+
+
+def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
+    program, value = make(CASES[0], "float32")
+    (value,) = program.add("nn.relu", [value])
+    source = load_kernel(program.description([value])).path.read_text()
+    assert "dwc.group_image(" in source
+    assert "dwc.image_channels_last(" in source
+    assert "as its epilogue" in source
+    check(program, [value], tolerances=SUMS)
+
+
+def mobilenet_block(activation: str, dtype: str = "float32") -> tuple[Program, int]:
+    """Depthwise 3x3 -> bias or folded batch norm -> activation, as MobileNetV2/V3 do."""
+    c = 12
+    data = tensor(dtype, 2, c, 14, 13)
+    weight = tensor(dtype, c, 1, 3, 3)
+    scale, shift = tensor(dtype, c, 1, 1), tensor(dtype, c, 1, 1)
+    three, sixth = np.asarray(3, dtype), np.asarray(1 / 6, dtype)
+    program = Program([data, weight, scale, shift, three, sixth])
+    (value,) = program.add("nn.conv2d", [0, 1], groups=c, padding=(1, 1), strides=(2, 2))
+    (value,) = program.add("multiply", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    if activation == "relu6":
+        (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+    elif activation == "hardswish":
+        # x * relu6(x + 3) / 6, as ONNX HardSwish imports.
+        (shifted,) = program.add("add", [value, 4])
+        (gate,) = program.add("clip", [shifted], a_min=0.0, a_max=6.0)
+        (gated,) = program.add("multiply", [value, gate])
+        (value,) = program.add("multiply", [gated, 5])
+    else:
+        (gate,) = program.add("sigmoid", [value])
+        (value,) = program.add("multiply", [value, gate])
+    return program, value
+
+
+@pytest.mark.parametrize("activation", ["relu6", "hardswish", "sigmoid_multiply"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_mobilenet_epilogues_return_the_reference(activation, dtype) -> None:
+    program, value = mobilenet_block(activation, dtype)
+    source = load_kernel(program.description([value])).path.read_text()
+    assert "as its epilogue" in source
+    check(program, [value], tolerances=SUMS)
+
+
+def test_a_chain_broadcasting_the_output_takes_the_plain_path() -> None:
+    data, weight = tensor("float32", 1, 6, 8, 8), tensor("float32", 12, 1, 3, 3)
+    residual = tensor("float32", 3, 12, 8, 8)
+    program = Program([data, weight, residual])
+    (value,) = program.add("nn.conv2d", [0, 1], groups=6, padding=(1, 1))
+    (value,) = program.add("add", [value, 2])
+    (value,) = program.add("nn.relu", [value])
+    check(program, [value], tolerances=SUMS)

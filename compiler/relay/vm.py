@@ -17,6 +17,8 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 2),
    ``CombineSummedDense`` (opt_level 2: ``dense(x, W) + dense(h, U)`` with constant
    weights becomes one product of the joined data and weights),
+   ``CombineParallelDense`` (opt_level 2: dense layers with constant weights reading one
+   input, with their bias adds, become one dense layer and slices of its output),
    ``AlterOpLayout`` (opt_level 2: 3x3 convolutions with constant weights become Winograd
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
@@ -82,10 +84,10 @@ def _lowering_pass(name: str, func: Callable[[IRModule], IRModule]) -> Any:
 
 
 #: The PassContext opt_level from which ``relay.vm.compile`` runs the rewrites TVM keeps for
-#: opt_level 3 (common subexpressions, summed dense layers, weight layouts). They pay off on
-#: every CPU this VM targets, and users who keep the default context (opt_level 2) should
-#: get the packed and Winograd kernels too; below 2 nothing is folded, so a weight layout
-#: would be recomputed on every call.
+#: opt_level 3 or 4 (common subexpressions, summed and parallel dense layers, weight
+#: layouts). They pay off on every CPU this VM targets, and users who keep the default
+#: context (opt_level 2) should get the packed and Winograd kernels too; below 2 nothing
+#: is folded, so a joined or packed weight would be recomputed on every call.
 DEFAULT_REWRITE_LEVEL = 2
 
 
@@ -102,6 +104,7 @@ def _optimizations() -> Any:
     """The optimizing passes, filtered by the current PassContext like any Sequential."""
     from compiler.transform import (
         AlterOpLayout,
+        CombineParallelDense,
         CombineSummedDense,
         EliminateCommonSubexpr,
         FoldConstant,
@@ -119,6 +122,7 @@ def _optimizations() -> Any:
             FoldConstant(),
             _at_level(EliminateCommonSubexpr(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineSummedDense(), DEFAULT_REWRITE_LEVEL),
+            _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),
             _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
             SplitToSlices(),

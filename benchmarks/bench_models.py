@@ -72,6 +72,10 @@ TVM_FIGURES = {
 }
 
 
+#: The row of relayvm compiled under the default PassContext.
+DEFAULT_ENGINE = "relayvm default"
+
+
 class Unavailable(Exception):
     """An engine cannot run a model here; the message says why (printed as ``n/a``)."""
 
@@ -161,15 +165,22 @@ def _relayvm_engine(workload: Workload, name: str, compile_fn, note: str) -> Eng
 
 
 def relayvm_engines(workload: Workload, mod, params) -> list[Engine]:
-    """relayvm as a TVM user runs a model: ``relay.vm.compile(mod, params=params)`` under
-    ``PassContext(opt_level=3)``, then ``invoke``."""
+    """relayvm as TVM users run a model: ``relay.vm.compile(mod, params=params)`` under
+    ``PassContext(opt_level=3)`` (row ``relayvm``) and under the default context (row
+    ``relayvm default``, opt_level 2), then ``invoke``."""
     from compiler import relay
 
     def compile_fn():
         with relay.transform.PassContext(opt_level=3):
             return relay.vm.compile(mod, params=params)
 
-    return [_relayvm_engine(workload, "relayvm", compile_fn, note="opt_level=3; ")]
+    def compile_default():
+        return relay.vm.compile(mod, params=params)
+
+    return [
+        _relayvm_engine(workload, "relayvm", compile_fn, note="opt_level=3; "),
+        _relayvm_engine(workload, DEFAULT_ENGINE, compile_default, note="opt_level=2; "),
+    ]
 
 
 # --- peers --------------------------------------------------------------------------------------
@@ -560,19 +571,26 @@ def judge_targets(rows: list[Row]) -> list[str]:
         lines.append(f"{label}: not run in this invocation")
         return False
 
-    def ratio(label: str, workload: str, other: str, limit: float, strict: bool = False) -> None:
+    def ratio(
+        label: str,
+        workload: str,
+        other: str,
+        limit: float,
+        strict: bool = False,
+        engine: str = "relayvm",
+    ) -> None:
         if not ran(label, workload):
             return
-        ours, theirs = _seconds(rows, workload, "relayvm"), _seconds(rows, workload, other)
+        ours, theirs = _seconds(rows, workload, engine), _seconds(rows, workload, other)
         if ours is None or theirs is None:
-            missing = "relayvm" if ours is None else other
+            missing = engine if ours is None else other
             lines.append(f"{label}: not measured ({missing} n/a): MISSED")
             return
         value = ours / theirs
         met = value < limit if strict else value <= limit
         bound = f"< {limit:.1f}x" if strict else f"<= {limit:.1f}x"
         lines.append(
-            f"{label}: relayvm {format_seconds(ours)} / {other} {format_seconds(theirs)}"
+            f"{label}: {engine} {format_seconds(ours)} / {other} {format_seconds(theirs)}"
             f" = {value:.2f}x (target {bound}): {'met' if met else 'MISSED'}"
         )
 
@@ -591,6 +609,11 @@ def judge_targets(rows: list[Row]) -> list[str]:
 
     ratio("MLP batch 1 vs onnxruntime", "MLP 784-512-512-10, batch 1", "onnxruntime", 1.0)
     ratio("MLP batch 64 vs onnxruntime", "MLP 784-512-512-10, batch 64", "onnxruntime", 1.0)
+    mlp1, mlp64 = "MLP 784-512-512-10, batch 1", "MLP 784-512-512-10, batch 64"
+    lstm = "LSTM h128, 32 steps"
+    ratio("MLP batch 1, default opt_level", mlp1, "onnxruntime", 1.0, engine=DEFAULT_ENGINE)
+    ratio("MLP batch 64, default opt_level", mlp64, "onnxruntime", 1.0, engine=DEFAULT_ENGINE)
+    ratio("LSTM, default opt_level", lstm, "onnxruntime Loop", 1.0, engine=DEFAULT_ENGINE)
     ratio("ResNet-18 vs onnxruntime", "ResNet-18, 1x3x224x224", "onnxruntime", 1.3)
     ratio("ResNet-18 vs torch eager", "ResNet-18, 1x3x224x224", "torch eager", 1.0, strict=True)
     ratio("LSTM vs onnxruntime Loop", "LSTM h128, 32 steps", "onnxruntime Loop", 1.0, strict=True)

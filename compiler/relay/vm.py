@@ -14,10 +14,12 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    it passes on unchanged, gets a copy with those weights as constants, so the passes
    below see them), ``FoldConstant`` (opt_level 2:
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
-   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 3),
-   ``CombineSummedDense`` (opt_level 3: ``dense(x, W) + dense(h, U)`` with constant
+   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 2),
+   ``CombineSummedDense`` (opt_level 2: ``dense(x, W) + dense(h, U)`` with constant
    weights becomes one product of the joined data and weights),
-   ``AlterOpLayout`` (opt_level 3: 3x3 convolutions with constant weights become Winograd
+   ``CombineParallelDense`` (opt_level 2: dense layers with constant weights reading one
+   input, with their bias adds, become one dense layer and slices of its output),
+   ``AlterOpLayout`` (opt_level 2: 3x3 convolutions with constant weights become Winograd
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
    ``FoldConstant`` again (the weight transforms) and ``SplitToSlices`` (opt_level 1:
@@ -81,10 +83,28 @@ def _lowering_pass(name: str, func: Callable[[IRModule], IRModule]) -> Any:
     return ModulePass(lambda mod, ctx: func(mod), opt_level=0, name=name)
 
 
+#: The PassContext opt_level from which ``relay.vm.compile`` runs the rewrites TVM keeps for
+#: opt_level 3 or 4 (common subexpressions, summed and parallel dense layers, weight
+#: layouts). They pay off on every CPU this VM targets, and users who keep the default
+#: context (opt_level 2) should get the packed and Winograd kernels too; below 2 nothing
+#: is folded, so a joined or packed weight would be recomputed on every call.
+DEFAULT_REWRITE_LEVEL = 2
+
+
+def _at_level(pass_: Any, opt_level: int) -> Any:
+    """``pass_`` (a fresh object) enabled in this pipeline from ``opt_level`` on; the pass
+    classes keep TVM's level for users who put them in their own ``Sequential``."""
+    from compiler.transform.pass_manager import PassInfo
+
+    pass_.info = PassInfo(opt_level, pass_.info.name, pass_.info.required)
+    return pass_
+
+
 def _optimizations() -> Any:
     """The optimizing passes, filtered by the current PassContext like any Sequential."""
     from compiler.transform import (
         AlterOpLayout,
+        CombineParallelDense,
         CombineSummedDense,
         EliminateCommonSubexpr,
         FoldConstant,
@@ -100,9 +120,10 @@ def _optimizations() -> Any:
             SimplifyInference(),
             SpecializeConstantArguments(),
             FoldConstant(),
-            EliminateCommonSubexpr(),
-            CombineSummedDense(),
-            AlterOpLayout(),
+            _at_level(EliminateCommonSubexpr(), DEFAULT_REWRITE_LEVEL),
+            _at_level(CombineSummedDense(), DEFAULT_REWRITE_LEVEL),
+            _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),
+            _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
             SplitToSlices(),
         ],
@@ -178,8 +199,9 @@ def compile(
     """Compile a Relay module to a VM executable.
 
     The module is optimized under ``relay.transform.PassContext.current()`` (see the
-    module docstring): at the default ``opt_level`` 2 bound weights are folded and
-    operators fused into kernels; ``opt_level=0`` gives one kernel per operator.
+    module docstring): at the default ``opt_level`` 2 (as at 3) bound weights are folded,
+    weights packed for the product and Winograd kernels and operators fused into kernels;
+    ``opt_level=0`` gives one kernel per operator.
 
     Parameters
     ----------

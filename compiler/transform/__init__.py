@@ -11,6 +11,7 @@ Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` 
 """
 
 from compiler.transform.alter_op_layout import AlterOpLayout
+from compiler.transform.combine_parallel_dense import CombineParallelDense
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
@@ -37,6 +38,7 @@ from compiler.transform.split_to_slices import SplitToSlices
 
 for _pass in (
     AlterOpLayout,
+    CombineParallelDense,
     CombineSummedDense,
     DeadCodeElimination,
     EliminateCommonSubexpr,
@@ -65,6 +67,7 @@ register_pass("FuseOps", lambda: __getattr__("FuseOps")())  # type: ignore[opera
 
 __all__ = [
     "AlterOpLayout",
+    "CombineParallelDense",
     "CombineSummedDense",
     "DeadCodeElimination",
     "EliminateCommonSubexpr",

@@ -41,7 +41,8 @@ weights:
   by a row-major weight) keeps ``nn.dense``, an unknown batch size (``?``) takes the
   product. Smaller weights keep ``nn.dense``.
 
-The pass runs at ``opt_level`` 3, as in TVM.
+The pass object says ``opt_level`` 3, as in TVM; ``relay.vm.compile`` runs it from the
+default level 2 as well (see ``compiler.relay.vm.DEFAULT_REWRITE_LEVEL``).
 """
 
 from __future__ import annotations

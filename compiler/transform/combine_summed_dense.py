@@ -23,8 +23,9 @@ number of units, equal attributes, and data of one dtype whose shapes agree and 
 known except for the last axis; the sum must not broadcast. A dense result used
 elsewhere too is left alone (the rewrite would compute its product twice). Sums of more
 products are rewritten pairwise, inside out, into one product. The dense calls left
-unused behind ``let`` bindings are removed by ``DeadCodeElimination``. The pass runs at
-``opt_level`` 3, before ``AlterOpLayout`` packs the joined weight.
+unused behind ``let`` bindings are removed by ``DeadCodeElimination``. The pass object
+says ``opt_level`` 3; ``relay.vm.compile`` runs it from the default level 2, before
+``AlterOpLayout`` packs the joined weight.
 """
 
 from __future__ import annotations

@@ -316,6 +316,7 @@ def test_targets_are_judged_from_the_rows_of_the_run():
     rows = [
         Row(mlp1, "relayvm", 50e-6),
         Row(mlp1, "onnxruntime", 60e-6),
+        Row(mlp1, "relayvm default", 90e-6),
         Row("MLP 784-512-512-10, batch 64", "relayvm", 2e-3),
         Row("MLP 784-512-512-10, batch 64", "onnxruntime", 1e-3),
         Row("100-op chain, 10x10", "relayvm", 70e-6),
@@ -328,6 +329,11 @@ def test_targets_are_judged_from_the_rows_of_the_run():
     assert lines[1].endswith("2.00x (target <= 1.0x): MISSED")
     lstm = next(line for line in lines if line.startswith("LSTM vs onnxruntime Loop"))
     assert lstm.endswith("not measured (relayvm n/a): MISSED")
+    default = next(line for line in lines if line.startswith("MLP batch 1, default opt_level"))
+    assert default == (
+        "MLP batch 1, default opt_level: relayvm default 90 us / onnxruntime 60 us = 1.50x"
+        " (target <= 1.0x): MISSED"
+    )
     chain = next(line for line in lines if line.startswith("100-op chain"))
     assert chain == "100-op chain, fused: 70 us (target <= 60 us): MISSED"
     resnet = next(line for line in lines if line.startswith("ResNet-18 vs onnxruntime"))

@@ -129,13 +129,24 @@ def test_without_constant_folding_the_weights_arithmetic_stays_in_kernels() -> N
     assert "nn.batch_norm" not in ops and "nn.dropout" not in ops
 
 
-def test_common_subexpressions_merge_only_at_opt_level_3() -> None:
+@pytest.mark.parametrize(("opt_level", "merged"), [(1, False), (2, True), (3, True)])
+def test_common_subexpressions_merge_from_the_default_opt_level(
+    opt_level: int, merged: bool
+) -> None:
     text = f"def @main(%x: {V4}) {{ add(exp(%x), exp(%x)) }}"
-    lowered, _ = relay.vm.optimize(parse(text))
-    assert kernels(lowered) == [["exp", "exp", "add"]]
-    with T.PassContext(opt_level=3):
+    with T.PassContext(opt_level=opt_level):
         lowered, _ = relay.vm.optimize(parse(text))
-    assert kernels(lowered) == [["exp", "add"]]
+    assert kernels(lowered) == ([["exp", "add"]] if merged else [["exp", "exp", "add"]])
+
+
+def test_the_default_opt_level_packs_dense_weights_like_opt_level_3() -> None:
+    x = relay.var("x", shape=(1, 256))
+    w = relay.const(RNG.standard_normal((128, 256)).astype("float32"))
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.nn.relu(relay.nn.dense(x, w))))
+    default, _ = relay.vm.optimize(mod)
+    with T.PassContext(opt_level=3):
+        level3, _ = relay.vm.optimize(mod)
+    assert kernels(default) == kernels(level3) == [["nn.contrib_dense_pack", "nn.relu"]]
 
 
 def test_pass_timing_sees_every_step_of_the_pipeline() -> None:

@@ -81,9 +81,25 @@ def test_opt_level_3_compiles_and_runs_it_like_the_reference(size: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_the_default_opt_level_keeps_nn_conv2d() -> None:
+def test_the_default_opt_level_takes_winograd_too() -> None:
+    # TVM keeps AlterOpLayout for opt_level 3; relay.vm.compile runs it at the default level
+    # as well, so a user who keeps the default context gets the fast kernels.
     exe = relay.vm.compile(conv_module())
+    assert any("winograd" in p.name for p in exe.primitives)
+
+
+def test_opt_level_1_keeps_nn_conv2d() -> None:
+    # Nothing is folded below opt_level 2, so a weight transform would run on every call.
+    with relay.transform.PassContext(opt_level=1):
+        exe = relay.vm.compile(conv_module())
     assert not any("winograd" in p.name for p in exe.primitives)
+
+
+def test_the_pass_keeps_tvms_opt_level_in_a_users_sequential() -> None:
+    seq = relay.transform.Sequential([relay.transform.AlterOpLayout()])
+    assert not calls(seq(conv_module())["main"], WINOGRAD)
+    with relay.transform.PassContext(opt_level=3):
+        assert calls(seq(conv_module())["main"], WINOGRAD)
 
 
 # ---- returns: the other convolutions ------------------------------------------------------------
@@ -223,9 +239,12 @@ def test_a_float64_dense_layer_with_a_big_constant_weight_becomes_a_product_by_i
 @pytest.mark.parametrize(
     ("dtype", "kernel"), [("float32", "nn_contrib_dense_pack"), ("float64", "nn_matmul")]
 )
-def test_opt_level_3_runs_the_product_in_the_vm_for_any_batch(dtype: str, kernel: str) -> None:
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_the_vm_runs_the_product_by_the_altered_weight_for_any_batch(
+    dtype: str, kernel: str, opt_level: int
+) -> None:
     mod = dense_module(rows=relay.Any(), units=130, dtype=dtype)
-    with relay.transform.PassContext(opt_level=3):
+    with relay.transform.PassContext(opt_level=opt_level):
         exe = relay.vm.compile(mod)
     assert any(kernel in p.name for p in exe.primitives)
     machine = vm.VirtualMachine(exe, vm.cpu())

@@ -13,6 +13,8 @@ the transposed convolution; nn.dense and nn.batch_matmul with bias and activatio
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tests.vm.kernels.harness import SUMS, Program, check
@@ -139,4 +141,44 @@ def test_batch_matmul_scaled_and_activated() -> None:
     (scaled,) = program.add("multiply", [product, 2])
     (value,) = program.add("tanh", [scaled])
     check(program, [value], tolerances=SUMS)
+    assert "as its epilogue" in source_of(program, [value])
+
+
+def gelu_after_bias(shape: tuple, units: int) -> tuple[Program, int]:
+    """dense -> bias_add -> gelu with 0-d constants (0.5 x (1 + erf(x / sqrt 2)))."""
+    scalars = [np.array(c, "float32") for c in (0.5, 1.0, 1.0 / np.sqrt(2.0))]
+    program = Program([f32(*shape), f32(units, shape[-1]), f32(units), *scalars])
+    (dense,) = program.add("nn.dense", [0, 1])
+    (x,) = program.add("nn.bias_add", [dense, 2], axis=-1)
+    (half,) = program.add("multiply", [3, x])
+    (scaled,) = program.add("multiply", [x, 5])
+    (erf,) = program.add("erf", [scaled])
+    (shifted,) = program.add("add", [4, erf])
+    (value,) = program.add("multiply", [half, shifted])
+    return program, value
+
+
+def test_a_gelu_epilogue_reads_its_bias_directly_and_its_constants_once() -> None:
+    for shape, units in [((1, 16), 8), ((5, 32), 40), ((2, 3, 24), 64)]:
+        program, value = gelu_after_bias(shape, units)
+        check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "as its epilogue" in source
+    # The bias is read at the loop's own index in the loop taken when nothing broadcasts
+    # (a read through a 0/1 flag kept the loop scalar), and the constants before it.
+    assert re.search(r"if \(m2_0 == 1 or s\w+ == 1\):", source)
+    assert re.search(r"= in2\[e\d+\]\n", source)
+    assert re.search(r"c\d+ = in3\[\(\)\]\n", source)
+
+
+def test_an_epilogue_operand_broadcast_along_a_looped_axis_takes_the_flagged_loop() -> None:
+    # A (rows, 1) column added to a (rows, units) product: broadcast along the units axis,
+    # for every size of it, including a single unit and a single row.
+    for rows, units in [(4, 6), (1, 6), (4, 1), (3, 33)]:
+        program = Program([f32(rows, 16), f32(units, 16), f32(rows, 1), f32(1, units)])
+        (dense,) = program.add("nn.dense", [0, 1])
+        (value,) = program.add("add", [dense, 2])
+        (value,) = program.add("add", [value, 3])
+        (value,) = program.add("erf", [value])
+        check(program, [value], tolerances=SUMS)
     assert "as its epilogue" in source_of(program, [value])

@@ -1,0 +1,187 @@
+"""CombineParallelDense: dense layers with constant weights reading one input become one
+dense layer (with the joined bias add) and slices, with the same results; the ones it
+cannot join stay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from compiler import relay
+from tests.compiler.transform.util import assert_results_match, assert_same, calls
+
+combine = relay.transform.CombineParallelDense()
+RNG = np.random.default_rng(41)
+
+
+def array(*shape: int, dtype: str = "float32") -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def sliced(whole: relay.Expr, begin: int, end: int, axis: int = 1) -> relay.Expr:
+    return relay.strided_slice(whole, begin=[begin], end=[end], strides=[1], axes=[axis])
+
+
+def projections(
+    units: tuple = (4, 4, 6), bias: bool = True, shape: tuple = (3, 5)
+) -> tuple[relay.IRModule, list[np.ndarray], list[np.ndarray]]:
+    """``main(x) = (x W0^T + b0, x W1^T + b1, ...)``: an attention block's projections."""
+    x = relay.var("x", shape=shape)
+    weights = [array(u, shape[-1]) for u in units]
+    biases = [array(u) for u in units]
+    outs = []
+    for w, b in zip(weights, biases):
+        out = relay.nn.dense(x, relay.const(w))
+        outs.append(relay.nn.bias_add(out, relay.const(b), axis=-1) if bias else out)
+    return relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs))), weights, biases
+
+
+# ---- returns: rewritten ------------------------------------------------------------------------
+
+
+def test_three_projections_with_biases_become_one_dense_layer_and_slices() -> None:
+    before, weights, biases = projections()
+    after = combine(before)
+    x = relay.var("x", shape=(3, 5))
+    whole = relay.nn.bias_add(
+        relay.nn.dense(x, relay.const(np.concatenate(weights))),
+        relay.const(np.concatenate(biases)),
+        axis=-1,
+    )
+    expected = relay.Function(
+        [x], relay.Tuple([sliced(whole, 0, 4), sliced(whole, 4, 8), sliced(whole, 8, 14)])
+    )
+    assert_same(after, relay.IRModule.from_expr(expected))
+    assert_results_match(before, after, [array(3, 5)])
+
+
+def test_projections_without_biases_become_one_dense_layer_and_slices() -> None:
+    before, weights, _ = projections(units=(2, 3), bias=False)
+    after = combine(before)
+    x = relay.var("x", shape=(3, 5))
+    whole = relay.nn.dense(x, relay.const(np.concatenate(weights)))
+    expected = relay.Function([x], relay.Tuple([sliced(whole, 0, 2), sliced(whole, 2, 5)]))
+    assert_same(after, relay.IRModule.from_expr(expected))
+    assert_results_match(before, after, [array(3, 5)])
+
+
+def test_batched_data_of_three_axes_is_sliced_on_the_last() -> None:
+    before, _, _ = projections(shape=(2, 3, 5))
+    after = combine(before)
+    assert len(calls(after["main"], "nn.dense")) == 1
+    slices = calls(after["main"], "strided_slice")
+    assert len(slices) == 3 and all(list(s.attrs["axes"]) == [2] for s in slices)
+    assert_results_match(before, after, [array(2, 3, 5)])
+
+
+def test_let_bound_projections_are_joined_and_their_biases_too() -> None:
+    x = relay.var("x", shape=(3, 5))
+    w, b = [array(4, 5) for _ in range(2)], [array(4) for _ in range(2)]
+    d0, d1, y0, y1 = (relay.var(n) for n in ("d0", "d1", "y0", "y1"))
+    body = relay.Let(
+        d0,
+        relay.nn.dense(x, relay.const(w[0])),
+        relay.Let(
+            y0,
+            relay.nn.bias_add(d0, relay.const(b[0])),
+            relay.Let(
+                d1,
+                relay.nn.dense(x, relay.const(w[1])),
+                relay.Let(y1, relay.nn.bias_add(d1, relay.const(b[1])), relay.Tuple([y0, y1])),
+            ),
+        ),
+    )
+    before = relay.IRModule.from_expr(relay.Function([x], body))
+    after = relay.transform.DeadCodeElimination()(combine(before))
+    assert len(calls(after["main"], "nn.dense")) == 1
+    assert len(calls(after["main"], "nn.bias_add")) == 1
+    assert_results_match(before, after, [array(3, 5)])
+
+
+def test_a_projection_used_elsewhere_too_keeps_its_own_bias_add() -> None:
+    x = relay.var("x", shape=(3, 5))
+    shared = relay.nn.dense(x, relay.const(array(4, 5)))
+    other = relay.nn.dense(x, relay.const(array(4, 5)))
+    body = relay.Tuple([relay.nn.bias_add(shared, relay.const(array(4))), relay.exp(shared), other])
+    before = relay.IRModule.from_expr(relay.Function([x], body))
+    after = combine(before)
+    assert len(calls(after["main"], "nn.dense")) == 1
+    assert len(calls(after["main"], "nn.bias_add")) == 1  # the shared one's, on its slice
+    assert_results_match(before, after, [array(3, 5)])
+
+
+def test_biased_and_unbiased_projections_form_separate_groups() -> None:
+    x = relay.var("x", shape=(3, 5))
+    outs = [relay.nn.bias_add(relay.nn.dense(x, relay.const(array(4, 5))), relay.const(array(4)))]
+    outs.append(
+        relay.nn.bias_add(relay.nn.dense(x, relay.const(array(2, 5))), relay.const(array(2)))
+    )
+    outs.append(relay.nn.dense(x, relay.const(array(3, 5))))
+    before = relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs)))
+    after = combine(before)
+    products = calls(after["main"], "nn.dense")
+    assert sorted(p.args[1].data.shape[0] for p in products) == [3, 6]
+    assert_results_match(before, after, [array(3, 5)])
+
+
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_the_vm_runs_one_product_for_the_projections(opt_level: int) -> None:
+    before, _, _ = projections(units=(64, 64, 64), shape=(8, 64))
+    with relay.transform.PassContext(opt_level=opt_level):
+        exe = relay.vm.compile(before)
+    products = [p.name for p in exe.primitives if "dense" in p.name]
+    assert len(products) == 1, products
+    x = array(8, 64)
+    want = relay.create_executor("debug", before).evaluate()(x)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+# ---- returns: left alone -----------------------------------------------------------------------
+
+
+def _left_alone(before: relay.IRModule, args: list[np.ndarray], products: int) -> None:
+    after = combine(before)
+    assert len(calls(after["main"], "nn.dense")) == products
+    assert not calls(after["main"], "strided_slice")
+    assert_results_match(before, after, args)
+
+
+def test_a_single_projection_stays() -> None:
+    before, _, _ = projections(units=(4,))
+    _left_alone(before, [array(3, 5)], 1)
+
+
+def test_projections_of_different_inputs_stay() -> None:
+    x, y = relay.var("x", shape=(3, 5)), relay.var("y", shape=(3, 5))
+    body = relay.Tuple(
+        [relay.nn.dense(x, relay.const(array(4, 5))), relay.nn.dense(y, relay.const(array(4, 5)))]
+    )
+    _left_alone(relay.IRModule.from_expr(relay.Function([x, y], body)), [array(3, 5)] * 2, 2)
+
+
+def test_a_weight_that_is_not_constant_stays_apart() -> None:
+    x, w = relay.var("x", shape=(3, 5)), relay.var("w", shape=(4, 5))
+    body = relay.Tuple([relay.nn.dense(x, relay.const(array(4, 5))), relay.nn.dense(x, w)])
+    _left_alone(
+        relay.IRModule.from_expr(relay.Function([x, w], body)), [array(3, 5), array(4, 5)], 2
+    )
+
+
+def test_projections_of_different_out_dtypes_stay() -> None:
+    x = relay.var("x", shape=(3, 5), dtype="int8")
+    w = [relay.const(RNG.integers(-9, 9, (4, 5)).astype("int8")) for _ in range(2)]
+    body = relay.Tuple([relay.nn.dense(x, w[0], out_dtype="int32"), relay.nn.dense(x, w[1])])
+    args = [RNG.integers(-3, 3, (3, 5)).astype("int8")]
+    _left_alone(relay.IRModule.from_expr(relay.Function([x], body)), args, 2)
+
+
+def test_a_projection_inside_a_branch_is_not_joined_with_one_outside() -> None:
+    x, flag = relay.var("x", shape=(3, 5)), relay.var("flag", shape=(), dtype="bool")
+    outside = relay.nn.dense(x, relay.const(array(4, 5)))
+    inside = relay.nn.dense(x, relay.const(array(4, 5)))
+    body = relay.If(flag, inside, outside)
+    before = relay.IRModule.from_expr(relay.Function([x, flag], body))
+    _left_alone(before, [array(3, 5), np.array(True)], 2)

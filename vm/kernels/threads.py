@@ -264,18 +264,13 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
                 continue
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper
-            # (and writes) or we see its job.
-            gemm.add_sleepers(1)
-            woken = False
-            try:
-                if int(posted[0]) == seen and not gemm.has_work():
-                    os.read(wake, 1)
-                    woken = True
-            finally:
-                gemm.add_sleepers(-1)
-            if woken:
-                # Only now, no longer counted asleep: a caller in between writes nothing.
-                gemm.woken()
+            # (and writes) or we see its job; then we write our own byte, unless one is on
+            # its way for every sleeper. Either way we read one byte (see gemm's SLOT).
+            gemm.going_to_sleep()
+            if int(posted[0]) != seen or gemm.has_work():
+                gemm.wake(1)
+            os.read(wake, 1)
+            gemm.woken()
             continue
         # A job whose tasks are all taken (the caller often finishes alone) needs no binding.
         previous = None if cpu is None or job.pending == 0 else _bind({cpu})
@@ -328,10 +323,8 @@ def start() -> None:
 def _wake(count: int) -> None:
     from vm.kernels import gemm
 
-    sleeping = gemm.sleeping()
-    if sleeping > 0 and "wake" in _STATE:
-        with contextlib.suppress(BlockingIOError):
-            os.write(_STATE["wake"], b"\x01" * min(sleeping, count))  # type: ignore[arg-type]
+    if "wake" in _STATE and gemm.sleeping() > 0:
+        gemm.wake(count)
 
 
 def _forget_pool() -> None:

@@ -260,7 +260,7 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
                 # Products are then never shared (no worker polls), Python jobs still are.
                 spin.wait_for_change(posted, seen, spin.POLLS)
                 job = jobs.get()
-                job.work()
+                job.help()
                 continue
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper

@@ -43,6 +43,7 @@ Decisions where TVM is loose
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -331,6 +332,11 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     except HookError as error:
         raise vm_error(program, code, pc, regs, error) from error.original
     except Exception as error:
+        bridge = sys.modules.get("vm.kernels.bridge")
+        if bridge is not None and isinstance(error, bridge.Interrupted):
+            # A kernel's call into Python was interrupted: raise what interrupted it
+            # (Ctrl-C's KeyboardInterrupt), not the stand-in compiled code could raise.
+            raise bridge.interruption() from None
         # The cause stays reachable as __context__, but tracebacks show only our message.
         raise vm_error(program, code, pc, regs, error) from None
 

@@ -9,13 +9,10 @@ engine runner's n/a and mismatch handling) are checked on made-up rows.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
 
-from benchmarks import bench_models, models
+from benchmarks import bench_models, models, peers
 from benchmarks import numpy_models as npm
 from benchmarks.peers import Row, measure, print_peer_table, wait_until_idle
 
@@ -340,11 +337,41 @@ def test_targets_are_judged_from_the_rows_of_the_run():
     assert resnet == "ResNet-18 vs onnxruntime: not run in this invocation"
 
 
-def test_measure_reports_seconds_per_call():
+class _Clock:
+    """Stands in for the ``time`` module of benchmarks.peers: wall time moves only when
+    told, CPU time by what ``cpu_busy`` says a sleep of the caller costs the process."""
+
+    def __init__(self, cpu_busy=lambda now: False) -> None:
+        self.now = 0.0
+        self.cpu = 0.0
+        self.cpu_busy = cpu_busy
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.cpu
+
+    def sleep(self, seconds: float) -> None:
+        if self.cpu_busy(self.now):
+            self.cpu += seconds
+        self.now += seconds
+
+
+def test_measure_reports_seconds_per_call(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(peers, "time", clock)
+    monkeypatch.setattr(peers, "wait_until_idle", lambda: 0.0)
     calls = []
-    seconds = measure(lambda: calls.append(1), rounds=2, min_round_seconds=0.001, warmup=1)
-    assert 0 < seconds < 0.001
-    assert len(calls) > 4
+
+    def call() -> None:
+        calls.append(1)
+        clock.now += 2.0**-12  # exact in binary: the counts below are exact too
+
+    seconds = measure(call, rounds=2, min_round_seconds=2.0**-10, warmup=1)
+    assert seconds == 2.0**-12
+    # A warm-up call, a timing call, then two rounds of 4 calls (each >= 2**-10 s).
+    assert len(calls) == 1 + 1 + 2 * 4
 
 
 # --- python -m benchmarks: every benchmark runs, a missing or failing one is reported ------------
@@ -391,20 +418,25 @@ def test_benchmarks_main_refuses_an_unknown_benchmark(capsys):
     assert "unknown benchmark(s) speed" in capsys.readouterr().err
 
 
-def test_wait_until_idle_outlasts_a_busy_thread() -> None:
-    # A pool that keeps polling after its call must be idle before the next engine is timed.
-    stop_at = time.perf_counter() + 0.2
-
-    def busy() -> None:
-        while time.perf_counter() < stop_at:
-            pass
-
-    thread = threading.Thread(target=busy)
-    thread.start()
-    waited = wait_until_idle(limit=5.0)
-    thread.join()
-    assert waited >= 0.1
+#: A window that adds up exactly in binary floating point.
+WINDOW = 2.0**-8
 
 
-def test_wait_until_idle_returns_at_once_when_nothing_runs() -> None:
-    assert wait_until_idle(limit=5.0) < 1.0
+def test_wait_until_idle_outlasts_a_busy_thread(monkeypatch) -> None:
+    # A pool that keeps polling after its call must be idle before the next engine is timed:
+    # here another thread keeps a core busy for the first 0.25 s.
+    clock = _Clock(cpu_busy=lambda now: now < 0.25)
+    monkeypatch.setattr(peers, "time", clock)
+    assert wait_until_idle(limit=5.0, window=WINDOW) == 0.25 + WINDOW
+
+
+def test_wait_until_idle_gives_up_after_its_limit(monkeypatch) -> None:
+    clock = _Clock(cpu_busy=lambda now: True)
+    monkeypatch.setattr(peers, "time", clock)
+    assert wait_until_idle(limit=1.0, window=WINDOW) == 1.0 + 2 * WINDOW
+
+
+def test_wait_until_idle_returns_at_once_when_nothing_runs(monkeypatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(peers, "time", clock)
+    assert wait_until_idle(limit=5.0, window=WINDOW) == WINDOW

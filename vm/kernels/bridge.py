@@ -19,11 +19,25 @@ shape...) and then plain integers. Arrays are C-contiguous float32 or float64 (i
 4 or 8) and must outlive the call (they are the kernel's own). A handler's exception is
 kept (:func:`last_error`) and reported to compiled code as a status, which raises
 ``MemoryError`` or ``RuntimeError`` there.
+
+Interrupts. A signal handler's exception (Ctrl-C's ``KeyboardInterrupt``) is raised at
+the callback's next bytecode boundary, which may lie outside any ``try`` of the callback
+(its very first instruction, when the signal came while compiled code ran). ctypes then
+prints "Exception ignored", drops the exception and returns an undefined value, so the
+callback's return value cannot carry the status. The callback writes it over the block's
+first word instead, as its last act: a block that still holds its length afterwards was
+cut short. Compiled code raises :class:`Interrupted` both then and when a handler raised
+an exception that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``); that
+exception is kept per thread, and the virtual machine raises it in the stand-in's place
+(:func:`interruption`). One that escapes the callback reaches it through
+``sys.unraisablehook``, chained here to whatever hook was set before.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import sys
 import threading
 import zlib
 from collections.abc import Callable
@@ -32,6 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import binding
 from numba import njit, types
+
+from vm.kernels import atomics
 
 SYMBOL = "relayvm_kernel_callback"
 
@@ -66,9 +82,30 @@ def register(name: str, function: Callable[..., None], arrays: int) -> int:
     return code
 
 
+class Interrupted(Exception):
+    """Raised by compiled code whose call into Python was interrupted (see the module
+    docstring; numba raises no ``KeyboardInterrupt``): :func:`interruption` gives the
+    exception to raise in its place."""
+
+
+#: What the callback leaves in a block's first word (a length is positive).
+_OK, _NO_MEMORY, _FAILED, _INTERRUPTED = 0, -1, -2, -3
+
+
 def last_error() -> BaseException | None:
     """The exception of the last handler that failed in this thread, if any."""
     return getattr(_STATE, "error", None)
+
+
+def interruption() -> BaseException:
+    """The exception that interrupted this thread's last call into Python, which a
+    kernel reported as :class:`Interrupted` (taken: it is raised once); a
+    ``KeyboardInterrupt`` if it was lost (``sys.unraisablehook`` replaced since)."""
+    recorded = getattr(_STATE, "interrupt", None)
+    _STATE.interrupt = None
+    if recorded is None:
+        return KeyboardInterrupt("interrupted in a kernel's call to BLAS or its threads")
+    return recorded
 
 
 def _array(address: int, itemsize: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -94,23 +131,49 @@ def _decode(handler: _Handler, address: int) -> list[object]:
     return values
 
 
-@ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-def _callback(code: int, address: int) -> int:
+def _dispatch(code: int, address: int) -> int:
+    # An exception may still be raised between any two calls below (a signal handler's);
+    # the status word, written last with no call in between, says how far this got.
+    word = None
+    status = _INTERRUPTED
     try:
+        word = ctypes.c_int64.from_address(address)
+        _STATE.interrupt = None
         handler = _HANDLERS[code]
         handler.function(*_decode(handler, address))
+        status = _OK
     except MemoryError as exc:
+        status = _NO_MEMORY
         _STATE.error = exc
-        return 1
-    except BaseException as exc:  # reported to compiled code as a status
+    except Exception as exc:  # reported to compiled code as a status
+        status = _FAILED
         _STATE.error = exc
-        return 2
+    except BaseException as exc:  # an interrupt: compiled code raises Interrupted
+        status = _INTERRUPTED
+        _STATE.interrupt = exc
+    finally:
+        if word is not None:
+            word.value = status
     return 0
 
 
+_callback = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(_dispatch)
 binding.add_symbol(SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
 
-#: The callback as compiled code sees it: ``status = call(code, address of block)``.
+
+def _keep_escaped(unraisable: object, previous: Callable[[object], object]) -> None:
+    """``sys.unraisablehook``: keep an exception that escaped the callback (see the module
+    docstring) for :func:`interruption`; pass anything else on."""
+    if getattr(unraisable, "object", None) is _dispatch:
+        _STATE.interrupt = unraisable.exc_value  # type: ignore[attr-defined]
+        return
+    previous(unraisable)
+
+
+sys.unraisablehook = functools.partial(_keep_escaped, previous=sys.unraisablehook)
+
+#: The callback as compiled code sees it: ``call(code, address of block)``, whose return
+#: value means nothing (the status comes back in the block, see :func:`invoke`).
 call = types.ExternalFunction(SYMBOL, types.int64(types.int64, types.int64))
 
 
@@ -128,13 +191,20 @@ def put(block, at, array):
 
 @njit(nogil=True)
 def invoke(code, block, length):
-    """Call handler ``code`` with ``block[:length]``; raise if it failed."""
+    """Call handler ``code`` with ``block[:length]``; raise if it failed or was interrupted
+    (:class:`Interrupted`)."""
     block[0] = length
-    status = call(code, block.ctypes.data)
-    if status == 1:
+    call(code, block.ctypes.data)
+    # The callback's return value is undefined when an exception escaped it; the status
+    # is in the block (read atomically: compiled code must not assume it unchanged).
+    status = atomics.load(block.ctypes.data)
+    if status == _OK:
+        return
+    if status == _NO_MEMORY:
         raise MemoryError("a kernel ran out of memory in a matrix product")
-    if status != 0:
+    if status == _FAILED:
         raise RuntimeError(
             "internal error in a kernel's call to BLAS or its threads "
             "(vm.kernels.bridge.last_error() holds the Python exception)"
         )
+    raise Interrupted("interrupted in a kernel's call to BLAS or its threads")

@@ -144,6 +144,13 @@ def leading(a):
 # sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
 # awake for the next product. A product is only shared when some worker is polling: waking
 # one takes longer than the products this path is for.
+#
+# The pipe: SLEEPERS holds (sleepers << 32) | bytes written and not yet read. A byte is
+# only written after a compare-exchange raised the second count while it was below the
+# first, and every worker that counted itself asleep reads exactly one byte and then takes
+# one off both counts (a worker that sees work after counting itself writes its own byte if
+# none is on its way). So the pipe never holds more bytes than sleepers, and is empty when
+# every worker is awake: no byte is left behind to cause a spurious wake-up later.
 
 #: Multiply-adds from which a product is shared with polling workers (about 2 us on one core).
 #: Small as that is, handing half to a polling worker pays: a one-row product by a
@@ -152,7 +159,7 @@ def leading(a):
 PARALLEL_FLOPS = 1 << 15
 
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
-_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKING, _WAKES = 24, 25, 26, 27, 28, 29, 30
+_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKES = 24, 25, 26, 27, 28, 30
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _KIND = range(32, 46)
 _A_COLS, _C_COLS, _ROWS_OUTER = range(46, 49)
 # An im2col job: A is the float32 NCHW input, B the column matrix, and these the rest.
@@ -289,7 +296,7 @@ def _im2col_chunk(slot, index, parts):
 def _claim(slot):
     """Claim the slot for a job; the number of threads that will share it (the caller
     and the polling workers), 0 if none polls or another job holds the slot."""
-    _wake_sleepers(slot)
+    _wake_one(slot, 1)
     awake = _word(slot, _AWAKE)
     if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
         return 0
@@ -621,13 +628,19 @@ def _has_chunk(slot):
 
 
 @njit(nogil=True)
-def _wake_sleepers(slot):
-    # One byte in flight at a time: every product made while a worker wakes up would
-    # otherwise leave a byte behind, each a later spurious wake-up and poll.
+def _wake_one(slot, most):
+    """Write a byte for a sleeping worker that has none on its way, if fewer than ``most``
+    are (products wake one worker at a time); whether it wrote one."""
     fd = _word(slot, _WAKE_FD)
-    sleeping = fd >= 0 and _word(slot, _SLEEPERS) > 0
-    if sleeping and atomics.compare_exchange(slot + 8 * _WAKING, 0, 1):
-        _write(np.int32(fd), slot + 8 * _ONE, 1)
+    while fd >= 0:
+        word = _word(slot, _SLEEPERS)
+        pending = word & _INDEX_MASK
+        if pending >= word >> 32 or pending >= most:
+            return False
+        if atomics.compare_exchange(slot + 8 * _SLEEPERS, word, word + 1):
+            _write(np.int32(fd), slot + 8 * _ONE, 1)
+            return True
+    return False
 
 
 #: Where the words of a product job go (see :func:`_shared`).
@@ -847,16 +860,29 @@ def serve(posted, seen, polls):
 
 
 @njit(nogil=True, cache=True)
-def add_sleepers(delta):
-    """Count a worker going to sleep (+1) or waking (-1); returns the count before."""
-    return atomics.fetch_add(_slot() + 8 * _SLEEPERS, delta)
+def going_to_sleep():
+    """Count a worker that will read one byte from the pipe (see the comment above
+    :data:`SLOT`); it then calls :func:`woken`."""
+    atomics.fetch_add(_slot() + 8 * _SLEEPERS, np.int64(1) << 32)
 
 
 @njit(nogil=True, cache=True)
 def woken():
-    """A worker read a byte from the pipe: compiled callers may write the next one."""
+    """A worker read its byte from the pipe: it is no longer asleep, the byte no longer
+    pending."""
+    atomics.fetch_add(_slot() + 8 * _SLEEPERS, -(np.int64(1) << 32) - 1)
     atomics.fetch_add(_slot() + 8 * _WAKES, 1)
-    atomics.store(_slot() + 8 * _WAKING, 0)
+
+
+@njit(nogil=True, cache=True)
+def wake(count):
+    """Write a byte for up to ``count`` sleeping workers that have none on its way (one
+    each); how many were written."""
+    slot = _slot()
+    written = 0
+    while written < count and _wake_one(slot, np.int64(1) << 31):
+        written += 1
+    return written
 
 
 @njit(nogil=True, cache=True)
@@ -866,8 +892,13 @@ def has_work():
 
 
 def sleeping() -> int:
-    """How many workers sleep on the pipe."""
-    return int(SLOT[_SLEEPERS])
+    """How many workers sleep on the pipe (or are about to)."""
+    return int(SLOT[_SLEEPERS]) >> 32
+
+
+def pending_wake_ups() -> int:
+    """How many bytes were written to the pipe and not yet read."""
+    return int(SLOT[_SLEEPERS]) & _INDEX_MASK
 
 
 def wake_ups() -> int:

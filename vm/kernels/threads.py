@@ -46,6 +46,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -165,7 +166,12 @@ def single_threaded_blas() -> Iterator[None]:
 
 
 class _Job:
-    """Tasks taken in order by whichever thread asks next; ``done`` is set after the last."""
+    """Tasks taken in order by whichever thread asks next; ``done`` is set after the last.
+
+    Tasks write into arrays that only the caller keeps alive, so a caller that leaves
+    early (its own exception: a KeyboardInterrupt may land anywhere in its Python code)
+    first cancels the job, so that no task starts any more, and waits for the workers
+    running one (:meth:`abandon`). A task's error cancels the rest of the job too."""
 
     def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
         self.tasks = tasks
@@ -176,26 +182,63 @@ class _Job:
         #: Becomes 1 with ``done``, for a caller polling instead of sleeping.
         self.finished = np.zeros(1, np.int64)
         self.error: BaseException | None = None
+        self.cancelled = False
+        #: Workers inside :meth:`help` (counted before they look at ``cancelled``).
+        self.helpers = 0
 
     def work(self) -> None:
+        """Do tasks until none is left (a cancelled job's are counted, not run)."""
         while True:
             i = next(self.next)  # atomic under the GIL
             if i >= len(self.tasks):
                 return
             try:
-                self.tasks[i]()
+                if not self.cancelled:
+                    self.tasks[i]()
             except BaseException as exc:  # reported to the caller by run()
                 self.error = self.error or exc
+                self.cancelled = True
             with self.lock:
                 self.pending -= 1
                 if self.pending == 0:
                     self.finished[0] = 1
                     self.done.set()
 
+    def help(self) -> None:
+        """:meth:`work`, from a worker thread."""
+        with self.lock:
+            self.helpers += 1
+        try:
+            self.work()
+        finally:
+            with self.lock:
+                self.helpers -= 1
+
     def wait(self) -> None:
         if not self.done.is_set():
             spin.wait_for_change(self.finished, 0, spin.POLLS)
         self.done.wait()
+
+    def abandon(self) -> None:
+        """Cancel the job and wait until no worker runs a task of it (the caller is leaving
+        early); an exception raised meanwhile (another Ctrl-C) is raised after the wait."""
+        self.cancelled = True
+        deferred: BaseException | None = None
+        # A worker counts itself in before it reads ``cancelled``: one that this loop does
+        # not see will see the job cancelled. Polling, not a condition, so that an interrupt
+        # cannot leave a lock held.
+        while self.helpers:
+            try:
+                time.sleep(_ABANDON_POLL)
+            except BaseException as exc:
+                deferred = deferred or exc
+        if deferred is not None:
+            raise deferred
+
+
+#: Seconds between two looks of a caller waiting for workers to leave a cancelled job
+#: (they finish the task they run, a chunk of one kernel).
+_ABANDON_POLL = 0.0002
 
 
 def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | None) -> None:
@@ -217,27 +260,22 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
                 # Products are then never shared (no worker polls), Python jobs still are.
                 spin.wait_for_change(posted, seen, spin.POLLS)
                 job = jobs.get()
-                job.work()
+                job.help()
                 continue
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper
-            # (and writes) or we see its job.
-            gemm.add_sleepers(1)
-            woken = False
-            try:
-                if int(posted[0]) == seen and not gemm.has_work():
-                    os.read(wake, 1)
-                    woken = True
-            finally:
-                gemm.add_sleepers(-1)
-            if woken:
-                # Only now, no longer counted asleep: a caller in between writes nothing.
-                gemm.woken()
+            # (and writes) or we see its job; then we write our own byte, unless one is on
+            # its way for every sleeper. Either way we read one byte (see gemm's SLOT).
+            gemm.going_to_sleep()
+            if int(posted[0]) != seen or gemm.has_work():
+                gemm.wake(1)
+            os.read(wake, 1)
+            gemm.woken()
             continue
         # A job whose tasks are all taken (the caller often finishes alone) needs no binding.
         previous = None if cpu is None or job.pending == 0 else _bind({cpu})
         try:
-            job.work()
+            job.help()
         finally:
             if previous is not None and previous != {cpu}:
                 _bind(previous)
@@ -285,10 +323,8 @@ def start() -> None:
 def _wake(count: int) -> None:
     from vm.kernels import gemm
 
-    sleeping = gemm.sleeping()
-    if sleeping > 0 and "wake" in _STATE:
-        with contextlib.suppress(BlockingIOError):
-            os.write(_STATE["wake"], b"\x01" * min(sleeping, count))  # type: ignore[arg-type]
+    if "wake" in _STATE and gemm.sleeping() > 0:
+        gemm.wake(count)
 
 
 def _forget_pool() -> None:
@@ -306,24 +342,51 @@ if hasattr(os, "register_at_fork"):
 
 def run(tasks: Sequence[Callable[[], None]]) -> None:
     """Run every task once, sharing them between this thread and the workers; re-raise the
-    first error. The calling thread starts at once and takes any task nobody has."""
+    first error. The calling thread starts at once and takes any task nobody has. However
+    this call ends (an interrupt included), no task runs after it and the calling thread
+    has its CPU affinity back."""
     if len(tasks) <= 1 or threads() <= 1:
         for task in tasks:
             task()
         return
     jobs, posted, workers = _pool()
     caller_cpu = _STATE.get("caller_cpu")
-    previous = None if caller_cpu is None else _bind({caller_cpu})  # type: ignore[arg-type]
+    previous = _affinity() if caller_cpu is not None else None
+    bind = previous is not None and previous != {caller_cpu}
+    job = _Job(tasks)
+    # No Python function call between binding and the try, or inside the finally before
+    # the affinity is back: an interrupt is raised at such calls.
+    bound = False
     try:
-        job = _Job(tasks)
+        if bind:
+            bound = True
+            try:  # noqa: SIM105 (see the finally)
+                os.sched_setaffinity(0, {caller_cpu})
+            except OSError:  # pragma: no cover - the CPU went offline or is forbidden
+                pass
         for _ in range(min(workers, len(tasks) - 1)):
             jobs.put(job)
         posted[0] += 1  # after the put: a worker that sees the change finds the job queued
         _wake(len(tasks) - 1)
         job.work()
         job.wait()
+    except BaseException:
+        job.abandon()
+        raise
     finally:
-        if previous is not None and previous != {caller_cpu}:
-            _bind(previous)
+        if bound:
+            # Not contextlib.suppress: its __enter__ is Python code, a place for an interrupt.
+            try:  # noqa: SIM105
+                os.sched_setaffinity(0, previous)
+            except OSError:  # pragma: no cover - a CPU went offline since
+                pass
     if job.error is not None:
         raise job.error
+
+
+def _affinity() -> set[int] | None:
+    """The calling thread's CPUs, or None if they cannot be changed."""
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return None

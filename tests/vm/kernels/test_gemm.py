@@ -183,19 +183,40 @@ def test_an_idle_worker_sleeps_and_a_product_wakes_it():
     assert wait_until(lambda: gemm.wake_ups() > wake_ups)
 
 
+def _asleep() -> bool:
+    """Every worker counted asleep and no byte on its way to one: they stay asleep."""
+    workers = threads._STATE.get("workers", 0)
+    return gemm.sleeping() == workers and gemm.pending_wake_ups() == 0 and not gemm.polling()
+
+
+def _bytes_in_pipe() -> int:
+    import fcntl
+    import termios
+
+    count = ctypes.c_int()
+    fcntl.ioctl(threads._STATE["wake"], termios.FIONREAD, count)
+    return count.value
+
+
 @needs_workers
 def test_a_burst_of_products_leaves_no_wake_ups_behind():
     a, b, _ = operands(1, 512, 512, False, False, "float32")
     out = np.empty((1, 512), "float32")
     _gemm(a, b, out, False, False)
-    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
-    for _ in range(500):  # many products while the worker is still waking up
-        _gemm(a, b, out, False, False)
-    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
-    # A byte left in the pipe would wake the worker again.
+    assert wait_until(_asleep)
+    for _ in range(20):
+        # Products and Python jobs while workers go to sleep and wake up: every byte
+        # written to the pipe must be read by the worker it was written for.
+        for _ in range(25):
+            _gemm(a, b, out, False, False)
+        threads.run([lambda: None] * 4)
+        assert gemm.pending_wake_ups() <= gemm.sleeping() <= threads._STATE["workers"]
+    assert wait_until(_asleep)
+    # Asleep with nothing pending, the pipe is empty: no byte is left to wake anyone.
+    assert _bytes_in_pipe() == 0
     wake_ups = gemm.wake_ups()
-    time.sleep(0.1)
-    assert gemm.wake_ups() == wake_ups
+    time.sleep(0.05)  # a left-over byte would show here; none can be
+    assert gemm.wake_ups() == wake_ups and _asleep()
 
 
 _CHILD = """

@@ -8,15 +8,21 @@ their im2col) equal numpy's; a forked child starts workers of its own; while a j
 its threads are bound to CPUs of their own and the caller gets its affinity back after
 it, unless binding is turned off. Traps group: an
 exception in a Python handler called from compiled code through the bridge becomes a
-RuntimeError there, and the original stays available.
+RuntimeError there, and the original stays available; a failing task cancels the tasks
+nobody took yet. Fuzz group: a job whose caller is interrupted at the k-th Python call or
+return, for every k, raises KeyboardInterrupt or finishes; either way no task still runs
+or starts afterwards, the caller has its CPU affinity back and the pool works on.
+``RELAYVM_INTERRUPT_RUNS`` sets how many k are tried (0: every one).
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -24,6 +30,8 @@ import pytest
 from vm.kernels import blas, conv_loops, threads
 
 RNG = np.random.default_rng(71)
+#: Interrupted jobs in the suite; ``RELAYVM_INTERRUPT_RUNS=0`` tries every place.
+RUNS = int(os.environ.get("RELAYVM_INTERRUPT_RUNS", "30"))
 
 
 def test_every_task_runs_once_from_several_callers() -> None:
@@ -56,6 +64,28 @@ def test_the_first_error_reaches_the_caller() -> None:
     with pytest.raises(ValueError, match="chunk failed"):
         threads.run([lambda: None, fail, lambda: None, fail])
     threads.run([lambda: None] * 3)  # the pool still works afterwards
+
+
+def test_a_failing_task_cancels_the_tasks_nobody_took() -> None:
+    ran: list[int] = []
+
+    def fail() -> None:
+        raise ValueError("first task failed")
+
+    # Run on this thread alone (no worker takes a task while it holds the GIL).
+    tasks = [fail] + [lambda i=i: ran.append(i) for i in range(1, 8)]
+    with pytest.raises(ValueError, match="first task failed"):
+        _serially(tasks)
+    assert ran == []
+
+
+def _serially(tasks) -> None:
+    """threads.run(tasks) as if every worker were busy: the caller takes every task."""
+    job = threads._Job(tasks)
+    job.work()
+    job.wait()
+    if job.error is not None:
+        raise job.error
 
 
 def test_single_threaded_blas_is_scoped() -> None:
@@ -184,3 +214,94 @@ def test_binding_can_be_turned_off() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.split() == ["None", "True"]
+
+
+# --- fuzz: interrupted callers ---------------------------------------------------------------
+
+
+class _Tasks:
+    """Tasks that count how many of them run now and how many ever started."""
+
+    def __init__(self, count: int) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.started = 0
+        self.count = count
+
+    def task(self) -> None:
+        # Interrupts land on this (the caller's) thread too, after any call: the count
+        # must not depend on where.
+        entered = False
+        try:
+            with self.lock:
+                self.running += 1
+                self.started += 1
+                entered = True
+            time.sleep(0.0005)  # long enough for a worker to be inside one when we leave
+        finally:
+            if entered:
+                with self.lock:
+                    self.running -= 1
+
+    def all(self) -> list:
+        return [self.task] * self.count
+
+
+def _interrupted_run(tasks: list, k: int) -> bool:
+    """threads.run(tasks) with Ctrl-C at the caller's k-th Python call or return (C calls
+    count at their return, where an interrupt is raised after them); whether it raised."""
+    seen = 0
+
+    def hook(frame, event, arg) -> None:
+        nonlocal seen
+        if event == "c_call":
+            return
+        seen += 1
+        if seen == k:
+            sys.setprofile(None)
+            _thread.interrupt_main()  # raised here at once, as from the place profiled
+
+    sys.setprofile(hook)
+    try:
+        threads.run(tasks)
+    except KeyboardInterrupt:
+        return True
+    finally:
+        sys.setprofile(None)
+    return False
+
+
+def test_an_interrupted_caller_leaves_no_task_behind_and_gets_its_affinity_back() -> None:
+    threads.run([lambda: None] * 2)  # the pool exists
+    if threads.threads() <= 1:
+        pytest.skip("one thread: jobs run serially")
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    counting = _Tasks(6)
+    events = 0
+
+    def counter(frame, event, arg) -> None:
+        nonlocal events
+        if event != "c_call":
+            events += 1
+
+    sys.setprofile(counter)
+    try:
+        threads.run(counting.all())
+    finally:
+        sys.setprofile(None)
+    places = range(1, events + 1)
+    if 0 < RUNS < events:
+        places = sorted({1 + (events - 1) * i // (RUNS - 1) for i in range(RUNS)})
+    interrupted = 0
+    for k in places:
+        tasks = _Tasks(6)
+        interrupted += _interrupted_run(tasks.all(), k)
+        assert tasks.running == 0, f"interrupt at {k}: a worker still runs a task"
+        started = tasks.started
+        if hasattr(os, "sched_getaffinity"):
+            assert os.sched_getaffinity(0) == before, f"interrupt at {k} left the caller bound"
+        after = _Tasks(6)
+        threads.run(after.all())
+        assert after.started == 6
+        assert tasks.started == started <= 6, f"interrupt at {k}: a task started afterwards"
+    assert interrupted > 0

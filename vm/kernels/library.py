@@ -188,7 +188,7 @@ def load_kernel(description: object) -> CompiledKernel:
 
 def _build(desc: Description, key: str) -> CompiledKernel:
     source = codegen.generate(desc, key)
-    path = cache.write_module(cache.kernels_dir(), f"k_{key}.py", source)
+    path = cache.store_module(f"k_{key}.py", source)
     ops = ", ".join(sorted({n.op for n in desc.nodes})) or "copy"
     try:
         with warnings.catch_warnings():
@@ -196,7 +196,7 @@ def _build(desc: Description, key: str) -> CompiledKernel:
             from numba.core.errors import NumbaWarning
 
             warnings.simplefilter("ignore", NumbaWarning)
-            module = cache.import_module(path, f"_relayvm_kernel_{key}")
+            module = cache.import_module(path, f"{cache.KERNEL_MODULE_PREFIX}{key}")
         dispatcher = module.kernel
         (signature,) = dispatcher.signatures
         native = dispatcher.overloads[signature].entry_point

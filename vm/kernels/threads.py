@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+from numba.core.types import int64
 
 from vm.kernels import spin
 
@@ -241,12 +242,21 @@ class _Job:
 _ABANDON_POLL = 0.0002
 
 
+#: The compiled steps of gemm's sleep/wake-up protocol that a worker calls from Python.
+_PIPE_STEPS = (("going_to_sleep", ()), ("woken", ()), ("has_work", ()), ("wake", (int64,)))
+
+
 def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | None) -> None:
     from vm.kernels import gemm
 
     setter = _setter()
     if setter is not None:
         setter(1)
+    # Compile (or load) the sleep and wake-up steps before the first sleep: compiling one
+    # between counting ourselves asleep and reading the pipe would stall every poster, and
+    # whether a process compiles them would depend on whether a worker ever slept.
+    for step, signature in _PIPE_STEPS:
+        getattr(gemm, step).compile(signature)
     while True:
         seen = int(posted[0])
         try:

@@ -47,6 +47,7 @@ from vm.args import Signature, describe_value, make_converter
 from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.isa import Opcode
+from vm.ndarray import NDArray
 from vm.program import Instruction, VMFunction
 from vm.value_types import TypeContext
 
@@ -651,7 +652,7 @@ class AotModule:
             else:
                 storage, offset = tensor.ref
                 buffer, base = arena
-                array = np.ndarray(
+                array = NDArray(
                     tensor.shape, np.dtype(tensor.dtype), buffer, base[storage] + offset
                 )
             made[tid] = array
@@ -679,7 +680,7 @@ class AotModule:
             *shared.converters,
             *shared.dtypes,
             *views,
-            np.empty,
+            NDArray,  # "empty": results are the VM's tensor type, as invoke's are
             np.ndarray,
             _own,
             fail,
@@ -994,8 +995,9 @@ def _arena(storages: list[int]) -> tuple[np.ndarray, list[int]]:
 
 def _own(value: np.ndarray) -> np.ndarray:
     """An input or constant returned as the result: the caller gets a writable array (a
-    constant, read-only, is copied; an input comes back as the caller's own array)."""
-    return value if value.flags.writeable else value.copy()
+    constant, read-only, is copied; an input comes back as the caller's own array), viewed
+    as an NDArray."""
+    return (value if value.flags.writeable else value.copy()).view(NDArray)
 
 
 def _kernel_error(

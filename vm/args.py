@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from vm.ndarray import TENSOR_TYPES as _TENSOR_TYPES
+from vm.ndarray import NDArray as _NDArray
 from vm.objects import ADT, Closure
 from vm.program import ConstructorInfo, TypeSpec, VMFunction
 
@@ -217,7 +219,7 @@ def _untyped_scalar(value: Any, where: str) -> np.ndarray:
 
 def _fix_array(array: np.ndarray, where: str) -> np.ndarray:
     """``array`` as a plain, native-order, aligned, C-contiguous ndarray of a value dtype."""
-    if type(array) is not _ndarray:
+    if type(array) not in _TENSOR_TYPES:
         array = array.view(_ndarray)
     dtype = array.dtype
     if dtype.kind not in _VALUE_KINDS:
@@ -245,8 +247,9 @@ def convert_tensor(value: Any, spec: TypeSpec, where: str) -> np.ndarray:
     """
     _, dims, dtype_name = spec
     dtype = np.dtype(dtype_name)
+    kind = type(value)
     if (
-        type(value) is _ndarray
+        (kind is _ndarray or kind is _NDArray)
         and value.dtype is dtype
         and value.shape == dims
         and value.flags.c_contiguous
@@ -309,8 +312,9 @@ def _tensor_converter(spec: TypeSpec, where: str) -> Converter:
 
     def convert(value: Any) -> Any:
         # The common case costs four attribute reads; everything else goes the slow way.
+        kind = type(value)
         if (
-            type(value) is _ndarray
+            (kind is _ndarray or kind is _NDArray)
             and value.dtype is dtype
             and value.shape == dims
             and value.flags.c_contiguous
@@ -380,7 +384,7 @@ class ValueChecker:
                 kind = type(child)
                 if kind is adt or kind is tuple_ or kind is closure:
                     push(child)
-                elif kind is ndarray:
+                elif kind is ndarray or kind is _NDArray:
                     if child.dtype not in good_dtypes or not child.flags.c_contiguous:
                         return False
                 else:
@@ -389,7 +393,7 @@ class ValueChecker:
 
     def leaf(self, value: Any, where: str, path: Any = None) -> Any:
         """Convert a non-container value (array or scalar); ``path`` leads to it from ``where``."""
-        if type(value) is _ndarray:
+        if type(value) in _TENSOR_TYPES:
             flags = value.flags
             dtype = value.dtype
             if (

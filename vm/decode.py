@@ -57,6 +57,8 @@ import numpy as np
 from vm.errors import VMError
 from vm.instrument import VMInstrumentReturnKind
 from vm.isa import OPCODES, Opcode, OperandKind, register_written
+from vm.ndarray import TENSOR_TYPES as _TENSOR_TYPES
+from vm.ndarray import NDArray
 from vm.objects import ADT, Closure
 from vm.program import Instruction, VMFunction
 
@@ -97,6 +99,9 @@ KIND_NAMES = {
 }
 
 _ndarray = np.ndarray
+#: Tensors the VM makes are NDArrays from the start: constructing one costs what a plain
+#: array costs, so results need no conversion when they leave the VM.
+_tensor = NDArray
 _empty = np.empty
 _UINT8 = np.dtype(np.uint8)
 _INT32 = np.dtype(np.int32)
@@ -755,7 +760,7 @@ def _alloc_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
         return (K_ALLOC, slot, None, None, index, dst)  # view[index] of its group
     if d.mode != "profile" and proven:
         return (K_ALLOC, storage, shape, dtype, offset, dst)
-    ndarray = _ndarray
+    ndarray = _tensor
 
     def alloc(regs: list) -> None:
         buffer = regs[storage]
@@ -796,7 +801,7 @@ def _value_text(value: Any) -> str:
 
 
 def _shape_from(value: Any, what: str) -> tuple[int, ...]:
-    if type(value) is not _ndarray or value.dtype.kind not in "iu" or value.ndim > 1:
+    if type(value) not in _TENSOR_TYPES or value.dtype.kind not in "iu" or value.ndim > 1:
         raise KernelArgumentError(
             f"the {what} register must hold a 1-D integer tensor, it holds {_value_text(value)}"
         )
@@ -808,7 +813,7 @@ def _alloc_tensor_reg(d: Decoder, ops: dict[str, Any]) -> tuple:
     storage, offset, dst, shape_reg = ops["storage"], ops["offset"], ops["dst"], ops["shape_reg"]
     dtype = np.dtype(ops["dtype"])
     proven = storage in d.facts.storage
-    ndarray = _ndarray
+    ndarray = _tensor
 
     def alloc(regs: list) -> None:
         buffer = regs[storage]
@@ -920,7 +925,7 @@ def _alloc_storage(d: Decoder, ops: dict[str, Any]) -> tuple:
     groups = [
         (g.slot, g.shape, g.dtype, g.base, g.strides) for g in d.plan.at_storage.get(d.pc, ())
     ]
-    ndarray = _ndarray
+    ndarray = _tensor
     if groups:
 
         def alloc(regs: list) -> None:
@@ -965,7 +970,7 @@ def _reshape_tensor(d: Decoder, ops: dict[str, Any]) -> tuple:
 
     def reshape(regs: list) -> None:
         source = regs[tensor]
-        if type(source) is not _ndarray:
+        if type(source) not in _TENSOR_TYPES:
             raise KernelArgumentError(
                 f"reshape_tensor needs a tensor in ${tensor}, it holds {_value_text(source)}"
             )

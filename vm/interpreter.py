@@ -87,6 +87,7 @@ from vm.decode import (
 from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
 from vm.instrument import VMInstrumentReturnKind
+from vm.ndarray import NDArray
 from vm.objects import ADT, Closure
 from vm.value_types import TypeContext, check_closure_call
 
@@ -120,7 +121,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     pads = program.pads
     tags = program.tags
     limit = program.max_depth
-    ndarray = _ndarray
+    ndarray = NDArray  # tensors are made as the type results are handed back in
     tuple_type = tuple
     skip_run = _SKIP_RUN
     depth = 0  # calls in flight above the entry frame, tail calls included
@@ -401,10 +402,15 @@ def _closure_arity_error(
 
 
 def export(value: Any) -> Any:
-    """``value`` made caller-owned: read-only tensors inside it are replaced by copies."""
-    if type(value) is _ndarray:
+    """``value`` made caller-owned: read-only tensors inside it are replaced by copies, and
+    every tensor is an :class:`vm.NDArray` (those the VM allocated already are; inputs and
+    constants handed back are viewed as one)."""
+    kind = type(value)
+    if kind is NDArray:
         return value if value.flags.writeable else value.copy()
-    if not isinstance(value, (tuple, ADT, Closure)) or _all_writable(value):
+    if kind is _ndarray:
+        return (value if value.flags.writeable else value.copy()).view(NDArray)
+    if not isinstance(value, (tuple, ADT, Closure)) or _all_exported(value):
         return value
     return _export_containers(value)
 
@@ -414,9 +420,10 @@ def export(value: Any) -> Any:
 _QUICK_VISITS = 1 << 22
 
 
-def _all_writable(value: Any) -> bool:
-    """Whether no tensor inside ``value`` is read-only (then it is returned as it is)."""
-    adt, closure, tuple_, ndarray = ADT, Closure, tuple, _ndarray
+def _all_exported(value: Any) -> bool:
+    """Whether every tensor inside ``value`` is a writable NDArray (then it is returned as it
+    is)."""
+    adt, closure, tuple_, ndarray = ADT, Closure, tuple, NDArray
     stack = [value]
     pop, push = stack.pop, stack.append
     budget = _QUICK_VISITS
@@ -434,6 +441,8 @@ def _all_writable(value: Any) -> bool:
                     return False
             elif kind is tuple_ or kind is adt or kind is closure:
                 push(child)
+            elif kind is _ndarray:
+                return False
     return True
 
 
@@ -459,8 +468,11 @@ def _export_containers(value: Any) -> Any:
         new_children = []
         changed = False
         for child in children:
-            if type(child) is _ndarray:
+            kind = type(child)
+            if kind is NDArray or kind is _ndarray:
                 new = child if child.flags.writeable else child.copy()
+                if kind is _ndarray:
+                    new = new.view(NDArray)
             elif isinstance(child, (tuple, ADT, Closure)):
                 new = done[id(child)]
             else:

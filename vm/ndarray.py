@@ -61,6 +61,12 @@ class NDArray(np.ndarray):
         return target
 
 
+#: The exact types a tensor inside the VM has: what the VM allocates (NDArray) and what
+#: callers and constants bring (plain arrays). Other subclasses are viewed as plain arrays
+#: on the way in, so no subclass's overrides run inside the VM.
+TENSOR_TYPES = (np.ndarray, NDArray)
+
+
 def as_ndarray(array: np.ndarray) -> NDArray:
     """``array`` viewed as an :class:`NDArray` (no copy); an NDArray is returned as it is."""
     if type(array) is NDArray:

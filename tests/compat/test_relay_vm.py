@@ -40,7 +40,6 @@ def test_executable_save_docstring_example():
     np.testing.assert_allclose(res, x_data + x_data)
 
 
-@pytest.mark.xfail(strict=True, reason="waiting for results with .numpy() (vm.NDArray)")
 def test_executable_save_docstring_example_prints_res_numpy():
     x = relay.var("x", shape=(10, 10))
     executable = relay.vm.compile(tvm.IRModule({"main": relay.Function([x], x + x)}), "llvm")

@@ -201,8 +201,10 @@ def test_results_are_owned_by_the_caller_across_calls():
     for before, now in zip(kept, (first[0], *first[1], first[2])):
         np.testing.assert_array_equal(before, now)
     assert first[0] is not second[0]
-    # The input comes back as the caller's own array, a constant as a writable copy.
-    assert second[1][1] is not x and first[1][1] is x
+    # The input comes back as a view of the caller's own array, a constant as a writable
+    # copy; every result is a vm.NDArray.
+    assert not np.shares_memory(second[1][1], x) and np.shares_memory(first[1][1], x)
+    assert {type(a) for a in (first[0], *first[1], first[2])} == {vm.NDArray}
     assert first[1][2].flags.writeable and first[1][2] is not second[1][2]
 
 

@@ -71,6 +71,46 @@ def test_graph_executor_get_output_answers_numpy_and_fills_out():
     np.testing.assert_array_equal(out.asnumpy(), [2.0, 6.0])
 
 
+def _vm_of(mod):
+    return vm.VirtualMachine(relay.vm.compile(mod, "llvm"), vm.cpu())
+
+
+def test_invoke_results_are_ndarrays_from_kernels_inputs_and_constants():
+    x = relay.var("x", shape=(2,), dtype="float32")
+    const = relay.const(np.array([5.0, 6.0], np.float32))
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.Tuple([x + x, x, const])))
+    machine = _vm_of(mod)
+    data = np.array([1.0, 2.0], np.float32)
+    doubled, same, constant = machine.invoke("main", data)
+    assert {type(doubled), type(same), type(constant)} == {vm.NDArray}
+    np.testing.assert_array_equal(doubled.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(same.asnumpy(), data)
+    assert np.shares_memory(same, data)  # an input comes back without a copy, as before
+    assert constant.flags.writeable
+    constant[0] = 0.0  # the caller owns it: the executable's constant is untouched
+    np.testing.assert_array_equal(machine.invoke("main", data)[2].numpy(), [5.0, 6.0])
+
+
+def test_an_ndarray_result_passed_back_in_is_accepted_as_is():
+    x = relay.var("x", shape=(2,), dtype="float32")
+    machine = _vm_of(relay.IRModule.from_expr(relay.Function([x], x + x)))
+    once = machine.invoke("main", vm.nd.array(np.array([1.0, 2.0], np.float32)))
+    twice = machine.invoke("main", once)
+    assert type(twice) is vm.NDArray
+    np.testing.assert_array_equal(twice.numpy(), [4.0, 8.0])
+
+
+def test_stateful_outputs_and_adt_fields_are_ndarrays():
+    x = relay.var("x", shape=(2,), dtype="float32")
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.Tuple([x + x, relay.exp(x)])))
+    machine = _vm_of(mod)
+    machine.set_input("main", np.zeros(2, np.float32))
+    machine.invoke_stateful("main")
+    outputs = machine.get_outputs()
+    assert [type(o) for o in outputs] == [vm.NDArray, vm.NDArray]
+    np.testing.assert_array_equal(outputs[1].numpy(), [1.0, 1.0])
+
+
 # ---- invalid ------------------------------------------------------------------------------------
 
 

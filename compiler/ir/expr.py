@@ -130,6 +130,12 @@ class Expr(Node):
     def __getitem__(self, index: int) -> TupleGetItem:
         return TupleGetItem(self, index)
 
+    def astuple(self) -> Expr:
+        """The expression itself. TVM wraps multi-output operators (``topk``, ``split``) in a
+        ``TupleWrapper`` whose ``astuple()`` gives the tuple-valued call; here the call is
+        returned directly and indexes like a tuple, so ``astuple()`` has nothing to unwrap."""
+        return self
+
     __hash__ = object.__hash__
 
     def __eq__(self, other: object) -> bool:

@@ -4,3 +4,6 @@ Compiler layer (``compiler.op``).
 """
 
 from compiler.op.registry import OpDef, OpPattern, get_def, get_op, list_ops
+
+#: TVM's ``relay.op.get(name)``.
+get = get_op

@@ -196,6 +196,11 @@ def get_op(name: str) -> Op:
         raise ValueError(_unknown(name)) from None
 
 
+# TVM spells the lookup as a static method of the operator class (``tvm.ir.Op.get``).
+# It is attached here, where the table lives, so that compiler.ir stays below compiler.op.
+Op.get = staticmethod(get_op)  # type: ignore[attr-defined]
+
+
 def get_def(name: str) -> OpDef:
     """The :class:`OpDef` for ``name``."""
     _ensure_loaded()

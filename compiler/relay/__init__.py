@@ -52,6 +52,7 @@ _SUBMODULES = {
     "frontend": "compiler.frontend",
     "build_module": "compiler.relay.build_module",
     "target": "compiler.relay.target",
+    "backend": "compiler.relay.backend",
 }
 
 

@@ -78,6 +78,9 @@ from compiler.text.trampoline import Task, run
 __all__ = ["RelaySyntaxError", "fromtext", "parse", "parse_expr", "parse_type"]
 
 VERSION = "0.0.5"
+#: Versions the parser reads: TVM's own std/prelude.rly still carries "0.0.4", which TVM's
+#: parser reads with the 0.0.5 grammar, and so does this one.
+READABLE_VERSIONS = ("0.0.4", VERSION)
 
 #: Infix operator -> (precedence, Relay operator). Higher binds tighter; all left-associative.
 BINARY_OPS: dict[str, tuple[int, str]] = {
@@ -317,10 +320,11 @@ class _Parser:
         if tok.kind != "string":
             raise self.expected('a version string such as "0.0.5"', context)
         self.advance()
-        if tok.value != VERSION:
+        if tok.value not in READABLE_VERSIONS:
             raise self.error(
                 tok,
-                f'unsupported Relay text format version "{tok.value}"; expected "{VERSION}"',
+                f'unsupported Relay text format version "{tok.value}"; expected "{VERSION}" '
+                '(or "0.0.4", read the same way)',
             )
         self.expect_close("]", hash_tok, "the version header")
 

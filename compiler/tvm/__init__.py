@@ -33,7 +33,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.tvm._names import resolve
+from compiler.tvm._names import install_finder, resolve
+
+install_finder()
 
 _EXPORTS = {
     "relay": "compiler.relay",
@@ -49,11 +51,6 @@ _EXPORTS = {
     "runtime": "compiler.tvm.runtime",
     "contrib": "compiler.tvm.contrib",
     "micro": "compiler.tvm.micro",
-}
-
-_WAITING = {
-    "nd": "it comes with vm.nd (array, empty, NDArray); meanwhile pass numpy arrays, "
-    "which every relayvm executor takes and returns",
 }
 
 _CPU_ONLY = "relayvm runs on the host CPU only: use tvm.cpu() (or tvm.device('cpu'))"
@@ -89,7 +86,7 @@ _MISSING = {
 
 
 def __getattr__(name: str) -> Any:
-    value = resolve("tvm", name, _EXPORTS, _MISSING, _WAITING)
+    value = resolve("tvm", name, _EXPORTS, _MISSING)
     globals()[name] = value
     return value
 

@@ -16,12 +16,6 @@ _EXPORTS = {
     ),
 }
 
-_WAITING = {
-    "UnsupportedInModelLibraryFormatError": "it comes with the Model Library Format "
-    "exporter's TVM layout; meanwhile export_model_library_format raises TypeError for "
-    "anything that is not a built module",
-}
-
 _MISSING = {
     "Session": "relayvm runs on the host CPU, not on microcontrollers",
     "project": "relayvm generates no C projects; the archive holds the executable",
@@ -30,7 +24,7 @@ _MISSING = {
 
 
 def __getattr__(name: str) -> Any:
-    value = resolve("tvm.micro", name, _EXPORTS, _MISSING, _WAITING)
+    value = resolve("tvm.micro", name, _EXPORTS, _MISSING)
     globals()[name] = value
     return value
 

@@ -13,6 +13,10 @@ from typing import Any
 
 from compiler.tvm._names import resolve
 
+#: A package without files: ``import compiler.tvm.runtime.vm`` reaches its attributes
+#: through :class:`compiler.tvm._names.FacadeModuleFinder`.
+__path__: list[str] = []
+
 _EXPORTS = {
     "vm": "vm",
     "relax_vm": "vm",
@@ -26,11 +30,8 @@ _EXPORTS = {
     "load_param_dict": "serialization:load_param_dict",
     "ndarray": "vm:nd",
     "NDArray": "vm:NDArray",
-}
-
-_WAITING = {
-    "ndarray": "it comes with vm.nd; meanwhile pass numpy arrays",
-    "NDArray": "it comes with vm.NDArray; results are numpy arrays meanwhile",
+    # TVM's tvm.runtime.executor holds AotModule (and the graph executor's module).
+    "executor": "vm.aot",
 }
 
 _MISSING = {
@@ -46,7 +47,7 @@ _MISSING = {
 
 
 def __getattr__(name: str) -> Any:
-    value = resolve("tvm.runtime", name, _EXPORTS, _MISSING, _WAITING)
+    value = resolve("tvm.runtime", name, _EXPORTS, _MISSING)
     globals()[name] = value
     return value
 

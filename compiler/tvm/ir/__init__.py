@@ -12,7 +12,7 @@ from compiler.tvm._names import resolve
 _EXPORTS = {
     "IRModule": "compiler.ir.module:IRModule",
     "op": "compiler.tvm.ir.op",
-    "Op": "compiler.ir.expr:Op",
+    "Op": "compiler.tvm.ir.op:Op",
     "structural_equal": "compiler.ir.structural:structural_equal",
     "structural_hash": "compiler.ir.structural:structural_hash",
     "transform": "compiler.transform",

@@ -82,6 +82,11 @@ def test_version_header_is_optional():
     assert structural_equal(fromtext(without), fromtext(TVM_EXAMPLE))
 
 
+def test_version_0_0_4_of_tvms_own_prelude_reads_as_0_0_5():
+    older = TVM_EXAMPLE.replace('"0.0.5"', '"0.0.4"')
+    assert structural_equal(fromtext(older), fromtext(TVM_EXAMPLE))
+
+
 def test_graph_binding_is_shared_node_not_let():
     main = fromtext("def @main(%x: float32) { %0 = add(%x, %x); %1 = (%0, %0); %1 }")["main"]
     assert isinstance(main.body, Tuple)

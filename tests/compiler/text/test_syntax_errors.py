@@ -75,7 +75,7 @@ MALFORMED = {
     ),
     "def_without_global_name": ("def main() { 1 }", 1, 5, ["expected a global name"]),
     "unsupported_version": (
-        '#[version = "0.0.4"]\ndef @main() { 1 }', 1, 13, ['unsupported', '"0.0.5"'],
+        '#[version = "0.1.0"]\ndef @main() { 1 }', 1, 13, ['unsupported', '"0.0.5"'],
     ),
     "bad_metadata_json": (
         'def @main() { 1 }\n#[metadata]\n{"relay.Constant": [', 3, 21,

@@ -154,32 +154,45 @@ def test_an_unknown_name_lists_what_the_namespace_offers():
         tvm.runtime.x  # noqa: B018
 
 
-@pytest.mark.parametrize(
-    ("namespace", "name", "home", "attribute"),
-    [
-        ("tvm", "nd", "vm", "nd"),
-        ("tvm.runtime", "NDArray", "vm", "NDArray"),
-        (
-            "tvm.micro",
-            "UnsupportedInModelLibraryFormatError",
-            "serialization.model_library",
-            "UnsupportedInModelLibraryFormatError",
-        ),
-    ],
-)
-def test_names_other_work_delivers_are_its_objects_or_say_what_they_wait_for(
-    namespace, name, home, attribute
-):
-    import importlib
+def test_names_other_work_delivered_are_its_objects():
+    import serialization.model_library
 
-    module = tvm
-    for part in namespace.split(".")[1:]:
-        module = getattr(module, part)
-    real = getattr(importlib.import_module(home), attribute, None)
-    if real is not None:
-        assert getattr(module, name) is real
-        return
-    with pytest.raises(AttributeError, match=rf"{namespace}.{name} is not available in this build"):
-        getattr(module, name)
-    with pytest.raises(AttributeError, match="meanwhile"):
-        getattr(module, name)
+    assert tvm.nd is vm.nd and tvm.nd.NDArray is vm.NDArray
+    assert tvm.runtime.NDArray is vm.NDArray and tvm.runtime.ndarray is vm.nd
+    assert (
+        tvm.micro.UnsupportedInModelLibraryFormatError
+        is serialization.model_library.UnsupportedInModelLibraryFormatError
+    )
+
+
+def test_import_statements_reach_facade_namespaces_without_a_second_copy():
+    import compiler.tvm.relay.nn as facade_nn
+    from compiler.tvm.relay.backend import Executor
+    from compiler.tvm.relay.build_module import bind_params_by_name
+    from compiler.tvm.runtime.vm import VirtualMachine
+
+    import compiler.op.nn
+    import compiler.relay.backend
+
+    assert VirtualMachine is vm.VirtualMachine
+    assert Executor is compiler.relay.backend.Executor
+    assert facade_nn is compiler.op.nn and compiler.op.nn.__spec__.name == "compiler.op.nn"
+    assert bind_params_by_name is tvm.relay.build_module.bind_params_by_name
+    with pytest.raises(ModuleNotFoundError, match=r"compiler\.tvm\.relay\.nosuch"):
+        import compiler.tvm.relay.nosuch
+
+
+def test_op_get_astuple_backend_options_and_the_aot_module():
+    from vm.aot import AotModule
+
+    relay = tvm.relay
+    assert tvm.ir.Op.get("add") is relay.op.get("add") is tvm.ir.op.Op.get("add")
+    x = relay.var("x", shape=(5,))
+    both = relay.topk(x, k=2)
+    assert both.astuple() is both
+    executor = relay.backend.Executor("aot", {"interface-api": "packed"})
+    assert executor.name == "aot" and executor["interface-api"] == "packed"
+    assert relay.backend.Runtime("cpp").name == "cpp"
+    assert tvm.runtime.executor.AotModule is AotModule
+    with pytest.raises(ValueError, match="not executor 'vm'"):
+        relay.build(tvm.IRModule.from_expr(relay.Function([x], x)), executor="vm")

@@ -22,17 +22,18 @@ number of rows per tile is smaller there, so the accumulators still fit the regi
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
 from vm.kernels.panels import PANEL
+from vm.kernels.target import has_avx512
 
 _LANES = 16
 _VECTORS = PANEL // _LANES
 #: Rows of ``a`` per tile: 7 x 2 accumulators of 16 floats fit AVX-512's 32 registers
 #: with the two weight vectors; 16 registers (AVX2) take three rows.
-ROWS = 7 if "+avx512f" in binding.get_host_cpu_features().flatten() else 3
+ROWS = 7 if has_avx512() else 3
 
 _F32 = ir.FloatType()
 _I64 = ir.IntType(64)

@@ -1,12 +1,17 @@
-"""Programs whose kernels split work between threads, run again and again in one process:
-the digests of their outputs, for comparing runs under different thread counts.
+"""Programs whose kernels split work between threads and use every register-tile path, run
+in a process of their own: for comparing runs under different thread counts, and compiled
+for another instruction set.
 
 Test support (``tests/vm/kernels``); imports ``compiler`` to build the programs, which tests
 may. Run as ``python -m tests.vm.kernels.thread_counts RUNS`` (``RELAYVM_NUM_THREADS``
 set by the caller): prints one JSON object, each case's name to the hex digests of its
-``RUNS`` outputs. Every other run starts after a pause long enough for idle workers to
-stop polling and fall asleep, so that a run finds them both awake (products shared) and
-asleep (the caller alone, or sharing from part way).
+``RUNS`` outputs. ``python -m tests.vm.kernels.thread_counts --save PATH`` writes each
+case's output to the ``.npz`` file ``PATH`` instead, with the instruction set the kernels
+were compiled for under the key ``isa``.
+
+Every other run starts after a pause long enough for idle workers to stop polling and fall
+asleep, so that a run finds them both awake (products shared) and asleep (the caller alone,
+or sharing from part way).
 """
 
 from __future__ import annotations
@@ -131,6 +136,19 @@ def small_resnet(rng: np.random.Generator) -> Callable[[], np.ndarray]:
     return _compiled([x], body, [_normal(rng, (1, 3, 160, 160))])
 
 
+def depthwise_block(rng: np.random.Generator) -> Callable[[], np.ndarray]:
+    """MobileNetV2's inverted residual: 1x1 expansion, 3x3 depthwise, 1x1 projection."""
+    from compiler import relay
+
+    x = relay.var("x", shape=(1, 24, 28, 28), dtype="float32")
+    h = relay.clip(_conv(x, rng, 24, 96, 1, 1), 0.0, 6.0)
+    weight = _normal(rng, (96, 1, 3, 3), 1.0 / 3.0)
+    h = relay.nn.conv2d(h, relay.const(weight), padding=(1, 1), groups=96)
+    h = relay.clip(h, 0.0, 6.0)
+    body = _conv(h, rng, 96, 24, 1, 1) + x
+    return _compiled([x], body, [_normal(rng, (1, 24, 28, 28))])
+
+
 CASES = {
     "winograd_conv": winograd_conv,
     "packed_conv": packed_conv,
@@ -138,6 +156,7 @@ CASES = {
     "dense_blas": dense_blas,
     "batch_products": batch_products,
     "small_resnet": small_resnet,
+    "depthwise_block": depthwise_block,
 }
 
 
@@ -154,5 +173,18 @@ def digests(runs: int) -> dict[str, list[str]]:
     return found
 
 
+def outputs() -> dict[str, np.ndarray]:
+    """Each case's output from one run (the same inputs and weights as :func:`digests`)."""
+    return {
+        name: build(np.random.default_rng(seed))()
+        for seed, (name, build) in enumerate(CASES.items())
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(digests(int(sys.argv[1]))))
+    if sys.argv[1] == "--save":
+        from vm.kernels.target import target_features
+
+        np.savez(sys.argv[2], isa=np.array(sorted(target_features())), **outputs())
+    else:
+        print(json.dumps(digests(int(sys.argv[1]))))

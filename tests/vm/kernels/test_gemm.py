@@ -172,21 +172,26 @@ def test_products_from_several_threads_at_once_are_all_right():
     assert int(gemm.SLOT[gemm._BUSY]) == 0
 
 
-@needs_workers
-def test_an_idle_worker_sleeps_and_a_product_wakes_it():
-    assert wait_until(lambda: gemm.sleeping() > 0 and not gemm.polling())
-    a, b, expected = operands(1, 512, 512, False, False, "float32")
-    out = np.empty((1, 512), "float32")
-    wake_ups = gemm.wake_ups()
-    _gemm(a, b, out, False, False)  # done alone, but writes a byte to the workers' pipe
-    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
-    assert wait_until(lambda: gemm.wake_ups() > wake_ups)
-
-
 def _asleep() -> bool:
     """Every worker counted asleep and no byte on its way to one: they stay asleep."""
     workers = threads._STATE.get("workers", 0)
     return gemm.sleeping() == workers and gemm.pending_wake_ups() == 0 and not gemm.polling()
+
+
+@needs_workers
+def test_an_idle_worker_sleeps_and_a_product_wakes_it():
+    a, b, expected = operands(1, 512, 512, False, False, "float32")
+    out = np.empty((1, 512), "float32")
+    # Every worker asleep with no byte on its way: none can wake but by the product's
+    # byte. (A weaker look, "some worker asleep", let a worker that was waking itself
+    # start polling in between and take the product's job instead: no wake-up followed.)
+    assert wait_until(_asleep)
+    wake_ups = gemm.wake_ups()
+    jobs = int(gemm.SLOT[gemm._JOB])
+    _gemm(a, b, out, False, False)  # done alone, but writes a byte to the workers' pipe
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+    assert int(gemm.SLOT[gemm._JOB]) == jobs  # nobody polled, so nothing was shared
+    assert wait_until(lambda: gemm.wake_ups() > wake_ups)
 
 
 def _bytes_in_pipe() -> int:

@@ -58,6 +58,7 @@ _LIBRARY_MODULES = (
     "rules.py",
     "source.py",
     "spin.py",
+    "target.py",
     "threads.py",
     "vecmath.py",
     "windows.py",

@@ -26,6 +26,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_index",
     "compiler.frontend.onnx_ops_activation",
     "compiler.frontend.onnx_ops_scatter",
+    "compiler.frontend.onnx_ops_rnn",
 )
 
 

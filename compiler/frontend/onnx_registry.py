@@ -27,6 +27,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_activation",
     "compiler.frontend.onnx_ops_scatter",
     "compiler.frontend.onnx_ops_rnn",
+    "compiler.frontend.onnx_ops_quant",
 )
 
 

@@ -28,6 +28,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_scatter",
     "compiler.frontend.onnx_ops_rnn",
     "compiler.frontend.onnx_ops_quant",
+    "compiler.frontend.onnx_ops_sample",
 )
 
 

@@ -1,13 +1,21 @@
-"""ONNX ``GridSample`` on 2-D images: bilinear and nearest sampling, every padding mode.
+"""ONNX ``GridSample`` and ``RoiAlign``: bilinear sampling of 2-D images at computed points.
 
-Compiler layer (``compiler.frontend``); does not import ``onnx``. Each output pixel reads
-the input at a point the grid gives in normalized coordinates ([-1, 1], x then y). The
-point is mapped to pixels (``align_corners`` decides whether -1 and 1 are the centres or
-the edges of the border pixels); a point outside the image is clamped (``border``) or
-reflected off the edges until it is inside (``reflection``); then the pixels around it are
-gathered from the image flattened to ``(N * H * W, C)`` with one ``take`` each, weighted
-and summed. With ``zeros`` padding, pixels outside the image read as zero. This follows
-onnxruntime and onnx's reference evaluator, nearest rounding half to even as they do.
+Compiler layer (``compiler.frontend``); does not import ``onnx``.
+
+``GridSample`` (bilinear and nearest, every padding mode): each output pixel reads the input
+at a point the grid gives in normalized coordinates ([-1, 1], x then y). The point is mapped
+to pixels (``align_corners`` decides whether -1 and 1 are the centres or the edges of the
+border pixels); a point outside the image is clamped (``border``) or reflected off the edges
+until it is inside (``reflection``); then the pixels around it are gathered from the image
+flattened to ``(N * H * W, C)`` with one ``take`` each, weighted and summed. With ``zeros``
+padding, pixels outside the image read as zero. This follows onnxruntime and onnx's
+reference evaluator, nearest rounding half to even as they do.
+
+``RoiAlign`` samples ``sampling_ratio x sampling_ratio`` points per output bin of each
+region and averages (or takes the maximum of) them. Bilinear weights are separable, so
+rows and columns are computed apart, per region, and the four surrounding pixels of every
+sample gathered the same way as for ``GridSample``. The adaptive sampling of
+``sampling_ratio=0`` depends on each region's size at run time and is refused by name.
 """
 
 from __future__ import annotations
@@ -168,3 +176,144 @@ def _grid_sample(node: NodeContext) -> Value:
                 term = node.call("multiply", corner(yy, xx), weight)
                 out = term if out is None else node.call("add", out, term)
     return node.call("transpose", out, axes=[0, 3, 1, 2])
+
+
+class _RoiAxis:
+    """The sample positions of every region along one image axis of ``size`` pixels, and
+    the two pixels and weights each reads (the rules of onnxruntime's RoiAlign)."""
+
+    def __init__(self, node: NodeContext, size: int) -> None:
+        self.node = node
+        self.size = size
+
+    def samples(self, start: Value, end: Value, bins: int, ratio: int, half_pixel: bool) -> Value:
+        """(R, bins * ratio) sample coordinates from per-region ``start`` and ``end`` (R, 1)."""
+        node = self.node
+        length = node.call("subtract", end, start)
+        if not half_pixel:  # malformed regions become 1 pixel wide
+            length = node.call("maximum", length, node.scalar(1.0, "float32"))
+        step = node.call("divide", length, node.scalar(float(bins), "float32"))
+        offsets = np.array(
+            [b + (i + 0.5) / ratio for b in range(bins) for i in range(ratio)], "float32"
+        )
+        return node.call("add", start, node.call("multiply", step, node.const(offsets[None, :])))
+
+    def corners(self, y: Value) -> tuple[Value, Value, Value, Value]:
+        """The low and high pixel (int32) of each sample and their weights; a sample more
+        than a pixel outside the image weighs zero."""
+        node, f = self.node, (lambda v: node.scalar(v, "float32"))
+        size = float(self.size)
+        valid = node.call(
+            "cast",
+            node.call(
+                "logical_and",
+                node.call("greater_equal", y, f(-1.0)),
+                node.call("less_equal", y, f(size)),
+            ),
+            dtype="float32",
+        )
+        y = node.call("maximum", y, f(0.0))
+        low = node.call("floor", y)
+        last = node.call("greater_equal", low, f(size - 1))
+        low = node.call("where", last, f(size - 1), low)
+        y = node.call("where", last, low, y)
+        high = node.call("where", last, low, node.call("add", low, f(1.0)))
+        w_high = node.call("subtract", y, low)
+        w_low = node.call("subtract", f(1.0), w_high)
+        as_int = [node.call("cast", v, dtype="int32") for v in (low, high)]
+        weights = [node.call("multiply", w, valid) for w in (w_low, w_high)]
+        return as_int[0], as_int[1], weights[0], weights[1]
+
+
+@register("RoiAlign")
+def _roi_align(node: NodeContext) -> Value:
+    x, rois, indices = node.input(0), node.input(1), node.input(2)
+    if node.opset >= 16:
+        transform = node.check_attr(
+            "coordinate_transformation_mode", ("half_pixel", "output_half_pixel"), "half_pixel"
+        )
+    else:
+        transform = "output_half_pixel"
+    half_pixel = transform == "half_pixel"
+    mode = node.check_attr("mode", ("avg", "max"), "avg")
+    oh, ow = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
+    ratio = int(node.attr("sampling_ratio", 0))
+    scale = float(node.attr("spatial_scale", 1.0))
+    if ratio <= 0:
+        raise node.unsupported(
+            "sampling_ratio=0 (as many samples as each region is wide, known only at run "
+            "time) is not supported; export with a fixed sampling_ratio"
+        )
+    xs, rs = x.static_shape(), rois.static_shape()
+    if xs is None or rs is None or len(xs) != 4 or rs[1:] != (4,):
+        raise node.unsupported(
+            f"X must be a static (N, C, H, W) and rois a static (R, 4); got "
+            f"{shape_text(x.shape)} and {shape_text(rois.shape)}"
+        )
+    if x.dtype != "float32":
+        raise node.unsupported(f"X must be float32, got {x.dtype}")
+    n, c, h, w = xs
+    r = rs[0]
+    offset = 0.5 if half_pixel else 0.0
+    scaled = node.call(
+        "subtract",
+        node.call(
+            "multiply", node.call("cast", rois, dtype="float32"), node.scalar(scale, "float32")
+        ),
+        node.scalar(offset, "float32"),
+    )
+
+    def column(i: int) -> Value:
+        return node.call("strided_slice", scaled, begin=[i], end=[i + 1], axes=[1])
+
+    along_y, along_x = _RoiAxis(node, h), _RoiAxis(node, w)
+    ys = along_y.samples(column(1), column(3), oh, ratio, half_pixel)  # (R, oh * ratio)
+    xs_ = along_x.samples(column(0), column(2), ow, ratio, half_pixel)  # (R, ow * ratio)
+    y_low, y_high, wy_low, wy_high = along_y.corners(ys)
+    x_low, x_high, wx_low, wx_high = along_x.corners(xs_)
+    table = node.call(
+        "reshape", node.call("transpose", x, axes=[0, 2, 3, 1]), newshape=[n * h * w, c]
+    )
+    base = node.call(
+        "reshape",
+        node.call(
+            "multiply", node.call("cast", indices, dtype="int32"), node.scalar(h * w, "int32")
+        ),
+        newshape=[r, 1, 1],
+    )
+    terms = []
+    for row, wy in ((y_low, wy_low), (y_high, wy_high)):
+        for col, wx in ((x_low, wx_low), (x_high, wx_high)):
+            # (R, oh * ratio, ow * ratio) flat pixel rows and weights.
+            flat = node.call(
+                "add",
+                base,
+                node.call(
+                    "add",
+                    node.call(
+                        "multiply", node.call("expand_dims", row, axis=2), node.scalar(w, "int32")
+                    ),
+                    node.call("expand_dims", col, axis=1),
+                ),
+            )
+            weight = node.call(
+                "multiply",
+                node.call("expand_dims", wy, axis=2),
+                node.call("expand_dims", wx, axis=1),
+            )
+            value = node.call("take", table, flat, axis=0)  # (R, oh * ratio, ow * ratio, C)
+            terms.append(node.call("multiply", value, node.call("expand_dims", weight, axis=3)))
+    if mode == "avg":
+        samples = node.call(
+            "add", node.call("add", terms[0], terms[1]), node.call("add", terms[2], terms[3])
+        )
+    else:
+        samples = node.call(
+            "maximum",
+            node.call("maximum", terms[0], terms[1]),
+            node.call("maximum", terms[2], terms[3]),
+        )
+    samples = node.call("reshape", samples, newshape=[r, oh, ratio, ow, ratio, c])
+    reduce = "mean" if mode == "avg" else "max"
+    pooled = node.call(reduce, samples, axis=[2, 4])  # (R, oh, ow, C)
+    return node.call("transpose", pooled, axes=[0, 3, 1, 2])

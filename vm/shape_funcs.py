@@ -51,8 +51,9 @@ from typing import Any
 
 import numpy as np
 
-from vm.kernels import panels
+from vm.kernels import panels, windows
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
+from vm.kernels.rules import RuleError
 
 __all__ = [
     "SHAPE_FUNC_KEY",
@@ -156,26 +157,20 @@ def _expect(found: int, expected: int, what: str) -> None:
 
 
 def _pair(value: Any, name: str, minimum: int = 1) -> tuple[int, int]:
-    values = _ints(value)
-    if len(values) == 1:
-        values = values * 2
-    if len(values) != 2 or min(values) < minimum:
-        raise _Bad(f"attribute {name}={value!r} must hold 1 or 2 ints >= {minimum}")
-    return values[0], values[1]
+    try:
+        return windows.pair(name, _ints(value), minimum)
+    except RuleError as err:
+        raise _Bad(str(err)) from None
 
 
 def _padding4(value: Any) -> tuple[int, int, int, int]:
-    values = _ints(value)
-    if len(values) == 1:
-        values = values * 4
-    elif len(values) == 2:
-        values = values * 2
-    if len(values) != 4 or min(values) < 0:
-        raise _Bad(f"attribute padding={value!r} must hold 1, 2 or 4 non-negative ints")
-    return values[0], values[1], values[2], values[3]
+    try:
+        return windows.padding4(_ints(value))
+    except RuleError as err:
+        raise _Bad(str(err)) from None
 
 
-_AXIS_NAMES = ("height", "width")
+_AXIS_NAMES = windows.AXIS_NAMES
 
 
 def _window_output(
@@ -189,23 +184,15 @@ def _window_output(
     what: str,
     ceil_mode: bool = False,
 ) -> int:
-    """Window positions along a spatial axis (the compiler's ``window_output``)."""
-    name = _AXIS_NAMES[axis]
+    """Window positions along a spatial axis (:func:`vm.kernels.windows.window_count`)."""
     if window < 1:
-        raise _Bad(f"the {what} {name} must be at least 1, found {window}")
-    dilated = (window - 1) * dilation + 1
-    padded = size + before + after
-    if padded < dilated:
-        raise _Bad(
-            f"the padded input {name} {padded} is smaller than the dilated {what} {name} {dilated}"
+        raise _Bad(f"the {what} {_AXIS_NAMES[axis]} must be at least 1, found {window}")
+    try:
+        return windows.window_count(
+            size, window, stride, dilation, before, after, axis, what, ceil_mode
         )
-    span = padded - dilated
-    if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
-    if out > 1 and (out - 1) * stride >= size + before:
-        out -= 1
-    return out
+    except RuleError as err:
+        raise _Bad(str(err)) from None
 
 
 def _rank(shape: Shape, low: int, high: int | None, name: str) -> None:
@@ -554,7 +541,6 @@ def _strided_slice(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) 
     # The kernel's own slice plan, so the shape function and the kernel cannot disagree.
     # Imported late: the rule modules register themselves when vm.kernels.rules loads them.
     from vm.kernels.emit_layout import slice_plan
-    from vm.kernels.rules import RuleError
 
     normalized = {
         "begin": _ints(attrs["begin"]),

@@ -53,6 +53,7 @@ import numpy as np
 
 from vm.kernels import panels, windows
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
+from vm.kernels.newshape import newshape_dims
 from vm.kernels.rules import RuleError
 
 __all__ = [
@@ -341,80 +342,10 @@ def _reduce(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list
 
 def reshape_shape(shape: Shape, newshape: Sequence[int]) -> Shape:
     """``reshape``'s output shape with TVM's special values (0, -1, -2, -3, -4)."""
-    ndim = len(shape)
-    target = f"newshape {tuple(newshape)}"
-    out: list[int] = []
-    used_in: set[int] = set()
-    used_out: set[int] = set()
-    src = 0
-    infer_at = -1
-    i = 0
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out.append(value)
-            src += 1
-        elif value == 0:
-            if src >= ndim:
-                raise _Bad(f"{target}: 0 at position {i} copies input dimension {src}")
-            used_in.add(src)
-            used_out.add(len(out))
-            out.append(shape[src])
-            src += 1
-        elif value == -1:
-            if infer_at >= 0:
-                raise _Bad(f"{target} may contain -1 only once")
-            infer_at = len(out)
-            out.append(-1)
-            src += 1
-        elif value == -2:
-            for j in range(src, ndim):
-                used_in.add(j)
-                used_out.add(len(out))
-                out.append(shape[j])
-            src = ndim
-        elif value == -3:
-            if src + 1 >= ndim:
-                raise _Bad(f"{target}: -3 at position {i} merges dimensions past the rank")
-            used_in.update((src, src + 1))
-            used_out.add(len(out))
-            out.append(shape[src] * shape[src + 1])
-            src += 2
-        elif value == -4:
-            if i + 2 >= len(newshape) or src >= ndim:
-                raise _Bad(f"{target}: -4 at position {i} must be followed by two dimensions")
-            d1, d2 = newshape[i + 1], newshape[i + 2]
-            dim = shape[src]
-            used_in.add(src)
-            used_out.update((len(out), len(out) + 1))
-            if d1 == -1 or d2 == -1:
-                known = d2 if d1 == -1 else d1
-                if known <= 0 or dim % known:
-                    raise _Bad(f"{target}: -4 cannot split dimension {dim} into parts of {known}")
-                out.extend([dim // known, d2] if d1 == -1 else [d1, dim // known])
-            else:
-                if d1 * d2 != dim:
-                    raise _Bad(f"{target}: -4 splits dimension {dim} into {d1} x {d2}")
-                out.extend([d1, d2])
-            src += 1
-            i += 2
-        else:
-            raise _Bad(f"{target} has invalid value {value} at position {i}")
-        i += 1
-    total = _prod(shape)
-    if infer_at >= 0:
-        # Copied dimensions pair up one-to-one, so the -1 is inferred from the rest alone.
-        rest_in = _prod([d for j, d in enumerate(shape) if j not in used_in])
-        rest_out = _prod([d for j, d in enumerate(out) if j != infer_at and j not in used_out])
-        if rest_out == 0 or rest_in % rest_out:
-            raise _Bad(
-                f"cannot reshape {total} elements to {target}: the -1 cannot be inferred "
-                f"(the other dimensions hold {rest_out} of the remaining {rest_in})"
-            )
-        out[infer_at] = rest_in // rest_out
-    if _prod(out) != total:
-        raise _Bad(f"cannot reshape {total} elements to {target}: it holds {_prod(out)}")
-    return tuple(out)
+    try:
+        return newshape_dims(shape, newshape, fmt_shape(shape))  # type: ignore[return-value]
+    except RuleError as err:
+        raise _Bad(str(err)) from None
 
 
 @_rule("reshape")

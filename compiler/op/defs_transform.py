@@ -19,17 +19,17 @@ from compiler.ir.types import Any, Dim, TensorType, TupleType, Type
 from compiler.op.defs_common import define, required, result
 from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
 from compiler.op.typerel import (
-    fmt_shape,
     fmt_type,
     merge_dims,
     normalize_axes,
     normalize_axis,
-    product,
     require_dtype,
     require_same_dtype,
     tensor_arg,
     tuple_arg,
 )
+from vm.kernels.newshape import newshape_dims
+from vm.kernels.rules import RuleError
 
 INJECTIVE = OpPattern.INJECTIVE
 
@@ -37,124 +37,15 @@ INJECTIVE = OpPattern.INJECTIVE
 
 
 def reshape_shape(op: str, ty: TensorType, newshape: Sequence[int]) -> tuple[Dim, ...]:
-    """The output shape of ``reshape`` with TVM's special values.
-
-    ``0`` copies the input dimension at the same position, ``-1`` is inferred from the
-    element count, ``-2`` copies all remaining input dimensions, ``-3`` merges the next two
-    input dimensions, and ``-4`` splits the next input dimension into the two values that
-    follow it (one of which may be ``-1``).
-    """
-    shape = ty.shape
-    ndim = len(shape)
-    target = f"newshape {fmt_shape(newshape)}"
-    out: list[Dim] = []
-    # Dimensions copied through (0, -2, -3, -4) pair up one-to-one, so the -1 is inferred
-    # from the others alone: (?, 3, 4) with (0, -1) gives (?, 12), as TVM does.
-    used_in: set[int] = set()
-    used_out: set[int] = set()
-    src = 0
-    infer_at = -1
-    i = 0
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out.append(value)
-            src += 1
-        elif value == 0:
-            if src >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: 0 at position {i} "
-                    f"copies input dimension {src}, but the input has rank {ndim}"
-                )
-            used_in.add(src)
-            used_out.add(len(out))
-            out.append(shape[src])
-            src += 1
-        elif value == -1:
-            if infer_at >= 0:
-                raise OpTypeError(f"{op}: {target} may contain -1 only once")
-            infer_at = len(out)
-            out.append(Any())
-            src += 1
-        elif value == -2:
-            for j in range(src, ndim):
-                used_in.add(j)
-                used_out.add(len(out))
-                out.append(shape[j])
-            src = ndim
-        elif value == -3:
-            if src + 1 >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: -3 at position {i} "
-                    f"merges input dimensions {src} and {src + 1}, but the input has rank {ndim}"
-                )
-            used_in.update((src, src + 1))
-            used_out.add(len(out))
-            out.append(product(shape[src : src + 2]))
-            src += 2
-        elif value == -4:
-            if i + 2 >= len(newshape) or src >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 at position {i} "
-                    "must be followed by two dimensions and split an existing input dimension"
-                )
-            used_in.add(src)
-            used_out.update((len(out), len(out) + 1))
-            out.extend(_split_dim(op, ty, target, shape[src], newshape[i + 1], newshape[i + 2]))
-            src += 1
-            i += 2
-        else:
-            raise OpTypeError(
-                f"{op}: {target} has invalid value {value} at position {i}; expected a size "
-                "> 0 or one of 0, -1, -2, -3, -4"
-            )
-        i += 1
-    total = product(shape)
-    if infer_at >= 0:
-        rest_in = product([d for j, d in enumerate(shape) if j not in used_in])
-        rest_out = product([d for j, d in enumerate(out) if j != infer_at and j not in used_out])
-        # rest_out > 0: the dimensions left are explicit sizes, all positive.
-        if isinstance(rest_in, Any) or isinstance(rest_out, Any):
-            out[infer_at] = Any()
-        elif rest_in % rest_out:
-            raise OpTypeError(
-                f"{op}: cannot reshape {fmt_type(ty)} to {target}: {total} elements do not "
-                f"divide into parts of {product([d for j, d in enumerate(out) if j != infer_at])}"
-            )
-        else:
-            out[infer_at] = rest_in // rest_out
-    known = product(out)
-    if not isinstance(total, Any) and not isinstance(known, Any) and total != known:
-        raise OpTypeError(
-            f"{op}: cannot reshape {fmt_type(ty)} to {target}: {total} elements vs {known}"
-        )
-    return tuple(out)
-
-
-def _split_dim(op: str, ty: TensorType, target: str, dim: Dim, d1: int, d2: int) -> list[Dim]:
-    if d1 == -1 and d2 == -1:
-        raise OpTypeError(f"{op}: {target}: -4 may be followed by at most one -1")
-    if (d1 <= 0 and d1 != -1) or (d2 <= 0 and d2 != -1):
-        raise OpTypeError(
-            f"{op}: {target}: the two dimensions after -4 must be > 0 or -1, found {d1}, {d2}"
-        )
-    if isinstance(dim, Any):
-        return [Any() if d1 == -1 else d1, Any() if d2 == -1 else d2]
-    known = d2 if d1 == -1 else d1
-    if d1 == -1 or d2 == -1:
-        if dim % known:
-            raise OpTypeError(
-                f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 cannot split dimension "
-                f"{dim} into parts of {known}"
-            )
-        other = dim // known
-        return [other, d2] if d1 == -1 else [d1, other]
-    if d1 * d2 != dim:
-        raise OpTypeError(
-            f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 splits dimension {dim} "
-            f"into {d1} x {d2} = {d1 * d2}"
-        )
-    return [d1, d2]
+    """The output shape of ``reshape`` with TVM's special values
+    (:func:`vm.kernels.newshape.newshape_dims`, the rule the kernels and the run-time shape
+    functions read); a ``?`` input dimension gives ``?`` wherever it decides the size."""
+    dims = [None if isinstance(d, Any) else int(d) for d in ty.shape]
+    try:
+        out = newshape_dims(dims, tuple(newshape), fmt_type(ty))
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
+    return tuple(Any() if d is None else d for d in out)
 
 
 def _reshape_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:

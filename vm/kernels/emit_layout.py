@@ -13,6 +13,7 @@ intermediate results are views that share the input's memory. Semantics mirror
 from __future__ import annotations
 
 from vm.kernels import dtypes
+from vm.kernels.newshape import newshape_plan, newshape_rank
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -47,103 +48,29 @@ def _view(ctx: EmitCtx) -> str:
     return f"{ctx.args[0]}.reshape({shape_tuple(ctx.out_dims[0])})"
 
 
-def reshape_rank(newshape: tuple[int, ...], ndim: int) -> int:
-    """The output rank of ``reshape`` with TVM's special values, or :class:`RuleError`."""
-    out = 0
-    src = 0
-    inferred = False
-    i = 0
-    where = f"attribute newshape={tuple(newshape)}"
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out += 1
-            src += 1
-        elif value == 0:
-            if src >= ndim:
-                raise RuleError(
-                    f"{where}: 0 at position {i} copies input dimension {src}, but the input "
-                    f"has rank {ndim}"
-                )
-            out += 1
-            src += 1
-        elif value == -1:
-            if inferred:
-                raise RuleError(f"{where} may contain -1 only once")
-            inferred = True
-            out += 1
-            src += 1
-        elif value == -2:
-            out += max(0, ndim - src)
-            src = ndim
-        elif value == -3:
-            if src + 1 >= ndim:
-                raise RuleError(
-                    f"{where}: -3 at position {i} merges input dimensions {src} and {src + 1}, "
-                    f"but the input has rank {ndim}"
-                )
-            out += 1
-            src += 2
-        elif value == -4:
-            if i + 2 >= len(newshape) or src >= ndim:
-                raise RuleError(
-                    f"{where}: -4 at position {i} must be followed by two dimensions and split "
-                    "an existing input dimension"
-                )
-            d1, d2 = newshape[i + 1], newshape[i + 2]
-            if d1 == -1 and d2 == -1:
-                raise RuleError(f"{where}: -4 may be followed by at most one -1")
-            if (d1 <= 0 and d1 != -1) or (d2 <= 0 and d2 != -1):
-                raise RuleError(
-                    f"{where}: the two dimensions after -4 must be > 0 or -1, found {d1}, {d2}"
-                )
-            out += 2
-            src += 1
-            i += 2
-        else:
-            raise RuleError(
-                f"{where} has invalid value {value} at position {i}; expected a size > 0 or "
-                "one of 0, -1, -2, -3, -4"
-            )
-        i += 1
-    return out
-
-
 def _reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
-    ndim = reshape_rank(attrs["newshape"], args[0].ndim)
+    ndim = newshape_rank(attrs["newshape"], args[0].ndim)
     if ndim > dtypes.MAX_NDIM:
         raise RuleError(f"ndim out of range: reshape to rank {ndim}; at most {dtypes.MAX_NDIM}")
     return (Spec(args[0].dtype, ndim),)
 
 
 def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
-    newshape = ctx.attrs["newshape"]
     dims = ctx.arg_dims[0]
     out: list[str] = []
     infer_at = -1
-    src = 0
-    i = 0
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out.append(str(value))
-            src += 1
-        elif value == 0:
-            out.append(dims[src])
-            src += 1
-        elif value == -1:
+    for piece in newshape_plan(ctx.attrs["newshape"], len(dims)):
+        if piece.kind == "size":
+            out.append(str(piece.value))
+        elif piece.kind == "copy":
+            out.append(dims[piece.src])
+        elif piece.kind == "infer":
             infer_at = len(out)
             out.append("")
-            src += 1
-        elif value == -2:
-            out.extend(dims[src:])
-            src = len(dims)
-        elif value == -3:
-            out.append(ctx.let(f"{dims[src]} * {dims[src + 1]}"))
-            src += 2
-        else:  # -4: split dims[src] into the next two values
-            d1, d2 = newshape[i + 1], newshape[i + 2]
-            dim = dims[src]
+        elif piece.kind == "merge":
+            out.append(ctx.let(f"{dims[piece.src]} * {dims[piece.src + 1]}"))
+        else:  # split dims[src] into the two parts
+            (d1, d2), dim = piece.parts, dims[piece.src]
             if d1 == -1 or d2 == -1:
                 known = d2 if d1 == -1 else d1
                 ctx.fail_if(f"{dim} % {known} != 0", f"-4 cannot split a dimension by {known}")
@@ -152,9 +79,6 @@ def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
             else:
                 ctx.expect(dim, str(d1 * d2), f"-4 splits a dimension into {d1} x {d2}")
                 out.extend([str(d1), str(d2)])
-            src += 1
-            i += 2
-        i += 1
     total = ctx.let(product(dims))
     known = ctx.let(product([d for k, d in enumerate(out) if k != infer_at]))
     if infer_at >= 0:

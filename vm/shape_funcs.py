@@ -53,6 +53,7 @@ import numpy as np
 
 from vm.kernels import panels, windows
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
+from vm.kernels.emit_layout import slice_plan
 from vm.kernels.newshape import newshape_dims
 from vm.kernels.rules import RuleError
 
@@ -470,9 +471,6 @@ def _split(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[
 def _strided_slice(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
     dims = shapes[0]
     # The kernel's own slice plan, so the shape function and the kernel cannot disagree.
-    # Imported late: the rule modules register themselves when vm.kernels.rules loads them.
-    from vm.kernels.emit_layout import slice_plan
-
     normalized = {
         "begin": _ints(attrs["begin"]),
         "end": _ints(attrs["end"]),

@@ -19,14 +19,17 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ExprCtx, ShapeCtx, const, product
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- nn.leaky_relu -----------------------------------------------------------------------------
 
@@ -48,7 +51,7 @@ def _leaky_relu(ctx: ExprCtx) -> str:
     return f"({x} if {x} > {const(0, dtype)} else {x} * {alpha})"
 
 
-register(
+RULES.register(
     OpRule(
         "nn.leaky_relu",
         1,
@@ -95,7 +98,7 @@ def _prelu(ctx: ExprCtx) -> str:
     return f"({x} if {x} > {const(0, ctx.arg_specs[0].dtype)} else {x} * {alpha})"
 
 
-register(
+RULES.register(
     OpRule(
         "nn.prelu",
         2,
@@ -138,7 +141,7 @@ def _dropout_emit(ctx: EmitCtx) -> None:
         s.line(f"{c}[{j}] = {one}")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.dropout",
         1,

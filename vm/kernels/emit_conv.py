@@ -36,14 +36,17 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, plain, product
 from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _OUT_LAYOUTS = ("", NCHW)
 
@@ -292,7 +295,7 @@ _CONV2D_ATTRS = (
     *_CONV_LAYOUT_ATTRS,
 )
 
-register(
+RULES.register(
     OpRule(
         "nn.conv2d",
         2,
@@ -377,7 +380,7 @@ def _per_image(ctx: EmitCtx, call: Callable[[str, str], str]) -> None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_winograd_without_weight_transform",
         2,
@@ -455,7 +458,7 @@ def _packed_emit(ctx: EmitCtx) -> None:
     )
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_gemm_without_weight_transform",
         2,
@@ -494,7 +497,7 @@ def _weight_transform_emit(ctx: EmitCtx) -> None:
     ctx.src.line(f"wino.weight_transform({ctx.args[0]}, {ctx.outs[0]}, {tile})")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_winograd_weight_transform",
         1,
@@ -594,7 +597,7 @@ def _conv2d_transpose_emit(ctx: EmitCtx) -> None:
             ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
 
 
-register(
+RULES.register(
     OpRule(
         "nn.conv2d_transpose",
         2,

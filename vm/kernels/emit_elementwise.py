@@ -21,15 +21,18 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     check_float_attr,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import ExprCtx, ShapeCtx, cast, const
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- shapes ------------------------------------------------------------------------------------
 
@@ -159,7 +162,7 @@ def _compare(symbol: str) -> Callable[[ExprCtx], str]:
 
 
 def _binary(name: str, kind: str | None, out: str | None, expr: Callable, exact: bool) -> None:
-    register(
+    RULES.register(
         OpRule(
             name,
             2,
@@ -231,7 +234,7 @@ _UNARY: list[tuple[str, str | None, Callable[[ExprCtx], str], bool]] = [
 ]
 
 for _name, _kind, _expr, _exact in _UNARY:
-    register(
+    RULES.register(
         OpRule(_name, 1, (), _unary_infer(_kind), _first_arg_shape, expr=_expr, f16_exact=_exact)
     )
 
@@ -244,7 +247,7 @@ def _fill_like(value: int) -> Callable[[ExprCtx], str]:
 
 
 for _name, _value in (("zeros_like", 0), ("ones_like", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -293,7 +296,7 @@ def _clip(ctx: ExprCtx) -> str:
     return f"min(max({a}, {lo_c}), {hi_c})"
 
 
-register(
+RULES.register(
     OpRule(
         "clip",
         1,
@@ -314,7 +317,7 @@ def _cast(ctx: ExprCtx) -> str:
     return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "cast",
         1,
@@ -336,7 +339,7 @@ def _init_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[S
 
 
 for _name, _value in (("zeros", 0), ("ones", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             0,
@@ -359,7 +362,7 @@ def _full(ctx: ExprCtx) -> str:
     return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "full",
         1,
@@ -381,7 +384,7 @@ def _full_like(ctx: ExprCtx) -> str:
     return cast(ctx.args[1], ctx.arg_specs[1].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "full_like",
         2,
@@ -409,7 +412,7 @@ def _where(ctx: ExprCtx) -> str:
     return f"({x} if {c} else {y})"
 
 
-register(OpRule("where", 3, (), _where_infer, _broadcast_shape, expr=_where, f16_exact=True))
+RULES.register(OpRule("where", 3, (), _where_infer, _broadcast_shape, expr=_where, f16_exact=True))
 
 
 def _broadcast_to_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
@@ -435,7 +438,7 @@ def _broadcast_to_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [target]
 
 
-register(
+RULES.register(
     OpRule(
         "broadcast_to",
         1,
@@ -475,7 +478,7 @@ def _bias_add_map(ctx: Any, i: int, positions: tuple[int, ...]) -> tuple[int, ..
     return (positions[_bias_axis(ctx.attrs, len(positions))],)
 
 
-register(
+RULES.register(
     OpRule(
         "nn.bias_add",
         2,

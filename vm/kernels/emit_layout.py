@@ -18,15 +18,18 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axes,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, index, product, shape_tuple
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- reshape-like: flat copies and views -------------------------------------------------------
 
@@ -90,7 +93,7 @@ def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [out]
 
 
-register(
+RULES.register(
     OpRule(
         "reshape",
         1,
@@ -136,7 +139,7 @@ def _squeeze_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[ctx.let(f"{kept}[{k}]") for k in range(rank)]]
 
 
-register(
+RULES.register(
     OpRule(
         "squeeze",
         1,
@@ -166,7 +169,7 @@ def _expand_dims_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[*dims[:axis], *(["1"] * ctx.attrs["num_newaxis"]), *dims[axis:]]]
 
 
-register(
+RULES.register(
     OpRule(
         "expand_dims",
         1,
@@ -189,7 +192,7 @@ def _batch_flatten_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[dims[0], ctx.let(product(dims[1:]))]]
 
 
-register(
+RULES.register(
     OpRule(
         "nn.batch_flatten",
         1,
@@ -236,7 +239,7 @@ def _transpose_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "transpose",
         1,
@@ -286,7 +289,7 @@ def _concatenate_emit(ctx: EmitCtx) -> None:
         src.line(f"{offset} += {dims[axis]}")
 
 
-register(
+RULES.register(
     OpRule(
         "concatenate",
         None,
@@ -329,7 +332,7 @@ def _stack_emit(ctx: EmitCtx) -> None:
             ctx.src.line(f"{ctx.outs[0]}[{index(target)}] = {arg}[{index(ii)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "stack",
         None,
@@ -405,7 +408,7 @@ def _split_emit(ctx: EmitCtx) -> None:
             ctx.src.line(f"{out}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "split",
         1,
@@ -493,7 +496,7 @@ def _strided_slice_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "strided_slice",
         1,
@@ -590,7 +593,7 @@ def _take_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(data_idx)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "take",
         2,
@@ -619,7 +622,7 @@ def _shape_of_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{k}] = {dim}")
 
 
-register(
+RULES.register(
     OpRule(
         "shape_of",
         1,
@@ -636,7 +639,7 @@ def _ndarray_size_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) ->
     return (Spec(attrs["dtype"], 0),)
 
 
-register(
+RULES.register(
     OpRule(
         "ndarray_size",
         1,
@@ -677,7 +680,7 @@ def _dyn_reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> 
     return (Spec(args[0].dtype, _declared_rank("dyn.reshape", declared)),)
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.reshape",
         2,
@@ -719,7 +722,7 @@ def _dyn_broadcast_to_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.broadcast_to",
         2,
@@ -750,7 +753,7 @@ def _dyn_init_infer(op: str):
 
 
 for _name, _fill_value in (("dyn.zeros", 0), ("dyn.ones", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -772,7 +775,7 @@ def _dyn_full_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
     return (Spec(dtype, _declared_rank("dyn.full", declared)),)
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.full",
         2,
@@ -834,7 +837,7 @@ def _dyn_strided_slice_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.strided_slice",
         4,
@@ -872,7 +875,7 @@ def _arange_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{j}] = {out_type}({start} + {j} * {step})")
 
 
-register(
+RULES.register(
     OpRule(
         "arange",
         3,
@@ -932,7 +935,7 @@ def _argsort_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tupl
     return (Spec(attrs["dtype"], args[0].ndim),)
 
 
-register(
+RULES.register(
     OpRule(
         "argsort",
         1,
@@ -985,7 +988,7 @@ def _topk_emit(ctx: EmitCtx) -> None:
         _emit_sorted(ctx, keep, ctx.outs[0], scratch)
 
 
-register(
+RULES.register(
     OpRule(
         "topk",
         1,

@@ -21,14 +21,17 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, Source, const, product, shape_tuple, wrap
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _AFFINE_ATTRS = (
     Attr("epsilon", "float", 1e-5),
@@ -132,7 +135,7 @@ def _batch_norm_emit(ctx: EmitCtx) -> None:
         s.line(f"{ctx.outs[2]}[{c}] = {var}[{c}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.batch_norm",
         5,
@@ -212,7 +215,7 @@ def _layer_norm_strided(ctx: EmitCtx, axis: int) -> None:
         s.line(f"{o3}[{a}, {j}, {k}] = {out_rows}[{a}, {k}, {j}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.layer_norm",
         3,
@@ -242,7 +245,7 @@ def _group_norm_emit(ctx: EmitCtx) -> None:
     _standardize(ctx, x3, o3, outer, str(groups), size, f"{{g}} * {per} + {{j}} // {inner}")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.group_norm",
         3,

@@ -21,13 +21,16 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, const, plain
 from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _LAYOUT_ATTRS = (Attr("layout", "str", NCHW), Attr("out_layout", "str", ""))
 
@@ -102,7 +105,7 @@ _WINDOW_ATTRS = (
     Attr("ceil_mode", "bool", False),
 )
 
-register(
+RULES.register(
     OpRule(
         "nn.max_pool2d",
         1,
@@ -113,7 +116,7 @@ register(
         numeric=True,
     )
 )
-register(
+RULES.register(
     OpRule(
         "nn.avg_pool2d",
         1,
@@ -143,7 +146,7 @@ def _call(function: str) -> Callable[[EmitCtx], None]:
 
 
 for _name, _kind in (("nn.global_max_pool2d", "numeric"), ("nn.global_avg_pool2d", "float")):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -185,7 +188,7 @@ def _adaptive_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[n, c, str(size[0]), str(size[1])]]
 
 
-register(
+RULES.register(
     OpRule(
         "nn.adaptive_avg_pool2d",
         1,

@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vm.kernels import dtypes
-from vm.kernels.rules import Attr, OpRule, Spec, norm_axes, register, require_kind
+from vm.kernels.rules import Attr, OpRule, RuleSet, Spec, norm_axes, require_kind
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product, shape_tuple
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 REDUCE_ATTRS = (
     Attr("axis", "ints", None, optional=True),
@@ -185,7 +188,7 @@ _REDUCTIONS = [
 ]
 
 for _name, _kind in _REDUCTIONS:
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -261,7 +264,7 @@ def _emit_arg_reduce(op: str) -> Callable[[EmitCtx], None]:
 
 
 for _name in ("argmax", "argmin"):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,

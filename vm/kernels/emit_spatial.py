@@ -18,13 +18,16 @@ from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, float_literal, index, plain, product
 from vm.kernels.windows import NCHW, check_layout
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- nn.pad ------------------------------------------------------------------------------------
 
@@ -123,7 +126,7 @@ def _pad_emit(ctx: EmitCtx) -> None:
         s.line(f"{out}[{index(oi)}] = {data}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.pad",
         2,
@@ -177,7 +180,7 @@ def _upsampling_emit(ctx: EmitCtx) -> None:
     )
 
 
-register(
+RULES.register(
     OpRule(
         "nn.upsampling",
         1,

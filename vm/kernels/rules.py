@@ -3,10 +3,11 @@
 Runtime layer (``vm.kernels``); standard library only.
 
 A rule holds what the kernel library knows about an operator: its argument count, its
-attribute schema (TVM's names and defaults, the same as the compiler's registry), how
-the output dtypes and ranks follow from the inputs (used to validate descriptions before
-anything is compiled), how output shapes are computed at run time, and how its code is
-emitted. The ``emit_*`` modules define the rules and register them here.
+attribute schema (TVM's names and defaults; the compiler's registry reads it from here),
+how the output dtypes and ranks follow from the inputs (used to validate descriptions
+before anything is compiled), how output shapes are computed at run time, and how its code
+is emitted. This module holds the record and the checks rules share; the ``emit_*``
+modules define the rules, and :mod:`vm.kernels.table` gathers them into the table.
 
 Two kinds of operator exist:
 
@@ -303,41 +304,16 @@ class OpRule:
         return self.expr is not None
 
 
-RULES: dict[str, OpRule] = {}
+class RuleSet:
+    """The rules one ``emit_*`` module defines, in order; :mod:`vm.kernels.table` gathers
+    every module's set into the operator table."""
 
+    def __init__(self) -> None:
+        self.rules: list[OpRule] = []
 
-def register(rule: OpRule) -> OpRule:
-    """Add ``rule`` to the table (each name once)."""
-    if rule.name in RULES:
-        raise ValueError(f"kernel rule {rule.name} is registered twice")
-    if (rule.expr is None) == (rule.emit is None):
-        raise ValueError(f"kernel rule {rule.name} needs exactly one of expr and emit")
-    RULES[rule.name] = rule
-    return rule
-
-
-def _load() -> None:
-    if not RULES:
-        from vm.kernels import (  # noqa: F401
-            emit_activation,
-            emit_conv,
-            emit_elementwise,
-            emit_layout,
-            emit_nn,
-            emit_norm,
-            emit_pool,
-            emit_reduce,
-            emit_spatial,
-        )
-
-
-def get_rule(name: str) -> OpRule | None:
-    """The rule for operator ``name``, or ``None``."""
-    _load()
-    return RULES.get(name)
-
-
-def supported_ops() -> list[str]:
-    """Every operator a kernel description may use, sorted."""
-    _load()
-    return sorted(RULES)
+    def register(self, rule: OpRule) -> OpRule:
+        """Add ``rule`` to the set; returns it."""
+        if (rule.expr is None) == (rule.emit is None):
+            raise ValueError(f"kernel rule {rule.name} needs exactly one of expr and emit")
+        self.rules.append(rule)
+        return rule

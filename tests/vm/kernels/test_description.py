@@ -16,7 +16,7 @@ import pytest
 
 from compiler.op.registry import get_def
 from vm.kernels import KernelDescriptionError, check_description, supported_ops
-from vm.kernels.rules import get_rule
+from vm.kernels.table import get_rule
 
 BRIEF_OPS = [
     "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",

@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, TupleType, Type
 from compiler.op.defs_common import define, required, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     fmt_type,
     merge_dims,
@@ -67,7 +67,6 @@ define(
     _reshape_rel,
     _reshape,
     INJECTIVE,
-    attrs=(AttrSpec("newshape", "ints", required=True),),
     doc="data with a new shape (0 copies a dimension, -1 is inferred, -2/-3/-4)",
 )
 
@@ -105,7 +104,6 @@ define(
     _transpose_rel,
     _transpose,
     INJECTIVE,
-    attrs=(AttrSpec("axes", "ints", None, optional=True),),
     doc="permute the axes",
 )
 
@@ -143,7 +141,6 @@ define(
     _squeeze_rel,
     _squeeze,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "ints", None, optional=True),),
     doc="remove size-1 axes",
 )
 
@@ -173,7 +170,6 @@ define(
     _expand_dims_rel,
     _expand_dims,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", required=True), AttrSpec("num_newaxis", "int", 1)),
     doc="insert size-1 axes",
 )
 
@@ -221,7 +217,6 @@ define(
     _concatenate_rel,
     _concatenate,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", 0),),
     doc="join a tuple of tensors along axis",
 )
 
@@ -257,7 +252,6 @@ define(
     _stack_rel,
     _stack,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", 0),),
     doc="stack a tuple of tensors along a new axis",
 )
 
@@ -331,10 +325,6 @@ define(
     _split_rel,
     _split,
     INJECTIVE,
-    attrs=(
-        AttrSpec("indices_or_sections", "int_or_ints", required=True),
-        AttrSpec("axis", "int", 0),
-    ),
     doc="split along axis into equal sections or at indices",
 )
 
@@ -418,13 +408,6 @@ define(
     _strided_slice_rel,
     _strided_slice,
     INJECTIVE,
-    attrs=(
-        AttrSpec("begin", "ints", required=True),
-        AttrSpec("end", "ints", required=True),
-        AttrSpec("strides", "ints", None, optional=True),
-        AttrSpec("axes", "ints", None, optional=True),
-        AttrSpec("slice_mode", "str", "end", choices=("end", "size")),
-    ),
     doc="data[begin:end:strides] on each listed axis",
 )
 
@@ -517,10 +500,5 @@ define(
     _take_rel,
     _take,
     INJECTIVE,
-    attrs=(
-        AttrSpec("axis", "int", None, optional=True),
-        AttrSpec("batch_dims", "int", 0),
-        AttrSpec("mode", "str", "clip", choices=("clip", "wrap", "fast")),
-    ),
     doc="gather elements of data at indices along axis",
 )

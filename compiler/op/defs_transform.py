@@ -28,6 +28,7 @@ from compiler.op.typerel import (
     tensor_arg,
     tuple_arg,
 )
+from vm.kernels.emit_layout import slice_plan as kernel_slice_plan
 from vm.kernels.newshape import newshape_dims
 from vm.kernels.rules import RuleError
 
@@ -333,51 +334,13 @@ define(
 
 
 def slice_plan(op: str, ty: TensorType, attrs: Attrs) -> list[tuple[int, int, int | None, int]]:
-    """``(axis, begin, end, stride)`` for each sliced axis (``end=None``: to the edge).
-
-    Without ``axes``, ``begin`` covers the leading axes. Shorter ``end``/``strides`` lists
-    mean "to the edge" and 1. ``slice_mode="size"`` reads ``end`` as sizes (-1: to the edge).
-    """
-    begin = list(required(op, attrs, "begin"))  # type: ignore[call-overload]
-    end = list(required(op, attrs, "end"))  # type: ignore[call-overload]
-    strides = list(attrs.get("strides") or ())  # type: ignore[call-overload]
-    axes_attr = attrs.get("axes")
-    if axes_attr is None:
-        if len(begin) > ty.ndim:
-            raise OpTypeError(
-                f"{op}: attribute begin={tuple(begin)} has {len(begin)} entries but "
-                f"{fmt_type(ty)} has rank {ty.ndim}"
-            )
-        axes = list(range(len(begin)))
-    else:
-        axes = normalize_axes(op, axes_attr, ty.ndim, "axes")  # type: ignore[arg-type]
-        if len(begin) != len(axes):
-            raise OpTypeError(
-                f"{op}: attribute begin={tuple(begin)} must have one entry per axis in "
-                f"axes={tuple(axes_attr)}"  # type: ignore[arg-type]
-            )
-    for name, values in (("end", end), ("strides", strides)):
-        if len(values) > len(axes):
-            raise OpTypeError(
-                f"{op}: attribute {name}={tuple(values)} has more entries than begin={tuple(begin)}"
-            )
-    plan = []
-    size_mode = attrs.get("slice_mode") == "size"
-    for i, axis in enumerate(axes):
-        stride = strides[i] if i < len(strides) else 1
-        stop: int | None = end[i] if i < len(end) else None
-        if size_mode:
-            stride = 1
-            if stop is not None:
-                start = begin[i]
-                stop = None if stop < 0 else start + stop
-                # A negative begin counts from the edge; its size must not wrap past it.
-                if stop is not None and start < 0 and stop >= 0:
-                    stop = None
-        if stride == 0:
-            raise OpTypeError(f"{op}: attribute strides has a 0 step for axis {axis}")
-        plan.append((axis, begin[i], stop, stride))
-    return plan
+    """``(axis, begin, end, stride)`` for each sliced axis (``end=None``: to the edge), by
+    :func:`vm.kernels.emit_layout.slice_plan`, the reading the kernel and the run-time shape
+    function use."""
+    try:
+        return kernel_slice_plan(attrs, ty.ndim, fmt_type(ty))
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
 
 
 def _slice_len(dim: int, begin: int, end: int | None, stride: int) -> range:

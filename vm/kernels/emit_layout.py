@@ -12,6 +12,9 @@ intermediate results are views that share the input's memory. Semantics mirror
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from vm.kernels import dtypes
 from vm.kernels.newshape import newshape_plan, newshape_rank
 from vm.kernels.rules import (
@@ -423,15 +426,24 @@ RULES.register(
 # --- strided_slice -----------------------------------------------------------------------------
 
 
-def slice_plan(attrs: dict, ndim: int) -> list[tuple[int, int, int | None, int]]:
-    """``(axis, begin, end, stride)`` per sliced axis (``end=None``: to the edge)."""
+def slice_plan(
+    attrs: Mapping[str, Any], ndim: int, what: str = "the input"
+) -> list[tuple[int, int, int | None, int]]:
+    """``(axis, begin, end, stride)`` per sliced axis (``end=None``: to the edge).
+
+    The one reading of ``strided_slice``'s attributes: the kernel's, the run-time shape
+    function's and the compiler's (type relation and numpy reference). Without ``axes``,
+    ``begin`` covers the leading axes. Shorter ``end``/``strides`` lists mean "to the edge"
+    and 1. ``slice_mode="size"`` reads ``end`` as sizes (-1: to the edge). ``what`` names
+    the input in messages; :class:`RuleError` if the attributes do not fit rank ``ndim``.
+    """
     begin = list(attrs["begin"])
     end = list(attrs["end"])
     strides = list(attrs["strides"] or ())
     if attrs["axes"] is None:
         if len(begin) > ndim:
             raise RuleError(
-                f"attribute begin={tuple(begin)} has {len(begin)} entries but the input has "
+                f"attribute begin={tuple(begin)} has {len(begin)} entries but {what} has "
                 f"rank {ndim}"
             )
         axes = list(range(len(begin)))
@@ -457,6 +469,7 @@ def slice_plan(attrs: dict, ndim: int) -> list[tuple[int, int, int | None, int]]
             if stop is not None:
                 start = begin[i]
                 stop = None if stop < 0 else start + stop
+                # A negative begin counts from the edge; its size must not wrap past it.
                 if stop is not None and start < 0 and stop >= 0:
                     stop = None
         if stride == 0:

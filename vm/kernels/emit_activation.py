@@ -11,10 +11,12 @@ is all ones. Semantics mirror ``compiler/op/defs_activation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -151,3 +153,22 @@ RULES.register(
         emit=_dropout_emit,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+RULES.shape("nn.leaky_relu")(sr.same_as_first)
+
+
+@RULES.shape("nn.dropout")
+def _run_dropout(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [shapes[0], shapes[0]]
+
+
+@RULES.shape("nn.prelu")
+def _run_prelu(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, alpha = shapes
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    sr.channel_vectors(data, [alpha], ["alpha"], axis)
+    return [data]

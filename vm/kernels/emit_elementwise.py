@@ -11,12 +11,13 @@ mirror the compiler's numpy references (``compiler/op/defs_elemwise.py``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -489,3 +490,51 @@ RULES.register(
         arg_map=_bias_add_map,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+RULES.shape(
+    "abs", "ceil", "copy", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
+    "nn.relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "zeros_like",
+    "ones_like", "cast", "clip", "full_like",
+)(sr.same_as_first)  # fmt: skip
+
+
+@RULES.shape(
+    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
+    "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where",
+)  # fmt: skip
+def _run_broadcast(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    return [sr.broadcast_shapes(shapes)]
+
+
+@RULES.shape("nn.bias_add")
+def _run_bias_add(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, bias = shapes
+    sr.rank(data, 1, None, "data")
+    sr.rank(bias, 1, 1, "bias")
+    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    out = list(data)
+    out[axis] = sr.broadcast_shapes([(data[axis],), bias])[0]
+    return [tuple(out)]
+
+
+@RULES.shape("broadcast_to")
+def _run_broadcast_to(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    target = sr.ints(attrs["shape"])
+    dims = shapes[0]
+    offset = len(target) - len(dims)
+    if offset < 0 or any(d not in (1, target[offset + k]) for k, d in enumerate(dims)):
+        raise RuleError(f"cannot broadcast {sr.fmt_shape(dims)} to shape {sr.fmt_shape(target)}")
+    return [target]
+
+
+@RULES.shape("zeros", "ones", "full")
+def _run_fill(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [sr.ints(attrs["shape"])]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.newshape import newshape_plan, newshape_rank
 from vm.kernels.rules import (
     Attr,
@@ -1018,3 +1019,210 @@ RULES.register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("reshape")
+def _run_reshape(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [sr.reshape_shape(shapes[0], sr.ints(attrs["newshape"]))]
+
+
+@RULES.shape("squeeze")
+def _run_squeeze(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    axis = attrs.get("axis")
+    if axis is not None:
+        axes = sr.axes_of(sr.ints(axis), len(dims))
+        for a in axes:
+            if dims[a] != 1:
+                raise RuleError(f"cannot squeeze axis {a}: it has size {dims[a]}, expected 1")
+        return [tuple(d for a, d in enumerate(dims) if a not in axes)]
+    out = tuple(d for d in dims if d != 1)
+    if ranks and len(out) != ranks[0]:
+        # The type kept the dimensions not known to be 1; a kernel of that rank cannot
+        # tell which of the run-time 1s to keep.
+        raise RuleError(
+            f"squeeze without axis leaves rank {len(out)}, but the program was compiled "
+            f"for rank {ranks[0]}; name the axes to squeeze"
+        )
+    return [out]
+
+
+@RULES.shape("expand_dims")
+def _run_expand_dims(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    count = attrs.get("num_newaxis", 1)
+    if count < 0:
+        raise RuleError(f"attribute num_newaxis={count} must be >= 0")
+    axis = sr.axis_of(attrs["axis"], len(dims), extra=1)
+    return [(*dims[:axis], *([1] * count), *dims[axis:])]
+
+
+@RULES.shape("nn.batch_flatten")
+def _run_batch_flatten(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    sr.rank(dims, 1, None, "data")
+    return [(dims[0], sr.prod(dims[1:]))]
+
+
+@RULES.shape("transpose")
+def _run_transpose(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    axes = attrs.get("axes")
+    if not axes:
+        perm = list(range(len(dims)))[::-1]
+    else:
+        if len(axes) != len(dims):
+            raise RuleError(
+                f"attribute axes={tuple(axes)} must list each of the {len(dims)} axes once"
+            )
+        perm = sr.axes_of(axes, len(dims), "axes")
+    return [tuple(dims[a] for a in perm)]
+
+
+@RULES.shape("concatenate")
+def _run_concatenate(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    first = shapes[0]
+    sr.rank(first, 1, None, "field 0")
+    axis = sr.axis_of(attrs.get("axis", 0), len(first))
+    for i, dims in enumerate(shapes[1:], start=1):
+        if len(dims) != len(first) or any(d != first[a] for a, d in enumerate(dims) if a != axis):
+            raise RuleError(
+                f"field {i} {sr.fmt_shape(dims)} differs from field 0 {sr.fmt_shape(first)} off "
+                f"the concatenation axis {axis}"
+            )
+    out = list(first)
+    out[axis] = sum(dims[axis] for dims in shapes)
+    return [tuple(out)]
+
+
+@RULES.shape("stack")
+def _run_stack(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    first = shapes[0]
+    axis = sr.axis_of(attrs.get("axis", 0), len(first), extra=1)
+    for i, dims in enumerate(shapes[1:], start=1):
+        if dims != first:
+            raise RuleError(
+                f"field {i} {sr.fmt_shape(dims)} differs from field 0 {sr.fmt_shape(first)}"
+            )
+    out = list(first)
+    out.insert(axis, len(shapes))
+    return [tuple(out)]
+
+
+@RULES.shape("split")
+def _run_split(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    sr.rank(dims, 1, None, "data")
+    axis = sr.axis_of(attrs.get("axis", 0), len(dims))
+    dim = dims[axis]
+    spec = attrs["indices_or_sections"]
+    sizes: list[int] = []
+    if isinstance(spec, int):
+        if spec < 1 or dim % spec:
+            raise RuleError(f"axis {axis} of size {dim} does not split into {spec} equal sections")
+        sizes = [dim // spec] * spec
+    else:
+        begin = 0
+        for index in spec:
+            if index < begin or index > dim:
+                raise RuleError(
+                    f"split indices {tuple(spec)} must be non-decreasing and within axis "
+                    f"{axis} of size {dim}"
+                )
+            sizes.append(index - begin)
+            begin = index
+        sizes.append(dim - begin)
+    out = []
+    for size in sizes:
+        piece = list(dims)
+        piece[axis] = size
+        out.append(tuple(piece))
+    return out
+
+
+@RULES.shape("strided_slice")
+def _run_strided_slice(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    # The kernel's own slice plan, so the shape function and the kernel cannot disagree.
+    normalized = {
+        "begin": sr.ints(attrs["begin"]),
+        "end": sr.ints(attrs["end"]),
+        "strides": sr.ints(attrs["strides"]) if attrs.get("strides") else None,
+        "axes": sr.ints(attrs["axes"]) if attrs.get("axes") is not None else None,
+        "slice_mode": attrs.get("slice_mode", "end"),
+    }
+    try:
+        plan = slice_plan(normalized, len(dims))
+    except RuleError as err:
+        raise RuleError(str(err)) from None
+    out = list(dims)
+    for axis, begin, stop, stride in plan:
+        out[axis] = len(range(*slice(begin, stop, stride).indices(dims[axis])))
+    return [tuple(out)]
+
+
+@RULES.shape("take")
+def _run_take(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, indices = shapes
+    batch_dims = attrs.get("batch_dims", 0)
+    if batch_dims < 0:
+        batch_dims += len(indices)
+    if not 0 <= batch_dims <= len(indices):
+        raise RuleError(f"attribute batch_dims={attrs.get('batch_dims')} is out of range")
+    if attrs.get("axis") is None:
+        return [indices]
+    axis = sr.axis_of(attrs["axis"], len(data))
+    if batch_dims > axis:
+        raise RuleError(f"attribute batch_dims={batch_dims} must not exceed axis={axis}")
+    for k in range(batch_dims):
+        sr.expect(indices[k], data[k], f"batch dimension {k} of indices")
+    return [(*data[:axis], *indices[batch_dims:], *data[axis + 1 :])]
+
+
+@RULES.shape("shape_of")
+def _run_shape_of(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [(len(shapes[0]),)]
+
+
+@RULES.shape("ndarray_size")
+def _run_ndarray_size(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    return [()]
+
+
+def _run_sort_axis(shape: sr.Shape, attrs: Mapping[str, Any]) -> int:
+    if not shape:
+        raise RuleError("cannot sort a scalar")
+    return sr.axis_of(int(attrs.get("axis", -1)), len(shape))
+
+
+@RULES.shape("argsort")
+def _run_argsort(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    _run_sort_axis(shapes[0], attrs)
+    return [shapes[0]]
+
+
+@RULES.shape("topk")
+def _run_topk(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data = shapes[0]
+    axis = _run_sort_axis(data, attrs)
+    k = int(attrs.get("k", 1))
+    out = list(data)
+    if k >= 1:
+        out[axis] = min(k, data[axis])
+    both = attrs.get("ret_type", "both") == "both"
+    return [tuple(out), tuple(out)] if both else [tuple(out)]

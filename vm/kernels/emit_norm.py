@@ -14,9 +14,11 @@ Variances are biased. ``scale=False`` ignores gamma, ``center=False`` ignores be
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -260,3 +262,46 @@ RULES.register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("nn.layer_norm")
+def _run_layer_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs.get("axis", -1), len(data))
+    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
+    return [data]
+
+
+@RULES.shape("nn.group_norm")
+def _run_group_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
+    groups = attrs["num_groups"]
+    if groups < 1 or data[axis] % groups:
+        raise RuleError(
+            f"the {data[axis]} channels on axis {axis} of data {sr.fmt_shape(data)} are not "
+            f"divisible by num_groups={groups}"
+        )
+    return [data]
+
+
+@RULES.shape("nn.batch_norm")
+def _run_batch_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    names = ("gamma", "beta", "moving_mean", "moving_var")
+    sr.channel_vectors(data, shapes[1:], names, axis)
+    return [data, (data[axis],), (data[axis],)]

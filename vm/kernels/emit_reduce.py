@@ -12,9 +12,11 @@ and, like an integer ``mean``, refuse to reduce over no elements. Semantics mirr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import Attr, OpRule, RuleSet, Spec, norm_axes, require_kind
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product, shape_tuple
 
@@ -275,3 +277,25 @@ for _name in ("argmax", "argmin"):
             numeric=True,
         )
     )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+def _run_reduce_axes(attrs: Mapping[str, Any], ndim: int) -> list[int]:
+    axis = attrs.get("axis")
+    if axis is None:
+        return list(range(ndim))
+    listed = sr.axes_of(sr.ints(axis), ndim)
+    if attrs.get("exclude", False):
+        return [a for a in range(ndim) if a not in listed]
+    return sorted(listed)
+
+
+@RULES.shape("sum", "mean", "prod", "max", "min", "all", "any", "argmax", "argmin")
+def _run_reduce(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    axes = _run_reduce_axes(attrs, len(dims))
+    if attrs.get("keepdims", False):
+        return [tuple(1 if a in axes else d for a, d in enumerate(dims))]
+    return [tuple(d for a, d in enumerate(dims) if a not in axes)]

@@ -304,12 +304,31 @@ class OpRule:
         return self.expr is not None
 
 
+#: An operator's run-time shape rule: ``rule(arg_shapes, attrs, out_ranks) -> output
+#: shapes`` on concrete sizes, raising :class:`RuleError` (run by :mod:`vm.shape_funcs`);
+#: ``out_ranks`` are the ranks the description declares (``squeeze`` without ``axis``).
+ShapeRule = Callable[[list[tuple[int, ...]], Mapping[str, Any], tuple[int, ...]], list]
+
+
 class RuleSet:
-    """The rules one ``emit_*`` module defines, in order; :mod:`vm.kernels.table` gathers
-    every module's set into the operator table."""
+    """The rules one ``emit_*`` module defines, in order, and its operators' run-time shape
+    rules; :mod:`vm.kernels.table` gathers every module's set into the operator table."""
 
     def __init__(self) -> None:
         self.rules: list[OpRule] = []
+        self.shapes: dict[str, ShapeRule] = {}
+
+    def shape(self, *names: str) -> Callable[[ShapeRule], ShapeRule]:
+        """Decorator: the run-time shape rule of operators ``names``."""
+
+        def add(fn: ShapeRule) -> ShapeRule:
+            for name in names:
+                if name in self.shapes:
+                    raise ValueError(f"shape rule {name} is registered twice")
+                self.shapes[name] = fn
+            return fn
+
+        return add
 
     def register(self, rule: OpRule) -> OpRule:
         """Add ``rule`` to the set; returns it."""

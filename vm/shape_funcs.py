@@ -57,7 +57,7 @@ import numpy as np
 from vm.kernels import shape_rules as sr
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
 from vm.kernels.rules import RuleError
-from vm.kernels.table import SHAPE_RULES
+from vm.kernels.table import RULES, SHAPE_RULES
 
 __all__ = [
     "SHAPE_FUNC_KEY",
@@ -169,7 +169,7 @@ def _dyn_strided_slice(shapes: list[Shape], values: list[Any], attrs: Any, ranks
         "end": end,
         "strides": strides,
         "axes": None,
-        "slice_mode": attrs.get("slice_mode", "end"),
+        "slice_mode": attrs["slice_mode"],
     }
     return SHAPE_RULES["strided_slice"]([shapes[0]], plain, ranks)
 
@@ -218,7 +218,8 @@ def op_output_shapes(
     arg_shapes : sequence of sequence of int
         One shape per tensor argument (a tuple argument's fields count one each).
     attrs : mapping
-        The operator's attributes (lists or tuples for list attributes).
+        The operator's attributes (lists or tuples for list attributes); those left out
+        take their defaults from the operator's schema.
     out_ranks : sequence of int
         The output ranks the kernel was described with (only ``squeeze`` without ``axis``
         needs them).
@@ -238,6 +239,9 @@ def op_output_shapes(
         If ``op`` has no shape rule.
     """
     shapes = [tuple(int(d) for d in s) for s in arg_shapes]
+    rule = RULES.get(op)
+    if rule is not None:  # attributes left out take the schema's defaults
+        attrs = {**{a.name: a.default for a in rule.attrs if not a.required}, **attrs}
     try:
         if op in VALUE_RULES:
             values = list(arg_values) if arg_values is not None else [None] * len(shapes)

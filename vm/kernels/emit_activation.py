@@ -169,6 +169,6 @@ def _run_dropout(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple)
 def _run_prelu(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     data, alpha = shapes
     sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    axis = sr.axis_of(attrs["axis"], len(data))
     sr.channel_vectors(data, [alpha], ["alpha"], axis)
     return [data]

@@ -629,13 +629,13 @@ RULES.register(
 
 
 def _run_conv_attrs(attrs: Mapping[str, Any]) -> tuple:
-    groups = attrs.get("groups", 1)
+    groups = attrs["groups"]
     if groups < 1:
         raise RuleError(f"attribute groups={groups} must be >= 1")
     return (
-        sr.pair(attrs.get("strides", (1, 1)), "strides"),
-        sr.pair(attrs.get("dilation", (1, 1)), "dilation"),
-        sr.padding4(attrs.get("padding", (0, 0))),
+        sr.pair(attrs["strides"], "strides"),
+        sr.pair(attrs["dilation"], "dilation"),
+        sr.padding4(attrs["padding"]),
         groups,
     )
 
@@ -694,7 +694,7 @@ def _run_winograd_weight_transform(
     o, i, kh, kw = weight
     if (kh, kw) != (3, 3):
         raise RuleError(f"weight {sr.fmt_shape(weight)} must have a 3x3 kernel")
-    tile = attrs.get("tile_size", 2)
+    tile = attrs["tile_size"]
     if tile not in (2, 4):
         raise RuleError(f"attribute tile_size={tile} is not supported; only 2 and 4 are")
     return [(tile + 2, tile + 2, o, i)]
@@ -709,7 +709,7 @@ def _run_winograd_conv2d(
     sr.rank(weight, 4, 4, "weight")
     (n, c, h, w), (a, b, o, ci) = data, weight
     strides, dilation, (top, left, bottom, right), groups = _run_conv_attrs(attrs)
-    alpha = attrs.get("tile_size", 2) + 2
+    alpha = attrs["tile_size"] + 2
     if (a, b) != (alpha, alpha) or ci != c:
         raise RuleError(
             f"data {sr.fmt_shape(data)} has {c} input channels, but the transformed weight "
@@ -740,7 +740,7 @@ def _run_conv2d_transpose(
         )
     o = og * groups
     _run_check_kernel_attrs(attrs, o, kh, kw)
-    extra = sr.pair(attrs.get("output_padding", (0, 0)), "output_padding", minimum=0)
+    extra = sr.pair(attrs["output_padding"], "output_padding", minimum=0)
     sizes = []
     for axis, (size, kernel, before, after) in enumerate(
         ((h, kh, top, bottom), (w, kw, left, right))

@@ -517,7 +517,7 @@ def _run_bias_add(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
     data, bias = shapes
     sr.rank(data, 1, None, "data")
     sr.rank(bias, 1, 1, "bias")
-    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    axis = sr.axis_of(attrs["axis"], len(data))
     out = list(data)
     out[axis] = sr.broadcast_shapes([(data[axis],), bias])[0]
     return [tuple(out)]

@@ -1055,7 +1055,7 @@ def _run_expand_dims(
     shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 ) -> list[sr.Shape]:
     dims = shapes[0]
-    count = attrs.get("num_newaxis", 1)
+    count = attrs["num_newaxis"]
     if count < 0:
         raise RuleError(f"attribute num_newaxis={count} must be >= 0")
     axis = sr.axis_of(attrs["axis"], len(dims), extra=1)
@@ -1094,7 +1094,7 @@ def _run_concatenate(
 ) -> list[sr.Shape]:
     first = shapes[0]
     sr.rank(first, 1, None, "field 0")
-    axis = sr.axis_of(attrs.get("axis", 0), len(first))
+    axis = sr.axis_of(attrs["axis"], len(first))
     for i, dims in enumerate(shapes[1:], start=1):
         if len(dims) != len(first) or any(d != first[a] for a, d in enumerate(dims) if a != axis):
             raise RuleError(
@@ -1109,7 +1109,7 @@ def _run_concatenate(
 @RULES.shape("stack")
 def _run_stack(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     first = shapes[0]
-    axis = sr.axis_of(attrs.get("axis", 0), len(first), extra=1)
+    axis = sr.axis_of(attrs["axis"], len(first), extra=1)
     for i, dims in enumerate(shapes[1:], start=1):
         if dims != first:
             raise RuleError(
@@ -1124,7 +1124,7 @@ def _run_stack(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -
 def _run_split(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     dims = shapes[0]
     sr.rank(dims, 1, None, "data")
-    axis = sr.axis_of(attrs.get("axis", 0), len(dims))
+    axis = sr.axis_of(attrs["axis"], len(dims))
     dim = dims[axis]
     spec = attrs["indices_or_sections"]
     sizes: list[int] = []
@@ -1162,7 +1162,7 @@ def _run_strided_slice(
         "end": sr.ints(attrs["end"]),
         "strides": sr.ints(attrs["strides"]) if attrs.get("strides") else None,
         "axes": sr.ints(attrs["axes"]) if attrs.get("axes") is not None else None,
-        "slice_mode": attrs.get("slice_mode", "end"),
+        "slice_mode": attrs["slice_mode"],
     }
     try:
         plan = slice_plan(normalized, len(dims))
@@ -1177,7 +1177,7 @@ def _run_strided_slice(
 @RULES.shape("take")
 def _run_take(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     data, indices = shapes
-    batch_dims = attrs.get("batch_dims", 0)
+    batch_dims = attrs["batch_dims"]
     if batch_dims < 0:
         batch_dims += len(indices)
     if not 0 <= batch_dims <= len(indices):
@@ -1207,7 +1207,7 @@ def _run_ndarray_size(
 def _run_sort_axis(shape: sr.Shape, attrs: Mapping[str, Any]) -> int:
     if not shape:
         raise RuleError("cannot sort a scalar")
-    return sr.axis_of(int(attrs.get("axis", -1)), len(shape))
+    return sr.axis_of(int(attrs["axis"]), len(shape))
 
 
 @RULES.shape("argsort")
@@ -1220,9 +1220,9 @@ def _run_argsort(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple)
 def _run_topk(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     data = shapes[0]
     axis = _run_sort_axis(data, attrs)
-    k = int(attrs.get("k", 1))
+    k = int(attrs["k"])
     out = list(data)
     if k >= 1:
         out[axis] = min(k, data[axis])
-    both = attrs.get("ret_type", "both") == "both"
+    both = attrs["ret_type"] == "both"
     return [tuple(out), tuple(out)] if both else [tuple(out)]

@@ -482,7 +482,7 @@ for _name, _log in (("nn.softmax", False), ("nn.log_softmax", True)):
 @RULES.shape("nn.softmax", "nn.log_softmax")
 def _run_softmax(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     sr.rank(shapes[0], 1, None, "data")
-    sr.axis_of(attrs.get("axis", -1), len(shapes[0]))
+    sr.axis_of(attrs["axis"], len(shapes[0]))
     return [shapes[0]]
 
 
@@ -505,11 +505,11 @@ def _run_dense(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -
 @RULES.shape("nn.matmul")
 def _run_matmul(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     a, b = shapes
-    transpose_a = attrs.get("transpose_a", False)
+    transpose_a = attrs["transpose_a"]
     sr.rank(a, 2 if transpose_a else 1, 2 if transpose_a else None, "tensor_a")
     sr.rank(b, 2, 2, "tensor_b")
     lead, ka = ((a[1],), a[0]) if transpose_a else (a[:-1], a[-1])
-    n, kb = (b[0], b[1]) if attrs.get("transpose_b", False) else (b[1], b[0])
+    n, kb = (b[0], b[1]) if attrs["transpose_b"] else (b[1], b[0])
     if ka != kb:
         raise RuleError(
             f"the reduction dimensions of tensor_a {sr.fmt_shape(a)} and tensor_b "
@@ -555,7 +555,7 @@ def _run_layout_transform(
     sr.rank(data, 2, 2, "data")
     layout = attrs.get("dst_layout", panels.LAYOUT)
     width = panels.panel_width(layout)
-    if width is None or attrs.get("src_layout", "NC") != "NC":
+    if width is None or attrs["src_layout"] != "NC":
         raise RuleError(panels.unsupported("dst_layout", layout))
     return [(-(-data[0] // width), data[1], width)]
 
@@ -568,8 +568,8 @@ def _run_batch_matmul(
     sr.rank(x, 3, 3, "x")
     sr.rank(y, 3, 3, "y")
     batch = sr.broadcast_shapes([(x[0],), (y[0],)])[0]
-    m, kx = (x[2], x[1]) if attrs.get("transpose_a", False) else (x[1], x[2])
-    n, ky = (y[1], y[2]) if attrs.get("transpose_b", True) else (y[2], y[1])
+    m, kx = (x[2], x[1]) if attrs["transpose_a"] else (x[1], x[2])
+    n, ky = (y[1], y[2]) if attrs["transpose_b"] else (y[2], y[1])
     if kx != ky:
         raise RuleError(
             f"the reduction dimensions of x {sr.fmt_shape(x)} and y {sr.fmt_shape(y)} differ"

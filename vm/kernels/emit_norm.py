@@ -273,7 +273,7 @@ def _run_layer_norm(
 ) -> list[sr.Shape]:
     data = shapes[0]
     sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs.get("axis", -1), len(data))
+    axis = sr.axis_of(attrs["axis"], len(data))
     sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
     return [data]
 
@@ -284,7 +284,7 @@ def _run_group_norm(
 ) -> list[sr.Shape]:
     data = shapes[0]
     sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    axis = sr.axis_of(attrs["axis"], len(data))
     sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
     groups = attrs["num_groups"]
     if groups < 1 or data[axis] % groups:
@@ -301,7 +301,7 @@ def _run_batch_norm(
 ) -> list[sr.Shape]:
     data = shapes[0]
     sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs.get("axis", 1), len(data))
+    axis = sr.axis_of(attrs["axis"], len(data))
     names = ("gamma", "beta", "moving_mean", "moving_var")
     sr.channel_vectors(data, shapes[1:], names, axis)
     return [data, (data[axis],), (data[axis],)]

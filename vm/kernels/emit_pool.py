@@ -209,11 +209,11 @@ RULES.register(
 @RULES.shape("nn.max_pool2d", "nn.avg_pool2d")
 def _run_pool(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     n, c, h, w = sr.nchw(shapes[0])
-    pool = sr.pair(attrs.get("pool_size", (1, 1)), "pool_size")
-    strides = sr.pair(attrs.get("strides", (1, 1)), "strides")
-    dilation = sr.pair(attrs.get("dilation", (1, 1)), "dilation")
-    top, left, bottom, right = sr.padding4(attrs.get("padding", (0, 0)))
-    ceil_mode = bool(attrs.get("ceil_mode", False))
+    pool = sr.pair(attrs["pool_size"], "pool_size")
+    strides = sr.pair(attrs["strides"], "strides")
+    dilation = sr.pair(attrs["dilation"], "dilation")
+    top, left, bottom, right = sr.padding4(attrs["padding"])
+    ceil_mode = bool(attrs["ceil_mode"])
     out_h = sr.window_output(
         h, pool[0], strides[0], dilation[0], top, bottom, 0, "pool window", ceil_mode
     )

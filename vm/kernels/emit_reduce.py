@@ -287,7 +287,7 @@ def _run_reduce_axes(attrs: Mapping[str, Any], ndim: int) -> list[int]:
     if axis is None:
         return list(range(ndim))
     listed = sr.axes_of(sr.ints(axis), ndim)
-    if attrs.get("exclude", False):
+    if attrs["exclude"]:
         return [a for a in range(ndim) if a not in listed]
     return sorted(listed)
 
@@ -296,6 +296,6 @@ def _run_reduce_axes(attrs: Mapping[str, Any], ndim: int) -> list[int]:
 def _run_reduce(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
     dims = shapes[0]
     axes = _run_reduce_axes(attrs, len(dims))
-    if attrs.get("keepdims", False):
+    if attrs["keepdims"]:
         return [tuple(1 if a in axes else d for a, d in enumerate(dims))]
     return [tuple(d for a, d in enumerate(dims) if a not in axes)]

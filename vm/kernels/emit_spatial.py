@@ -211,7 +211,7 @@ def _run_pad(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> 
     pairs = [tuple(sr.ints(p)) for p in attrs["pad_width"]]
     if len(pairs) != len(data) or any(len(p) != 2 or min(p) < 0 for p in pairs):
         raise RuleError("attribute pad_width needs one (before, after) pair >= 0 per axis of data")
-    mode = attrs.get("pad_mode", "constant")
+    mode = attrs["pad_mode"]
     for axis, ((before, after), size) in enumerate(zip(pairs, data)):
         if before == after == 0:
             continue

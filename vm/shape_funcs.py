@@ -47,7 +47,6 @@ read from argument values, the ``dyn.*`` operators and ``arange``) are here.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -174,23 +173,13 @@ def _dyn_strided_slice(shapes: list[Shape], values: list[Any], attrs: Any, ranks
     return SHAPE_RULES["strided_slice"]([shapes[0]], plain, ranks)
 
 
-def arange_length(start: Any, stop: Any, step: Any) -> int:
-    """TVM's element count of ``arange``: ``max(ceil((stop - start) / step), 0)``."""
-    if step == 0:
-        raise RuleError("step must not be 0")
-    count = (stop - start) / step
-    if not math.isfinite(count):
-        raise RuleError(f"the bounds start={start}, stop={stop}, step={step} are not finite")
-    return max(math.ceil(count), 0)
-
-
 @_value_rule("arange")
 def _arange(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
     for name, shape in zip(("start", "stop", "step"), shapes):
         sr.rank(shape, 0, 0, name)
     start, stop, step = (np.asarray(v).item() for v in values)
     try:
-        return [(arange_length(start, stop, step),)]
+        return [(sr.arange_length(start, stop, step),)]
     except (OverflowError, ValueError):
         raise RuleError(
             f"the bounds start={start}, stop={stop}, step={step} are not finite"

@@ -24,6 +24,8 @@ from compiler.op.defs_common import define, result
 from compiler.op.defs_transform import reshape_shape, slice_plan
 from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, normalize_axis, require_dtype, tensor_arg
+from vm.kernels import shape_rules
+from vm.kernels.rules import RuleError
 
 OPAQUE = OpPattern.OPAQUE
 
@@ -272,15 +274,12 @@ def _arange_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def arange_length(start: float, stop: float, step: float) -> int:
-    """TVM's element count ``max(ceil((stop - start) / step), 0)``."""
-    if step == 0:
-        raise OpTypeError("arange: step must not be 0")
-    count = (stop - start) / step
-    if not np.isfinite(count):
-        raise OpTypeError(
-            f"arange: the bounds start={start}, stop={stop}, step={step} are not finite"
-        )
-    return max(int(np.ceil(count)), 0)
+    """TVM's element count ``max(ceil((stop - start) / step), 0)``
+    (:func:`vm.kernels.shape_rules.arange_length`, the run-time shape function's)."""
+    try:
+        return shape_rules.arange_length(start, stop, step)
+    except RuleError as err:
+        raise OpTypeError(f"arange: {err}") from None
 
 
 def _arange(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:

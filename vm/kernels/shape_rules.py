@@ -13,6 +13,7 @@ operator's name and the input shapes to the message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -144,3 +145,14 @@ def reshape_shape(shape: Shape, newshape: Sequence[int]) -> Shape:
 def same_as_first(shapes: list[Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[Shape]:
     """The rule of operators whose output has their first argument's shape."""
     return [shapes[0]]
+
+
+def arange_length(start: Any, stop: Any, step: Any) -> int:
+    """TVM's element count of ``arange``: ``max(ceil((stop - start) / step), 0)`` (the
+    run-time shape function's and the compiler's numpy reference's)."""
+    if step == 0:
+        raise RuleError("step must not be 0")
+    count = (stop - start) / step
+    if not math.isfinite(count):
+        raise RuleError(f"the bounds start={start}, stop={stop}, step={step} are not finite")
+    return max(math.ceil(count), 0)

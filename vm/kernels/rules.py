@@ -210,7 +210,7 @@ def norm_axis(name: str, axis: int, ndim: int, extra: int = 0) -> int:
     bound = ndim + extra
     if not -bound <= axis < bound:
         raise RuleError(
-            f"attribute {name}={axis} is out of range for rank {ndim}; "
+            f"attribute {name}={axis} is out of range for a tensor of rank {ndim}; "
             f"expected a value in [{-bound}, {bound - 1}]"
         )
     return axis + bound if axis < 0 else axis

@@ -5,6 +5,7 @@ Lowest layer; imports numpy and msgpack only, never ``vm`` or ``compiler``.
 - :mod:`serialization.errors`: :class:`FormatError` (a ``ValueError`` naming the section).
 - :mod:`serialization.framing`: magic + (major, minor) + msgpack sections; deterministic.
 - :mod:`serialization.codec`: msgpack with input-derived limits and rewrapped errors.
+- :mod:`serialization.dtypes`: :data:`DTYPE_NAMES`, the one list of element types.
 - :mod:`serialization.ndarray`: numpy arrays as one extension type, with a dtype allowlist.
 - :mod:`serialization.limits`: resource caps as named constants.
 - :mod:`serialization.formats`: the executable and parameter-dictionary formats.

@@ -19,6 +19,7 @@ import msgpack
 import numpy as np
 
 from serialization.codec import pack, unpack
+from serialization.dtypes import DTYPE_NAMES
 from serialization.errors import FormatError
 from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
 
@@ -27,25 +28,8 @@ NDARRAY_EXT_CODE = 1
 
 #: dtype string -> dtype name, for every dtype a file may contain.
 ALLOWED_DTYPES: dict[str, str] = {
-    np.dtype(name).newbyteorder("<").str: name
-    for name in (
-        "bool",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-    )
+    np.dtype(name).newbyteorder("<").str: name for name in DTYPE_NAMES
 }
-
-#: The dtype names of :data:`ALLOWED_DTYPES` (``"float32"``...), in a fixed order.
-DTYPE_NAMES: tuple[str, ...] = tuple(ALLOWED_DTYPES.values())
 
 
 def allowed_dtype(dtype: Any) -> np.dtype:

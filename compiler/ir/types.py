@@ -1,6 +1,7 @@
 """Relay types: tensors, tuples, functions, type variables and algebraic data types.
 
-Compiler layer (``compiler.ir``); imports only the standard library and numpy.
+Compiler layer (``compiler.ir``); imports the standard library, numpy and the dtype list of
+``serialization``.
 
 Types are immutable. Structural comparison of types lives in
 :mod:`compiler.ir.structural`; ``==`` on types is identity for type variables and
@@ -13,21 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: Every dtype the front end accepts, by its numpy name.
-DTYPES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
+from serialization.dtypes import DTYPE_NAMES
+
+#: Every dtype the front end accepts, by its numpy name (the list the file format allows).
+DTYPES: tuple[str, ...] = DTYPE_NAMES
 
 
 def normalize_dtype(dtype: object) -> str:

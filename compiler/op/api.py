@@ -3,7 +3,9 @@
 Compiler layer (``compiler.op``). Each builder takes TVM's arguments and attributes and
 returns ``Call(get_op(name), args, attrs)`` with the attributes normalized by the
 operator's schema (every attribute present, defaults filled), so a built call prints,
-parses and compares equal to the same call written in the text format. Arguments may be
+parses and compares equal to the same call written in the text format. A builder's
+attribute parameters default to ``SCHEMA``, which :func:`schema_defaults` replaces by the
+schema's default, so no default is written twice. Arguments may be
 Relay expressions, Python scalars or numpy arrays (wrapped with ``relay.const``).
 
 Several builders deliberately shadow Python builtins (``sum``, ``max``, ``min``, ``abs``,
@@ -13,12 +15,16 @@ Several builders deliberately shadow Python builtins (``sum``, ``max``, ``min``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from compiler.ir.expr import Call, Constant, Expr, Tuple, const
 from compiler.op.registry import get_def, get_op
+from vm.kernels.table import get_rule
+
+F = TypeVar("F", bound=Callable[..., object])
 
 __all__ = [  # the operator builders, sorted
     "abs", "add", "all", "any", "arange", "argmax", "argmin", "argsort", "broadcast_to", "cast",
@@ -31,6 +37,63 @@ __all__ = [  # the operator builders, sorted
     "strided_slice", "subtract", "sum", "take", "tanh", "topk", "transpose", "where", "zeros",
     "zeros_like",
 ]  # fmt: skip
+
+
+class _SchemaDefault:
+    """The marker :data:`SCHEMA`: "this parameter's default is the attribute schema's"."""
+
+    def __repr__(self) -> str:
+        return "SCHEMA"
+
+
+#: A builder parameter's default meaning "the operator's attribute schema's default";
+#: :func:`schema_defaults` puts the schema's value in its place.
+SCHEMA: Any = _SchemaDefault()
+
+
+def schema_defaults(op: str) -> Callable[[F], F]:
+    """Give a builder's ``SCHEMA`` parameters the defaults of operator ``op``'s attributes.
+
+    The defaults are written once, in the operator's schema (its kernel rule, read from
+    :mod:`vm.kernels.table`); the builder's signature, ``help()`` and
+    ``inspect.signature`` show them as ordinary defaults.
+
+    Parameters
+    ----------
+    op : str
+        The operator whose schema the builder's parameters are named after.
+
+    Raises
+    ------
+    ValueError
+        At decoration, if a ``SCHEMA`` parameter names no attribute of ``op`` with a default.
+    """
+    rule = get_rule(op)
+    schema = {spec.name: spec for spec in rule.attrs} if rule is not None else {}
+
+    def default(fn: F, name: str) -> object:
+        spec = schema.get(name)
+        if spec is None or spec.required:
+            raise ValueError(f"builder {fn.__name__}: {op} has no attribute {name} with a default")
+        return spec.default
+
+    def decorate(fn: F) -> F:
+        code = fn.__code__
+        positional = code.co_varnames[: code.co_argcount]
+        if fn.__defaults__:
+            names = positional[len(positional) - len(fn.__defaults__) :]
+            fn.__defaults__ = tuple(
+                default(fn, name) if value is SCHEMA else value
+                for name, value in zip(names, fn.__defaults__)
+            )
+        if fn.__kwdefaults__:
+            fn.__kwdefaults__ = {
+                name: default(fn, name) if value is SCHEMA else value
+                for name, value in fn.__kwdefaults__.items()
+            }
+        return fn
+
+    return decorate
 
 
 def as_expr(value: object) -> Expr:
@@ -286,21 +349,24 @@ def cast(data: object, dtype: str) -> Call:
 # --- fills -------------------------------------------------------------------------------------
 
 
-def zeros(shape: Sequence[int] | Expr, dtype: str = "float32") -> Call:
+@schema_defaults("zeros")
+def zeros(shape: Sequence[int] | Expr, dtype: str = SCHEMA) -> Call:
     """A tensor of ``shape`` filled with 0 (``dyn.zeros`` when ``shape`` is a tensor)."""
     if _is_dynamic(shape):
         return call_op("dyn.zeros", [shape], dtype=dtype)
     return call_op("zeros", [], shape=_static_ints(shape), dtype=dtype)
 
 
-def ones(shape: Sequence[int] | Expr, dtype: str = "float32") -> Call:
+@schema_defaults("ones")
+def ones(shape: Sequence[int] | Expr, dtype: str = SCHEMA) -> Call:
     """A tensor of ``shape`` filled with 1 (``dyn.ones`` when ``shape`` is a tensor)."""
     if _is_dynamic(shape):
         return call_op("dyn.ones", [shape], dtype=dtype)
     return call_op("ones", [], shape=_static_ints(shape), dtype=dtype)
 
 
-def full(fill_value: object, shape: Sequence[int] | Expr = (), dtype: str = "") -> Call:
+@schema_defaults("full")
+def full(fill_value: object, shape: Sequence[int] | Expr = (), dtype: str = SCHEMA) -> Call:
     """A tensor of ``shape`` filled with the scalar ``fill_value`` (``dtype=""``: its dtype;
     ``dyn.full`` when ``shape`` is a tensor)."""
     if _is_dynamic(shape):
@@ -320,65 +386,73 @@ def _reduce(name: str, data: object, axis: object, keepdims: bool, exclude: bool
     return call_op(name, [data], axis=axis, keepdims=keepdims, exclude=exclude)
 
 
+@schema_defaults("sum")
 def sum(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Sum over ``axis`` (every axis if ``None``; the other axes if ``exclude``)."""
     return _reduce("sum", data, axis, keepdims, exclude)
 
 
+@schema_defaults("mean")
 def mean(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Mean over ``axis`` (integers: the truncated exact mean)."""
     return _reduce("mean", data, axis, keepdims, exclude)
 
 
+@schema_defaults("max")
 def max(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Maximum over ``axis``."""
     return _reduce("max", data, axis, keepdims, exclude)
 
 
+@schema_defaults("min")
 def min(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Minimum over ``axis``."""
     return _reduce("min", data, axis, keepdims, exclude)
 
 
+@schema_defaults("prod")
 def prod(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Product over ``axis``."""
     return _reduce("prod", data, axis, keepdims, exclude)
 
 
+@schema_defaults("all")
 def all(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Logical ``and`` over ``axis`` of a bool tensor."""
     return _reduce("all", data, axis, keepdims, exclude)
 
 
+@schema_defaults("any")
 def any(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """Logical ``or`` over ``axis`` of a bool tensor."""
     return _reduce("any", data, axis, keepdims, exclude)
 
 
+@schema_defaults("argmax")
 def argmax(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False, select_last_index: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA, select_last_index: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """int32 index of the maximum over ``axis`` (first one unless ``select_last_index``)."""
     return call_op(
@@ -387,9 +461,10 @@ def argmax(
     )  # fmt: skip
 
 
+@schema_defaults("argmin")
 def argmin(
-    data: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-    exclude: bool = False, select_last_index: bool = False,
+    data: object, axis: int | Sequence[int] | None = SCHEMA, keepdims: bool = SCHEMA,
+    exclude: bool = SCHEMA, select_last_index: bool = SCHEMA,
 ) -> Call:  # fmt: skip
     """int32 index of the minimum over ``axis`` (first one unless ``select_last_index``)."""
     return call_op(
@@ -417,42 +492,49 @@ def layout_transform(data: object, src_layout: str, dst_layout: str) -> Call:
     return call_op("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
 
 
-def transpose(data: object, axes: Sequence[int] | None = None) -> Call:
+@schema_defaults("transpose")
+def transpose(data: object, axes: Sequence[int] | None = SCHEMA) -> Call:
     """Permute the axes (reverse them if ``axes`` is ``None``)."""
     return call_op("transpose", [data], axes=axes)
 
 
-def squeeze(data: object, axis: int | Sequence[int] | None = None) -> Call:
+@schema_defaults("squeeze")
+def squeeze(data: object, axis: int | Sequence[int] | None = SCHEMA) -> Call:
     """Remove size-1 axes (the listed ones, or every statically size-1 axis)."""
     return call_op("squeeze", [data], axis=axis)
 
 
-def expand_dims(data: object, axis: int, num_newaxis: int = 1) -> Call:
+@schema_defaults("expand_dims")
+def expand_dims(data: object, axis: int, num_newaxis: int = SCHEMA) -> Call:
     """Insert ``num_newaxis`` size-1 axes at ``axis``."""
     return call_op("expand_dims", [data], axis=axis, num_newaxis=num_newaxis)
 
 
-def concatenate(data: object, axis: int = 0) -> Call:
+@schema_defaults("concatenate")
+def concatenate(data: object, axis: int = SCHEMA) -> Call:
     """Join tensors along ``axis``; ``data`` is a list/tuple of exprs or a tuple-typed expr."""
     return call_op("concatenate", [_tuple_arg(data)], axis=axis)
 
 
-def stack(data: object, axis: int = 0) -> Call:
+@schema_defaults("stack")
+def stack(data: object, axis: int = SCHEMA) -> Call:
     """Stack same-shaped tensors along a new axis ``axis``."""
     return call_op("stack", [_tuple_arg(data)], axis=axis)
 
 
-def split(data: object, indices_or_sections: int | Sequence[int], axis: int = 0) -> Call:
+@schema_defaults("split")
+def split(data: object, indices_or_sections: int | Sequence[int], axis: int = SCHEMA) -> Call:
     """Split into equal sections or at indices; the call has a tuple type (index it)."""
     return call_op(
         "split", [data], indices_or_sections=_static_ints(indices_or_sections), axis=axis
     )
 
 
+@schema_defaults("strided_slice")
 def strided_slice(
     data: object, begin: Sequence[int], end: Sequence[int],
-    strides: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-    slice_mode: str = "end",
+    strides: Sequence[int] | None = SCHEMA, axes: Sequence[int] | None = SCHEMA,
+    slice_mode: str = SCHEMA,
 ) -> Call:  # fmt: skip
     """``data[begin:end:strides]`` per axis (``slice_mode="size"``: ``end`` holds sizes).
 
@@ -476,9 +558,10 @@ def strided_slice(
     )  # fmt: skip
 
 
+@schema_defaults("take")
 def take(
-    data: object, indices: object, axis: int | None = None, batch_dims: int = 0,
-    mode: str = "clip",
+    data: object, indices: object, axis: int | None = SCHEMA, batch_dims: int = SCHEMA,
+    mode: str = SCHEMA,
 ) -> Call:  # fmt: skip
     """Gather along ``axis`` (flattened if ``None``); ``mode`` clip, wrap or fast."""
     return call_op("take", [data, indices], axis=axis, batch_dims=batch_dims, mode=mode)
@@ -504,17 +587,20 @@ def _as_list(value: object) -> object:
 # --- shapes, ranges and sorting ----------------------------------------------------------------
 
 
-def shape_of(data: object, dtype: str = "int32") -> Call:
+@schema_defaults("shape_of")
+def shape_of(data: object, dtype: str = SCHEMA) -> Call:
     """The shape of ``data`` as a one-dimensional tensor."""
     return call_op("shape_of", [data], dtype=dtype)
 
 
-def ndarray_size(data: object, dtype: str = "int32") -> Call:
+@schema_defaults("ndarray_size")
+def ndarray_size(data: object, dtype: str = SCHEMA) -> Call:
     """The number of elements of ``data`` as a scalar."""
     return call_op("ndarray_size", [data], dtype=dtype)
 
 
-def arange(start: object, stop: object = None, step: object = None, dtype: str = "float32") -> Call:
+@schema_defaults("arange")
+def arange(start: object, stop: object = None, step: object = None, dtype: str = SCHEMA) -> Call:
     """``start, start + step, ...`` below ``stop``; one argument is ``stop`` (from 0), as in
     TVM. Bounds are scalars of ``dtype`` (Python numbers are made constants of it)."""
     if stop is None:
@@ -525,14 +611,18 @@ def arange(start: object, stop: object = None, step: object = None, dtype: str =
     return call_op("arange", bounds, dtype=dtype)
 
 
-def argsort(data: object, axis: int = -1, is_ascend: bool = True, dtype: str = "int32") -> Call:
+@schema_defaults("argsort")
+def argsort(
+    data: object, axis: int = SCHEMA, is_ascend: bool = SCHEMA, dtype: str = SCHEMA
+) -> Call:
     """The indices that sort ``data`` along ``axis`` (equal elements keep their order)."""
     return call_op("argsort", [data], axis=axis, is_ascend=bool(is_ascend), dtype=dtype)
 
 
+@schema_defaults("topk")
 def topk(
-    data: object, k: int = 1, axis: int = -1, ret_type: str = "both",
-    is_ascend: bool = False, dtype: str = "int32",
+    data: object, k: int = SCHEMA, axis: int = SCHEMA, ret_type: str = SCHEMA,
+    is_ascend: bool = SCHEMA, dtype: str = SCHEMA,
 ) -> Call:  # fmt: skip
     """The ``k`` largest (or, with ``is_ascend``, smallest) elements along ``axis`` and their
     indices; ``k < 1`` keeps them all. ``ret_type="both"`` gives a tuple (values, indices)."""

@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TupleType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     fmt_type,
     merge_dims,
@@ -50,7 +50,6 @@ define(
     _leaky_relu_rel,
     _leaky_relu,
     OpPattern.ELEMWISE,
-    attrs=(AttrSpec("alpha", "float", 0.01),),
     doc="x if x > 0 else alpha * x",
 )
 
@@ -95,7 +94,6 @@ define(
     _prelu_rel,
     _prelu,
     OpPattern.BROADCAST,
-    attrs=(AttrSpec("axis", "int", 1),),
     doc="x if x > 0 else alpha * x, with alpha per channel along axis",
 )
 
@@ -125,6 +123,5 @@ define(
     _dropout_rel,
     _dropout,
     OpPattern.OPAQUE,
-    attrs=(AttrSpec("rate", "float", 0.5),),
     doc="dropout at inference: (data unchanged, a mask of ones)",
 )

@@ -1,9 +1,10 @@
 """Helpers shared by the operator definition modules (``defs_*.py``).
 
 Compiler layer (``compiler.op``). :func:`define` registers an :class:`OpDef` with its
-argument count and arity check, and wraps its numpy reference so that every output is a
-fresh C-contiguous array sharing no memory with the inputs, and every run-time shape failure
-(a ``?`` dimension whose value breaks a shape rule) is a ``ValueError`` naming the operator.
+argument count and arity check and the attribute schema of the operator's kernel rule, and
+wraps its numpy reference so that every output is a fresh C-contiguous array sharing no
+memory with the inputs, and every run-time shape failure (a ``?`` dimension whose value
+breaks a shape rule) is a ``ValueError`` naming the operator.
 :func:`result` gives a reference's output exactly the dtype the type relation promised
 (numpy otherwise hands back 0-d results as scalars and widens small integer reductions).
 """
@@ -16,8 +17,9 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Type
-from compiler.op.registry import AttrSpec, OpDef, OpPattern, OpTypeError, register_op
+from compiler.op.registry import OpDef, OpPattern, OpTypeError, register_op
 from compiler.op.typerel import check_arity
+from vm.kernels.table import get_rule
 
 TypeRel = Callable[[Sequence[Type], Attrs], Type]
 Reference = Callable[[Sequence[np.ndarray], Attrs], object]
@@ -29,17 +31,24 @@ def define(
     type_rel: TypeRel,
     reference: Reference,
     pattern: OpPattern,
-    attrs: Sequence[AttrSpec] = (),
     doc: str = "",
 ) -> OpDef:
-    """Register operator ``name``.
+    """Register operator ``name``, with the attribute schema of its kernel rule.
 
+    The schema (names, kinds, defaults) is written once, in the operator's rule in
+    ``vm/kernels/emit_*.py``, and read from :mod:`vm.kernels.table`; an operator without a
+    rule cannot be defined.
     The registered type relation checks the argument count and the reference fills in
     attribute defaults first, so both also work on a ``Call`` built by hand with partial
     attributes; a malformed attribute is reported as an :class:`OpTypeError`.
     """
     count = len(arg_names)
-    specs = tuple(attrs)
+    rule = get_rule(name)
+    if rule is None:
+        raise ValueError(
+            f"operator {name} has no kernel rule in vm.kernels.table to take its schema"
+        )
+    specs = rule.attrs
     opdef: OpDef
 
     def full_attrs(call_attrs: Attrs) -> Attrs:

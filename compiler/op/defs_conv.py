@@ -32,7 +32,7 @@ from compiler.op.defs_window import (
     pair,
     window_output,
 )
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     fmt_type,
     require_dtype,
@@ -178,31 +178,12 @@ def conv2d_reference(args: Sequence[np.ndarray], attrs: Attrs, op: str = "nn.con
     return result(out.reshape(n, out_channels, out_h, out_w), dtype)
 
 
-_CONV_LAYOUT_ATTRS = (
-    AttrSpec("data_layout", "str", NCHW),
-    AttrSpec("kernel_layout", "str", "OIHW"),
-    AttrSpec("out_layout", "str", ""),
-    AttrSpec("out_dtype", "dtype_or_empty", ""),
-)
-
-#: nn.conv2d's attributes (and those of the convolutions by packed weights).
-CONV2D_ATTRS = (
-    AttrSpec("strides", "ints", (1, 1)),
-    AttrSpec("padding", "ints", (0, 0)),
-    AttrSpec("dilation", "ints", (1, 1)),
-    AttrSpec("groups", "int", 1),
-    AttrSpec("channels", "int", None, optional=True),
-    AttrSpec("kernel_size", "ints", None, optional=True),
-    *_CONV_LAYOUT_ATTRS,
-)
-
 define(
     "nn.conv2d",
     ("data", "weight"),
     conv2d_relation,
     conv2d_reference,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=CONV2D_ATTRS,
     doc="2-D convolution of NCHW data with OIHW weights",
 )
 
@@ -319,18 +300,5 @@ define(
     _conv2d_transpose_rel,
     _conv2d_transpose,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("channels", "int", None, optional=True),
-        AttrSpec("kernel_size", "ints", None, optional=True),
-        AttrSpec("strides", "ints", (1, 1)),
-        AttrSpec("output_padding", "ints", (0, 0)),
-        AttrSpec("padding", "ints", (0, 0)),
-        AttrSpec("dilation", "ints", (1, 1)),
-        AttrSpec("groups", "int", 1),
-        AttrSpec("data_layout", "str", NCHW),
-        AttrSpec("kernel_layout", "str", "IOHW"),
-        AttrSpec("out_layout", "str", ""),
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-    ),
     doc="2-D transposed convolution of NCHW data with IOHW weights",
 )

@@ -22,8 +22,10 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, TensorType, TupleType, Type
 from compiler.op.defs_common import define, result
 from compiler.op.defs_transform import reshape_shape, slice_plan
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, normalize_axis, require_dtype, tensor_arg
+from vm.kernels import shape_rules
+from vm.kernels.rules import RuleError
 
 OPAQUE = OpPattern.OPAQUE
 
@@ -66,7 +68,6 @@ define(
     _shape_of_rel,
     _shape_of,
     OPAQUE,
-    attrs=(AttrSpec("dtype", "dtype", "int32"),),
     doc="the shape of data as a one-dimensional tensor",
 )
 
@@ -87,7 +88,6 @@ define(
     _ndarray_size_rel,
     _ndarray_size,
     OPAQUE,
-    attrs=(AttrSpec("dtype", "dtype", "int32"),),
     doc="the number of elements of data as a scalar",
 )
 
@@ -176,7 +176,6 @@ for _name, _value in (("dyn.zeros", 0), ("dyn.ones", 1)):
         _dyn_init_rel(_name),
         _dyn_init(_name, _value),
         OPAQUE,
-        attrs=(AttrSpec("dtype", "dtype", "float32"),),
         doc=f"a tensor of the values of the tensor shape filled with {_value}",
     )
 
@@ -202,7 +201,6 @@ define(
     _dyn_full_rel,
     _dyn_full,
     OPAQUE,
-    attrs=(AttrSpec("dtype", "dtype_or_empty", ""),),
     doc="a tensor of the values of the tensor shape filled with fill_value",
 )
 
@@ -256,7 +254,6 @@ define(
     _dyn_strided_slice_rel,
     _dyn_strided_slice,
     OPAQUE,
-    attrs=(AttrSpec("slice_mode", "str", "end", choices=("end", "size")),),
     doc="data[begin:end:strides] with begin, end and strides given as tensors",
 )
 
@@ -277,15 +274,12 @@ def _arange_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def arange_length(start: float, stop: float, step: float) -> int:
-    """TVM's element count ``max(ceil((stop - start) / step), 0)``."""
-    if step == 0:
-        raise OpTypeError("arange: step must not be 0")
-    count = (stop - start) / step
-    if not np.isfinite(count):
-        raise OpTypeError(
-            f"arange: the bounds start={start}, stop={stop}, step={step} are not finite"
-        )
-    return max(int(np.ceil(count)), 0)
+    """TVM's element count ``max(ceil((stop - start) / step), 0)``
+    (:func:`vm.kernels.shape_rules.arange_length`, the run-time shape function's)."""
+    try:
+        return shape_rules.arange_length(start, stop, step)
+    except RuleError as err:
+        raise OpTypeError(f"arange: {err}") from None
 
 
 def _arange(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -300,7 +294,6 @@ define(
     _arange_rel,
     _arange,
     OPAQUE,
-    attrs=(AttrSpec("dtype", "dtype", "float32"),),
     doc="evenly spaced values start, start + step, ... below stop",
 )
 
@@ -339,11 +332,6 @@ define(
     _argsort_rel,
     _argsort,
     OPAQUE,
-    attrs=(
-        AttrSpec("axis", "int", -1),
-        AttrSpec("is_ascend", "bool", True),
-        AttrSpec("dtype", "dtype", "int32"),
-    ),
     doc="indices that sort data along axis",
 )
 
@@ -393,12 +381,5 @@ define(
     _topk_rel,
     _topk,
     OPAQUE,
-    attrs=(
-        AttrSpec("k", "int", 1),
-        AttrSpec("axis", "int", -1),
-        AttrSpec("ret_type", "str", "both", choices=("both", "values", "indices")),
-        AttrSpec("is_ascend", "bool", False),
-        AttrSpec("dtype", "dtype", "int32"),
-    ),
     doc="the k largest (is_ascend=False) or smallest values along axis and their indices",
 )

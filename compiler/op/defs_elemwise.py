@@ -21,7 +21,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, TensorType, Type
 from compiler.op.defs_common import define, required, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     broadcast_dim,
     broadcast_shapes,
@@ -286,7 +286,6 @@ define(
     _clip_rel,
     _clip,
     ELEMWISE,
-    attrs=(AttrSpec("a_min", "float", required=True), AttrSpec("a_max", "float", required=True)),
     doc="data limited to [a_min, a_max]",
 )
 
@@ -309,7 +308,6 @@ define(
     _cast_rel,
     _cast,
     INJECTIVE,
-    attrs=(AttrSpec("dtype", "dtype", required=True),),
     doc="data converted to dtype (float to int truncates toward zero)",
 )
 
@@ -350,7 +348,6 @@ for _name, _value in (("zeros", 0), ("ones", 1)):
         _init_rel(_name),
         _init_ref(_value),
         ELEMWISE,
-        attrs=(AttrSpec("shape", "ints", required=True), AttrSpec("dtype", "dtype", "float32")),
         doc=f"a tensor filled with {_value}",
     )
 
@@ -386,7 +383,6 @@ define(
     _full_rel,
     _full,
     ELEMWISE,
-    attrs=(AttrSpec("shape", "ints", required=True), AttrSpec("dtype", "dtype_or_empty", "")),
     doc="a tensor of shape filled with the scalar fill_value",
 )
 
@@ -475,6 +471,5 @@ define(
     _broadcast_to_rel,
     _broadcast_to,
     BROADCAST,
-    attrs=(AttrSpec("shape", "ints", required=True),),
     doc="data broadcast to shape",
 )

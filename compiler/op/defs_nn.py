@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     broadcast_dim,
     fmt_type,
@@ -89,10 +89,6 @@ define(
     _dense_rel,
     _dense,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("units", "int", None, optional=True),
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-    ),
     doc="data @ weight.T",
 )
 
@@ -147,12 +143,6 @@ define(
     _matmul_rel,
     _matmul,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("units", "int", None, optional=True),
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-        AttrSpec("transpose_a", "bool", False),
-        AttrSpec("transpose_b", "bool", False),
-    ),
     doc="op(tensor_a) @ op(tensor_b), op transposing when asked",
 )
 
@@ -192,7 +182,6 @@ define(
     _bias_add_rel,
     _bias_add,
     OpPattern.BROADCAST,
-    attrs=(AttrSpec("axis", "int", 1),),
     doc="data + bias along axis",
 )
 
@@ -236,7 +225,6 @@ for _name, _ref in (("nn.softmax", _softmax), ("nn.log_softmax", _log_softmax)):
         _softmax_rel(_name),
         _ref,
         OpPattern.OPAQUE,
-        attrs=(AttrSpec("axis", "int", -1),),
         doc=f"{_name[3:]} along axis",
     )
 
@@ -322,10 +310,5 @@ define(
     _batch_matmul_rel,
     _batch_matmul,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-        AttrSpec("transpose_a", "bool", False),
-        AttrSpec("transpose_b", "bool", True),
-    ),
     doc="batched matrix product",
 )

@@ -19,7 +19,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, TupleType, Type
 from compiler.op.defs_common import define, required, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
     fmt_type,
     merge_dims,
@@ -27,12 +27,6 @@ from compiler.op.typerel import (
     require_dtype,
     require_same_dtype,
     tensor_arg,
-)
-
-_AFFINE_ATTRS = (
-    AttrSpec("epsilon", "float", 1e-5),
-    AttrSpec("center", "bool", True),
-    AttrSpec("scale", "bool", True),
 )
 
 
@@ -119,7 +113,6 @@ define(
     _batch_norm_rel,
     _batch_norm,
     OpPattern.OPAQUE,
-    attrs=(AttrSpec("axis", "int", 1), *_AFFINE_ATTRS),
     doc="batch normalization with moving statistics (inference)",
 )
 
@@ -157,7 +150,6 @@ define(
     _layer_norm_rel,
     _layer_norm,
     OpPattern.OPAQUE,
-    attrs=(AttrSpec("axis", "int", -1), *_AFFINE_ATTRS),
     doc="layer normalization along axis",
 )
 
@@ -210,10 +202,5 @@ define(
     _group_norm_rel,
     _group_norm,
     OpPattern.OPAQUE,
-    attrs=(
-        AttrSpec("num_groups", "int", required=True),
-        AttrSpec("axis", "int", 1),
-        *_AFFINE_ATTRS,
-    ),
     doc="group normalization over num_groups groups of channels",
 )

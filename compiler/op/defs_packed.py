@@ -39,10 +39,10 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.defs_conv import CONV2D_ATTRS, conv2d_reference, conv2d_relation
+from compiler.op.defs_conv import conv2d_reference, conv2d_relation
 from compiler.op.defs_nn import dense_features
 from compiler.op.defs_window import pair
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
 from vm.kernels import panels
 from vm.kernels.panels import PANEL
@@ -106,7 +106,6 @@ define(
     _transform_rel,
     _transform,
     OpPattern.OPAQUE,
-    attrs=(AttrSpec("src_layout", "str", "NC"), AttrSpec("dst_layout", "str", "NC32n")),
     doc="an NC tensor cut into zero-padded NC<n>n panels",
 )
 
@@ -162,11 +161,6 @@ define(
     _dense_pack_rel,
     _dense_pack,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(
-        AttrSpec("units", "int", None, optional=True),
-        AttrSpec("out_dtype", "dtype_or_empty", ""),
-        AttrSpec("weight_layout", "str", "NC32n"),
-    ),
     doc="data @ weight.T with the weight in NC<n>n panels",
 )
 
@@ -236,6 +230,5 @@ define(
     _packed_conv_rel,
     _packed_conv,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=CONV2D_ATTRS,
     doc="2-D convolution of NCHW float32 data with OIHW weights packed in NC32n panels",
 )

@@ -33,11 +33,10 @@ from compiler.op.defs_window import (
     pair,
     window_output,
 )
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype
 
 POOL = OpPattern.OUT_ELEMWISE_FUSABLE
-_LAYOUT_ATTRS = (AttrSpec("layout", "str", NCHW), AttrSpec("out_layout", "str", ""))
 
 
 def _pool_data(op: str, ty: Type, attrs: Attrs, kind: str) -> TensorType:
@@ -164,15 +163,6 @@ def _avg_pool2d(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return result(out, data.dtype)
 
 
-_WINDOW_ATTRS = (
-    AttrSpec("pool_size", "ints", (1, 1)),
-    AttrSpec("strides", "ints", (1, 1)),
-    AttrSpec("dilation", "ints", (1, 1)),
-    AttrSpec("padding", "ints", (0, 0)),
-    *_LAYOUT_ATTRS,
-    AttrSpec("ceil_mode", "bool", False),
-)
-
 _max_pool2d_rel = _window_rel("nn.max_pool2d", "numeric")
 _avg_pool2d_rel = _window_rel("nn.avg_pool2d", "float")
 
@@ -182,7 +172,6 @@ define(
     _max_pool2d_rel,
     _max_pool2d,
     POOL,
-    attrs=_WINDOW_ATTRS,
     doc="maximum over 2-D windows of NCHW data",
 )
 define(
@@ -191,7 +180,6 @@ define(
     _avg_pool2d_rel,
     _avg_pool2d,
     POOL,
-    attrs=(*_WINDOW_ATTRS, AttrSpec("count_include_pad", "bool", False)),
     doc="average over 2-D windows of NCHW data",
 )
 
@@ -241,7 +229,6 @@ define(
     _global_max_rel,
     _global_max_pool2d,
     POOL,
-    attrs=_LAYOUT_ATTRS,
     doc="maximum over the whole height and width of NCHW data",
 )
 define(
@@ -250,7 +237,6 @@ define(
     _global_avg_rel,
     _global_avg_pool2d,
     POOL,
-    attrs=_LAYOUT_ATTRS,
     doc="average over the whole height and width of NCHW data",
 )
 
@@ -308,6 +294,5 @@ define(
     _adaptive_rel,
     _adaptive_avg_pool2d,
     POOL,
-    attrs=(AttrSpec("output_size", "ints", None, optional=True), *_LAYOUT_ATTRS),
     doc="average over output_size adaptive bins of NCHW data",
 )

@@ -21,15 +21,8 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.registry import AttrSpec, OpPattern
+from compiler.op.registry import OpPattern
 from compiler.op.typerel import dtype_kind, normalize_axes, require_dtype, tensor_arg
-
-REDUCE_ATTRS = (
-    AttrSpec("axis", "ints", None, optional=True),
-    AttrSpec("keepdims", "bool", False),
-    AttrSpec("exclude", "bool", False),
-)
-ARG_REDUCE_ATTRS = (*REDUCE_ATTRS, AttrSpec("select_last_index", "bool", False))
 
 
 def reduce_axes(op: str, ndim: int, attrs: Attrs) -> tuple[int, ...]:
@@ -131,7 +124,6 @@ for _name, _kind, _ref in _REDUCTIONS:
         _reduce_rel(_name, _kind, None),
         _ref,
         OpPattern.COMM_REDUCE,
-        attrs=REDUCE_ATTRS,
         doc=f"{_name} over axis",
     )
 
@@ -168,6 +160,5 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
         _reduce_rel(_name, None, "int32"),
         _arg_reduce(_name, _fn),
         OpPattern.COMM_REDUCE,
-        attrs=ARG_REDUCE_ATTRS,
         doc=f"int32 index of the {_name[3:]}imum over axis",
     )

@@ -34,12 +34,11 @@ from compiler.op.defs_window import (
     nchw_data,
     pad_pairs,
 )
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype, tensor_arg
+from vm.kernels.emit_spatial import PAD_MODES, UPSAMPLING_METHODS
 
 # --- nn.pad ------------------------------------------------------------------------------------
-
-PAD_MODES = ("constant", "edge", "reflect")
 
 
 def _choice(op: str, attrs: Attrs, name: str, choices: Sequence[str]) -> str:
@@ -106,17 +105,11 @@ define(
     _pad_rel,
     _pad,
     OpPattern.INJECTIVE,
-    attrs=(
-        AttrSpec("pad_width", "any", required=True),
-        AttrSpec("pad_mode", "str", "constant", choices=PAD_MODES),
-    ),
     doc="pad each axis with pad_value, the edge value or a reflection",
 )
 
 
 # --- nn.upsampling -----------------------------------------------------------------------------
-
-UPSAMPLING_METHODS = ("nearest_neighbor", "bilinear")
 
 
 def _scaled(op: str, data: TensorType, axis: int, scale: float, attr: str) -> Dim:
@@ -189,12 +182,5 @@ define(
     _upsampling_rel,
     _upsampling,
     OpPattern.INJECTIVE,
-    attrs=(
-        AttrSpec("scale_h", "float", 1.0),
-        AttrSpec("scale_w", "float", 1.0),
-        AttrSpec("layout", "str", NCHW),
-        AttrSpec("method", "str", "nearest_neighbor", choices=UPSAMPLING_METHODS),
-        AttrSpec("align_corners", "bool", False),
-    ),
     doc="scale the height and width of NCHW data (nearest neighbour or bilinear)",
 )

@@ -17,19 +17,20 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, TupleType, Type
 from compiler.op.defs_common import define, required, result
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import (
-    fmt_shape,
     fmt_type,
     merge_dims,
     normalize_axes,
     normalize_axis,
-    product,
     require_dtype,
     require_same_dtype,
     tensor_arg,
     tuple_arg,
 )
+from vm.kernels.emit_layout import slice_plan as kernel_slice_plan
+from vm.kernels.newshape import newshape_dims
+from vm.kernels.rules import RuleError
 
 INJECTIVE = OpPattern.INJECTIVE
 
@@ -37,124 +38,15 @@ INJECTIVE = OpPattern.INJECTIVE
 
 
 def reshape_shape(op: str, ty: TensorType, newshape: Sequence[int]) -> tuple[Dim, ...]:
-    """The output shape of ``reshape`` with TVM's special values.
-
-    ``0`` copies the input dimension at the same position, ``-1`` is inferred from the
-    element count, ``-2`` copies all remaining input dimensions, ``-3`` merges the next two
-    input dimensions, and ``-4`` splits the next input dimension into the two values that
-    follow it (one of which may be ``-1``).
-    """
-    shape = ty.shape
-    ndim = len(shape)
-    target = f"newshape {fmt_shape(newshape)}"
-    out: list[Dim] = []
-    # Dimensions copied through (0, -2, -3, -4) pair up one-to-one, so the -1 is inferred
-    # from the others alone: (?, 3, 4) with (0, -1) gives (?, 12), as TVM does.
-    used_in: set[int] = set()
-    used_out: set[int] = set()
-    src = 0
-    infer_at = -1
-    i = 0
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out.append(value)
-            src += 1
-        elif value == 0:
-            if src >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: 0 at position {i} "
-                    f"copies input dimension {src}, but the input has rank {ndim}"
-                )
-            used_in.add(src)
-            used_out.add(len(out))
-            out.append(shape[src])
-            src += 1
-        elif value == -1:
-            if infer_at >= 0:
-                raise OpTypeError(f"{op}: {target} may contain -1 only once")
-            infer_at = len(out)
-            out.append(Any())
-            src += 1
-        elif value == -2:
-            for j in range(src, ndim):
-                used_in.add(j)
-                used_out.add(len(out))
-                out.append(shape[j])
-            src = ndim
-        elif value == -3:
-            if src + 1 >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: -3 at position {i} "
-                    f"merges input dimensions {src} and {src + 1}, but the input has rank {ndim}"
-                )
-            used_in.update((src, src + 1))
-            used_out.add(len(out))
-            out.append(product(shape[src : src + 2]))
-            src += 2
-        elif value == -4:
-            if i + 2 >= len(newshape) or src >= ndim:
-                raise OpTypeError(
-                    f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 at position {i} "
-                    "must be followed by two dimensions and split an existing input dimension"
-                )
-            used_in.add(src)
-            used_out.update((len(out), len(out) + 1))
-            out.extend(_split_dim(op, ty, target, shape[src], newshape[i + 1], newshape[i + 2]))
-            src += 1
-            i += 2
-        else:
-            raise OpTypeError(
-                f"{op}: {target} has invalid value {value} at position {i}; expected a size "
-                "> 0 or one of 0, -1, -2, -3, -4"
-            )
-        i += 1
-    total = product(shape)
-    if infer_at >= 0:
-        rest_in = product([d for j, d in enumerate(shape) if j not in used_in])
-        rest_out = product([d for j, d in enumerate(out) if j != infer_at and j not in used_out])
-        # rest_out > 0: the dimensions left are explicit sizes, all positive.
-        if isinstance(rest_in, Any) or isinstance(rest_out, Any):
-            out[infer_at] = Any()
-        elif rest_in % rest_out:
-            raise OpTypeError(
-                f"{op}: cannot reshape {fmt_type(ty)} to {target}: {total} elements do not "
-                f"divide into parts of {product([d for j, d in enumerate(out) if j != infer_at])}"
-            )
-        else:
-            out[infer_at] = rest_in // rest_out
-    known = product(out)
-    if not isinstance(total, Any) and not isinstance(known, Any) and total != known:
-        raise OpTypeError(
-            f"{op}: cannot reshape {fmt_type(ty)} to {target}: {total} elements vs {known}"
-        )
-    return tuple(out)
-
-
-def _split_dim(op: str, ty: TensorType, target: str, dim: Dim, d1: int, d2: int) -> list[Dim]:
-    if d1 == -1 and d2 == -1:
-        raise OpTypeError(f"{op}: {target}: -4 may be followed by at most one -1")
-    if (d1 <= 0 and d1 != -1) or (d2 <= 0 and d2 != -1):
-        raise OpTypeError(
-            f"{op}: {target}: the two dimensions after -4 must be > 0 or -1, found {d1}, {d2}"
-        )
-    if isinstance(dim, Any):
-        return [Any() if d1 == -1 else d1, Any() if d2 == -1 else d2]
-    known = d2 if d1 == -1 else d1
-    if d1 == -1 or d2 == -1:
-        if dim % known:
-            raise OpTypeError(
-                f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 cannot split dimension "
-                f"{dim} into parts of {known}"
-            )
-        other = dim // known
-        return [other, d2] if d1 == -1 else [d1, other]
-    if d1 * d2 != dim:
-        raise OpTypeError(
-            f"{op}: cannot reshape {fmt_type(ty)} to {target}: -4 splits dimension {dim} "
-            f"into {d1} x {d2} = {d1 * d2}"
-        )
-    return [d1, d2]
+    """The output shape of ``reshape`` with TVM's special values
+    (:func:`vm.kernels.newshape.newshape_dims`, the rule the kernels and the run-time shape
+    functions read); a ``?`` input dimension gives ``?`` wherever it decides the size."""
+    dims = [None if isinstance(d, Any) else int(d) for d in ty.shape]
+    try:
+        out = newshape_dims(dims, tuple(newshape), fmt_type(ty))
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
+    return tuple(Any() if d is None else d for d in out)
 
 
 def _reshape_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
@@ -176,7 +68,6 @@ define(
     _reshape_rel,
     _reshape,
     INJECTIVE,
-    attrs=(AttrSpec("newshape", "ints", required=True),),
     doc="data with a new shape (0 copies a dimension, -1 is inferred, -2/-3/-4)",
 )
 
@@ -214,7 +105,6 @@ define(
     _transpose_rel,
     _transpose,
     INJECTIVE,
-    attrs=(AttrSpec("axes", "ints", None, optional=True),),
     doc="permute the axes",
 )
 
@@ -252,7 +142,6 @@ define(
     _squeeze_rel,
     _squeeze,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "ints", None, optional=True),),
     doc="remove size-1 axes",
 )
 
@@ -282,7 +171,6 @@ define(
     _expand_dims_rel,
     _expand_dims,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", required=True), AttrSpec("num_newaxis", "int", 1)),
     doc="insert size-1 axes",
 )
 
@@ -330,7 +218,6 @@ define(
     _concatenate_rel,
     _concatenate,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", 0),),
     doc="join a tuple of tensors along axis",
 )
 
@@ -366,7 +253,6 @@ define(
     _stack_rel,
     _stack,
     INJECTIVE,
-    attrs=(AttrSpec("axis", "int", 0),),
     doc="stack a tuple of tensors along a new axis",
 )
 
@@ -440,10 +326,6 @@ define(
     _split_rel,
     _split,
     INJECTIVE,
-    attrs=(
-        AttrSpec("indices_or_sections", "int_or_ints", required=True),
-        AttrSpec("axis", "int", 0),
-    ),
     doc="split along axis into equal sections or at indices",
 )
 
@@ -452,51 +334,13 @@ define(
 
 
 def slice_plan(op: str, ty: TensorType, attrs: Attrs) -> list[tuple[int, int, int | None, int]]:
-    """``(axis, begin, end, stride)`` for each sliced axis (``end=None``: to the edge).
-
-    Without ``axes``, ``begin`` covers the leading axes. Shorter ``end``/``strides`` lists
-    mean "to the edge" and 1. ``slice_mode="size"`` reads ``end`` as sizes (-1: to the edge).
-    """
-    begin = list(required(op, attrs, "begin"))  # type: ignore[call-overload]
-    end = list(required(op, attrs, "end"))  # type: ignore[call-overload]
-    strides = list(attrs.get("strides") or ())  # type: ignore[call-overload]
-    axes_attr = attrs.get("axes")
-    if axes_attr is None:
-        if len(begin) > ty.ndim:
-            raise OpTypeError(
-                f"{op}: attribute begin={tuple(begin)} has {len(begin)} entries but "
-                f"{fmt_type(ty)} has rank {ty.ndim}"
-            )
-        axes = list(range(len(begin)))
-    else:
-        axes = normalize_axes(op, axes_attr, ty.ndim, "axes")  # type: ignore[arg-type]
-        if len(begin) != len(axes):
-            raise OpTypeError(
-                f"{op}: attribute begin={tuple(begin)} must have one entry per axis in "
-                f"axes={tuple(axes_attr)}"  # type: ignore[arg-type]
-            )
-    for name, values in (("end", end), ("strides", strides)):
-        if len(values) > len(axes):
-            raise OpTypeError(
-                f"{op}: attribute {name}={tuple(values)} has more entries than begin={tuple(begin)}"
-            )
-    plan = []
-    size_mode = attrs.get("slice_mode") == "size"
-    for i, axis in enumerate(axes):
-        stride = strides[i] if i < len(strides) else 1
-        stop: int | None = end[i] if i < len(end) else None
-        if size_mode:
-            stride = 1
-            if stop is not None:
-                start = begin[i]
-                stop = None if stop < 0 else start + stop
-                # A negative begin counts from the edge; its size must not wrap past it.
-                if stop is not None and start < 0 and stop >= 0:
-                    stop = None
-        if stride == 0:
-            raise OpTypeError(f"{op}: attribute strides has a 0 step for axis {axis}")
-        plan.append((axis, begin[i], stop, stride))
-    return plan
+    """``(axis, begin, end, stride)`` for each sliced axis (``end=None``: to the edge), by
+    :func:`vm.kernels.emit_layout.slice_plan`, the reading the kernel and the run-time shape
+    function use."""
+    try:
+        return kernel_slice_plan(attrs, ty.ndim, fmt_type(ty))
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
 
 
 def _slice_len(dim: int, begin: int, end: int | None, stride: int) -> range:
@@ -527,13 +371,6 @@ define(
     _strided_slice_rel,
     _strided_slice,
     INJECTIVE,
-    attrs=(
-        AttrSpec("begin", "ints", required=True),
-        AttrSpec("end", "ints", required=True),
-        AttrSpec("strides", "ints", None, optional=True),
-        AttrSpec("axes", "ints", None, optional=True),
-        AttrSpec("slice_mode", "str", "end", choices=("end", "size")),
-    ),
     doc="data[begin:end:strides] on each listed axis",
 )
 
@@ -626,10 +463,5 @@ define(
     _take_rel,
     _take,
     INJECTIVE,
-    attrs=(
-        AttrSpec("axis", "int", None, optional=True),
-        AttrSpec("batch_dims", "int", 0),
-        AttrSpec("mode", "str", "clip", choices=("clip", "wrap", "fast")),
-    ),
     doc="gather elements of data at indices along axis",
 )

@@ -4,8 +4,10 @@ Compiler layer (``compiler.op``). Reads the attributes these operators have in c
 (``strides``, ``dilation``, ``pool_size``/``kernel_size`` as (height, width) pairs, TVM's
 1-, 2- or 4-int ``padding``, ``nn.pad``'s ``pad_width`` pairs, the NCHW layout strings) and
 computes window output sizes, so that the relations check them the same way and their
-messages read alike. Every helper raises :class:`OpTypeError` naming the operator and
-attribute. This module registers no operator, so the ``relay.nn`` builders may import it.
+messages read alike. The pairs, paddings and window sizes are read by
+:mod:`vm.kernels.windows`, the helpers the kernels and run-time shape functions use too;
+every helper here raises :class:`OpTypeError` naming the operator and attribute. This
+module registers no operator, so the ``relay.nn`` builders may import it.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, Dim, TensorType, Type
 from compiler.op.registry import OpTypeError
 from compiler.op.typerel import fmt_type, tensor_arg
+from vm.kernels import windows
+from vm.kernels.rules import RuleError
 
 # Only the canonical layouts are implemented; TVM's other layouts are rejected by name.
-NCHW = "NCHW"
+NCHW = windows.NCHW
 OUT_LAYOUTS = ("", NCHW)
-AXIS_NAMES = ("height", "width")
+AXIS_NAMES = windows.AXIS_NAMES
 
 
 def fmt_attr(value: object) -> str:
@@ -54,25 +58,21 @@ def check_layout(op: str, attrs: Attrs, name: str, allowed: Sequence[str]) -> No
         )
 
 
+def _named(op: str, error: RuleError) -> OpTypeError:
+    return OpTypeError(f"{op}: {error}")
+
+
 def pair(op: str, attrs: Attrs, name: str, minimum: int = 1) -> tuple[int, int]:
     """Attribute ``name`` as (height, width); a single value applies to both.
 
     Each value must be at least ``minimum`` (1 for sizes, strides and dilations).
     """
-    value = attrs[name]
-    if value is None:
+    if attrs[name] is None:
         raise OpTypeError(f"{op}: attribute {name} is required")
-    values = tuple(value) if isinstance(value, tuple) else (value,)
-    if len(values) == 1:
-        values = values * 2
-    if len(values) != 2:
-        raise OpTypeError(
-            f"{op}: attribute {name}={fmt_attr(value)} must hold 1 or 2 ints (height, width), "
-            f"found {len(values)}"
-        )
-    if min(values) < minimum:
-        raise OpTypeError(f"{op}: attribute {name}={fmt_attr(value)} must hold values >= {minimum}")
-    return values[0], values[1]
+    try:
+        return windows.pair(name, attrs[name], minimum)
+    except RuleError as error:
+        raise _named(op, error) from None
 
 
 def padding4(op: str, attrs: Attrs, name: str = "padding") -> tuple[int, int, int, int]:
@@ -81,21 +81,10 @@ def padding4(op: str, attrs: Attrs, name: str = "padding") -> tuple[int, int, in
     One int pads every side; two ints are (top and bottom, left and right); four ints are
     (top, left, bottom, right).
     """
-    value = attrs[name]
-    values = tuple(value) if isinstance(value, tuple) else (value,)
-    if len(values) == 1:
-        values = values * 4
-    elif len(values) == 2:
-        values = values * 2
-    elif len(values) != 4:
-        raise OpTypeError(
-            f"{op}: attribute {name}={fmt_attr(value)} must hold 1, 2 or 4 ints "
-            f"((all), (top/bottom, left/right) or (top, left, bottom, right)), "
-            f"found {len(values)}"
-        )
-    if min(values) < 0:
-        raise OpTypeError(f"{op}: attribute {name}={fmt_attr(value)} must not be negative")
-    return values[0], values[1], values[2], values[3]
+    try:
+        return windows.padding4(attrs[name], name)
+    except RuleError as error:
+        raise _named(op, error) from None
 
 
 def padding_tuple(padding: object) -> object:
@@ -131,29 +120,18 @@ def window_output(
     what: str,
     ceil_mode: bool = False,
 ) -> Dim:
-    """The number of window positions along spatial ``axis`` (0 height, 1 width) of ``data``.
-
-    ``floor((in + pads - dilated_window) / stride) + 1``; with ``ceil_mode`` the division
-    rounds up, but the last window must still start inside the input or its left padding
-    (so no window lies wholly in the right padding). ``?`` input or window sizes give ``?``.
-    """
+    """The number of window positions along spatial ``axis`` (0 height, 1 width) of ``data``
+    (:func:`vm.kernels.windows.window_count`); ``?`` input or window sizes give ``?``."""
     size = data.shape[2 + axis]
     if isinstance(size, Any) or isinstance(window, Any):
         return Any()
-    dilated = (window - 1) * dilation + 1
-    padded = size + pad_before + pad_after
-    if padded < dilated:
-        raise OpTypeError(
-            f"{op}: the padded input {AXIS_NAMES[axis]} {padded} of data {fmt_type(data)} "
-            f"is smaller than the dilated {what} {AXIS_NAMES[axis]} {dilated}"
+    where = f" of data {fmt_type(data)}"
+    try:
+        return windows.window_count(
+            size, window, stride, dilation, pad_before, pad_after, axis, what, ceil_mode, where
         )
-    span = padded - dilated
-    if ceil_mode:
-        out = -(-span // stride) + 1
-        if out > 1 and (out - 1) * stride >= size + pad_before:
-            out -= 1
-        return out
-    return span // stride + 1
+    except RuleError as error:
+        raise _named(op, error) from None
 
 
 def pad_pairs(op: str, pad_width: object, ndim: int | None = None) -> tuple[tuple[int, int], ...]:

@@ -32,7 +32,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Any, TensorType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.defs_conv import CONV2D_ATTRS
 from compiler.op.defs_window import (
     NCHW,
     OUT_LAYOUTS,
@@ -43,7 +42,7 @@ from compiler.op.defs_window import (
     pair,
     window_output,
 )
-from compiler.op.registry import AttrSpec, OpPattern, OpTypeError
+from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
 
 TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
@@ -110,7 +109,6 @@ define(
     _transform_rel,
     _transform,
     OpPattern.OPAQUE,
-    attrs=(AttrSpec("tile_size", "int", 2),),
     doc="Winograd F(2x2, 3x3) transform of OIHW 3x3 weights to (4, 4, O, I)",
 )
 
@@ -197,6 +195,5 @@ define(
     _conv_rel,
     _conv,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs=(AttrSpec("tile_size", "int", 2), *CONV2D_ATTRS),
     doc="3x3 stride-1 convolution of NCHW data with Winograd-transformed (4, 4, O, I) weights",
 )

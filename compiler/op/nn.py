@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.ir.expr import Call, Constant, Expr, TupleGetItem
-from compiler.op.api import call_op
+from compiler.op.api import SCHEMA, call_op, schema_defaults
 from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 
 __all__ = [
@@ -31,12 +31,13 @@ __all__ = [
 IntOrPair = int | Sequence[int]
 
 
+@schema_defaults("nn.contrib_dense_pack")
 def contrib_dense_pack(
     data: object,
     weight: object,
-    units: int | None = None,
-    out_dtype: str = "",
-    weight_layout: str = "NC32n",
+    units: int | None = SCHEMA,
+    out_dtype: str = SCHEMA,
+    weight_layout: str = SCHEMA,
 ) -> Call:
     """``data @ w.T`` with ``w`` given as ``weight`` in the ``NC{n}n`` panel layout that
     ``layout_transform(w, "NC", weight_layout)`` makes; ``units`` defaults to every panel
@@ -50,7 +51,10 @@ def contrib_dense_pack(
     )
 
 
-def dense(data: object, weight: object, units: int | None = None, out_dtype: str = "") -> Call:
+@schema_defaults("nn.dense")
+def dense(
+    data: object, weight: object, units: int | None = SCHEMA, out_dtype: str = SCHEMA
+) -> Call:
     """``data @ weight.T`` with ``weight`` of shape ``(units, in_features)``.
 
     ``out_dtype=""`` keeps the input dtype; otherwise the product accumulates in ``out_dtype``.
@@ -58,13 +62,14 @@ def dense(data: object, weight: object, units: int | None = None, out_dtype: str
     return call_op("nn.dense", [data, weight], units=units, out_dtype=out_dtype)
 
 
+@schema_defaults("nn.matmul")
 def matmul(
     tensor_a: object,
     tensor_b: object,
-    units: int | None = None,
-    out_dtype: str = "",
-    transpose_a: bool = False,
-    transpose_b: bool = False,
+    units: int | None = SCHEMA,
+    out_dtype: str = SCHEMA,
+    transpose_a: bool = SCHEMA,
+    transpose_b: bool = SCHEMA,
 ) -> Call:
     """``tensor_a @ tensor_b`` with ``tensor_b`` of shape ``(in_features, units)``.
 
@@ -81,7 +86,8 @@ def matmul(
     )
 
 
-def bias_add(data: object, bias: object, axis: int = 1) -> Call:
+@schema_defaults("nn.bias_add")
+def bias_add(data: object, bias: object, axis: int = SCHEMA) -> Call:
     """Add the 1-D ``bias`` along ``axis`` of ``data``."""
     return call_op("nn.bias_add", [data, bias], axis=axis)
 
@@ -91,12 +97,14 @@ def relu(data: object) -> Call:
     return call_op("nn.relu", [data])
 
 
-def softmax(data: object, axis: int = -1) -> Call:
+@schema_defaults("nn.softmax")
+def softmax(data: object, axis: int = SCHEMA) -> Call:
     """Softmax along ``axis`` (floating point)."""
     return call_op("nn.softmax", [data], axis=axis)
 
 
-def log_softmax(data: object, axis: int = -1) -> Call:
+@schema_defaults("nn.log_softmax")
+def log_softmax(data: object, axis: int = SCHEMA) -> Call:
     """Log of the softmax along ``axis`` (floating point)."""
     return call_op("nn.log_softmax", [data], axis=axis)
 
@@ -106,12 +114,13 @@ def batch_flatten(data: object) -> Call:
     return call_op("nn.batch_flatten", [data])
 
 
+@schema_defaults("nn.batch_matmul")
 def batch_matmul(
     tensor_a: object,
     tensor_b: object,
-    out_dtype: str = "",
-    transpose_a: bool = False,
-    transpose_b: bool = True,
+    out_dtype: str = SCHEMA,
+    transpose_a: bool = SCHEMA,
+    transpose_b: bool = SCHEMA,
 ) -> Call:
     """Batched matrix product of 3-D tensors; by default ``tensor_b`` is ``(batch, N, K)``."""
     return call_op(
@@ -126,19 +135,20 @@ def batch_matmul(
 # --- convolutions ------------------------------------------------------------------------------
 
 
+@schema_defaults("nn.conv2d")
 def conv2d(
     data: object,
     weight: object,
-    strides: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    dilation: IntOrPair = (1, 1),
-    groups: int = 1,
-    channels: int | None = None,
-    kernel_size: IntOrPair | None = None,
-    data_layout: str = "NCHW",
-    kernel_layout: str = "OIHW",
-    out_layout: str = "",
-    out_dtype: str = "",
+    strides: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    groups: int = SCHEMA,
+    channels: int | None = SCHEMA,
+    kernel_size: IntOrPair | None = SCHEMA,
+    data_layout: str = SCHEMA,
+    kernel_layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    out_dtype: str = SCHEMA,
 ) -> Call:
     """2-D convolution of NCHW ``data`` with OIHW ``weight`` ``(O, C / groups, kh, kw)``.
 
@@ -179,19 +189,20 @@ def _conv2d_attrs(
     }
 
 
+@schema_defaults("nn.contrib_conv2d_gemm_without_weight_transform")
 def contrib_conv2d_gemm_without_weight_transform(
     data: object,
     weight: object,
     channels: int,
     kernel_size: IntOrPair,
-    strides: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    dilation: IntOrPair = (1, 1),
-    groups: int = 1,
-    data_layout: str = "NCHW",
-    kernel_layout: str = "OIHW",
-    out_layout: str = "",
-    out_dtype: str = "",
+    strides: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    groups: int = SCHEMA,
+    data_layout: str = SCHEMA,
+    kernel_layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    out_dtype: str = SCHEMA,
 ) -> Call:
     """``nn.conv2d`` of NCHW float32 ``data`` by OIHW weights ``w`` given as ``weight``
     ``= layout_transform(reshape(w, (channels, -1)), "NC", "NC32n")``."""
@@ -203,25 +214,27 @@ def contrib_conv2d_gemm_without_weight_transform(
     return call_op(name, [data, weight], **attrs)
 
 
-def contrib_conv2d_winograd_weight_transform(weight: object, tile_size: int = 2) -> Call:
+@schema_defaults("nn.contrib_conv2d_winograd_weight_transform")
+def contrib_conv2d_winograd_weight_transform(weight: object, tile_size: int = SCHEMA) -> Call:
     """OIHW 3x3 ``weight`` transformed for Winograd F(2x2, 3x3): ``(4, 4, O, I)``."""
     return call_op("nn.contrib_conv2d_winograd_weight_transform", [weight], tile_size=tile_size)
 
 
+@schema_defaults("nn.contrib_conv2d_winograd_without_weight_transform")
 def contrib_conv2d_winograd_without_weight_transform(
     data: object,
     weight: object,
-    tile_size: int = 2,
-    strides: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    dilation: IntOrPair = (1, 1),
-    groups: int = 1,
-    channels: int | None = None,
+    tile_size: int = SCHEMA,
+    strides: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    groups: int = SCHEMA,
+    channels: int | None = SCHEMA,
     kernel_size: IntOrPair | None = (3, 3),
-    data_layout: str = "NCHW",
-    kernel_layout: str = "OIHW",
-    out_layout: str = "",
-    out_dtype: str = "",
+    data_layout: str = SCHEMA,
+    kernel_layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    out_dtype: str = SCHEMA,
 ) -> Call:
     """A 3x3, stride-1 ``nn.conv2d`` of NCHW ``data`` whose ``weight`` is already transformed
     by :func:`contrib_conv2d_winograd_weight_transform`."""
@@ -233,20 +246,21 @@ def contrib_conv2d_winograd_without_weight_transform(
     return call_op(name, [data, weight], tile_size=tile_size, **attrs)
 
 
+@schema_defaults("nn.conv2d_transpose")
 def conv2d_transpose(
     data: object,
     weight: object,
-    strides: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    dilation: IntOrPair = (1, 1),
-    groups: int = 1,
-    channels: int | None = None,
-    kernel_size: IntOrPair | None = None,
-    data_layout: str = "NCHW",
-    kernel_layout: str = "IOHW",
-    out_layout: str = "",
-    output_padding: IntOrPair = (0, 0),
-    out_dtype: str = "",
+    strides: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    groups: int = SCHEMA,
+    channels: int | None = SCHEMA,
+    kernel_size: IntOrPair | None = SCHEMA,
+    data_layout: str = SCHEMA,
+    kernel_layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    output_padding: IntOrPair = SCHEMA,
+    out_dtype: str = SCHEMA,
 ) -> Call:
     """Transposed 2-D convolution of NCHW ``data`` with IOHW ``weight`` ``(C, O / groups, kh,
     kw)``; each output side is ``(in - 1) * stride - pads + dilation * (k - 1) +
@@ -271,15 +285,16 @@ def conv2d_transpose(
 # --- pools -------------------------------------------------------------------------------------
 
 
+@schema_defaults("nn.max_pool2d")
 def max_pool2d(
     data: object,
-    pool_size: IntOrPair = (1, 1),
-    strides: IntOrPair = (1, 1),
-    dilation: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    layout: str = "NCHW",
-    out_layout: str = "",
-    ceil_mode: bool = False,
+    pool_size: IntOrPair = SCHEMA,
+    strides: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    ceil_mode: bool = SCHEMA,
 ) -> Call:
     """Maximum over ``pool_size`` windows of NCHW ``data`` (padding never wins)."""
     return call_op(
@@ -295,16 +310,17 @@ def max_pool2d(
     )
 
 
+@schema_defaults("nn.avg_pool2d")
 def avg_pool2d(
     data: object,
-    pool_size: IntOrPair = (1, 1),
-    strides: IntOrPair = (1, 1),
-    dilation: IntOrPair = (1, 1),
-    padding: IntOrPair = (0, 0),
-    layout: str = "NCHW",
-    out_layout: str = "",
-    ceil_mode: bool = False,
-    count_include_pad: bool = False,
+    pool_size: IntOrPair = SCHEMA,
+    strides: IntOrPair = SCHEMA,
+    dilation: IntOrPair = SCHEMA,
+    padding: IntOrPair = SCHEMA,
+    layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
+    ceil_mode: bool = SCHEMA,
+    count_include_pad: bool = SCHEMA,
 ) -> Call:
     """Average over ``pool_size`` windows of NCHW ``data``; padding counts in the divisor only
     with ``count_include_pad``."""
@@ -322,21 +338,24 @@ def avg_pool2d(
     )
 
 
-def global_max_pool2d(data: object, layout: str = "NCHW", out_layout: str = "") -> Call:
+@schema_defaults("nn.global_max_pool2d")
+def global_max_pool2d(data: object, layout: str = SCHEMA, out_layout: str = SCHEMA) -> Call:
     """Maximum over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
     return call_op("nn.global_max_pool2d", [data], layout=layout, out_layout=out_layout)
 
 
-def global_avg_pool2d(data: object, layout: str = "NCHW", out_layout: str = "") -> Call:
+@schema_defaults("nn.global_avg_pool2d")
+def global_avg_pool2d(data: object, layout: str = SCHEMA, out_layout: str = SCHEMA) -> Call:
     """Average over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
     return call_op("nn.global_avg_pool2d", [data], layout=layout, out_layout=out_layout)
 
 
+@schema_defaults("nn.adaptive_avg_pool2d")
 def adaptive_avg_pool2d(
     data: object,
-    output_size: IntOrPair | None = None,
-    layout: str = "NCHW",
-    out_layout: str = "",
+    output_size: IntOrPair | None = SCHEMA,
+    layout: str = SCHEMA,
+    out_layout: str = SCHEMA,
 ) -> Call:
     """Average of NCHW ``data`` over an ``output_size`` grid of adaptive bins (``None`` keeps
     the input size; one int makes a square)."""
@@ -352,16 +371,17 @@ def adaptive_avg_pool2d(
 # --- normalization -----------------------------------------------------------------------------
 
 
+@schema_defaults("nn.batch_norm")
 def batch_norm(
     data: object,
     gamma: object,
     beta: object,
     moving_mean: object,
     moving_var: object,
-    axis: int = 1,
-    epsilon: float = 1e-5,
-    center: bool = True,
-    scale: bool = True,
+    axis: int = SCHEMA,
+    epsilon: float = SCHEMA,
+    center: bool = SCHEMA,
+    scale: bool = SCHEMA,
 ) -> Call:
     """Batch normalization with moving statistics; a tuple (normalized data, moving_mean,
     moving_var): index the call, ``relay.nn.batch_norm(...)[0]``."""
@@ -375,14 +395,15 @@ def batch_norm(
     )
 
 
+@schema_defaults("nn.layer_norm")
 def layer_norm(
     data: object,
     gamma: object,
     beta: object,
-    axis: int = -1,
-    epsilon: float = 1e-5,
-    center: bool = True,
-    scale: bool = True,
+    axis: int = SCHEMA,
+    epsilon: float = SCHEMA,
+    center: bool = SCHEMA,
+    scale: bool = SCHEMA,
 ) -> Call:
     """Normalize ``data`` along ``axis``, then scale by ``gamma`` and shift by ``beta``."""
     return call_op(
@@ -395,15 +416,16 @@ def layer_norm(
     )
 
 
+@schema_defaults("nn.group_norm")
 def group_norm(
     data: object,
     gamma: object,
     beta: object,
     num_groups: int,
-    axis: int = 1,
-    epsilon: float = 1e-5,
-    center: bool = True,
-    scale: bool = True,
+    axis: int = SCHEMA,
+    epsilon: float = SCHEMA,
+    center: bool = SCHEMA,
+    scale: bool = SCHEMA,
 ) -> Call:
     """Normalize each of ``num_groups`` groups of channels (axis ``axis``) separately."""
     return call_op(
@@ -420,11 +442,12 @@ def group_norm(
 # --- padding, resizing, activations ------------------------------------------------------------
 
 
+@schema_defaults("nn.pad")
 def pad(
     data: object,
     pad_width: object,
     pad_value: object = 0.0,
-    pad_mode: str = "constant",
+    pad_mode: str = SCHEMA,
 ) -> Call:
     """Pad each axis by ``pad_width[axis] = (before, after)``; ``pad_mode`` is ``constant``
     (with the scalar ``pad_value``), ``edge`` or ``reflect``."""
@@ -445,13 +468,14 @@ def _static_scale(name: str, value: object) -> object:
     return value
 
 
+@schema_defaults("nn.upsampling")
 def upsampling(
     data: object,
-    scale_h: float = 1,
-    scale_w: float = 1,
-    layout: str = "NCHW",
-    method: str = "nearest_neighbor",
-    align_corners: bool = False,
+    scale_h: float = SCHEMA,
+    scale_w: float = SCHEMA,
+    layout: str = SCHEMA,
+    method: str = SCHEMA,
+    align_corners: bool = SCHEMA,
 ) -> Call:
     """Scale the height and width of NCHW ``data`` (``nearest_neighbor`` or ``bilinear``)."""
     return call_op(
@@ -465,22 +489,26 @@ def upsampling(
     )
 
 
-def leaky_relu(data: object, alpha: float = 0.01) -> Call:
+@schema_defaults("nn.leaky_relu")
+def leaky_relu(data: object, alpha: float = SCHEMA) -> Call:
     """``data`` where positive, ``alpha * data`` elsewhere."""
     return call_op("nn.leaky_relu", [data], alpha=alpha)
 
 
-def prelu(data: object, alpha: object, axis: int = 1) -> Call:
+@schema_defaults("nn.prelu")
+def prelu(data: object, alpha: object, axis: int = SCHEMA) -> Call:
     """``data`` where positive, else ``alpha * data`` with the 1-D ``alpha`` along ``axis``."""
     return call_op("nn.prelu", [data, alpha], axis=axis)
 
 
-def dropout_raw(data: object, rate: float = 0.5) -> Call:
+@schema_defaults("nn.dropout")
+def dropout_raw(data: object, rate: float = SCHEMA) -> Call:
     """The ``nn.dropout`` call itself: a tuple (output, mask); at inference the output is
     ``data`` and the mask is all ones."""
     return call_op("nn.dropout", [data], rate=rate)
 
 
-def dropout(data: object, rate: float = 0.5) -> TupleGetItem:
+@schema_defaults("nn.dropout")
+def dropout(data: object, rate: float = SCHEMA) -> TupleGetItem:
     """Dropout's output (field 0 of :func:`dropout_raw`), as TVM's ``relay.nn.dropout``."""
     return TupleGetItem(dropout_raw(data, rate), 0)

@@ -3,7 +3,8 @@
 Compiler layer (``compiler.op``).
 
 An :class:`OpDef` holds an operator's attribute schema (names, defaults,
-validation), its type relation (output type from input types and attributes,
+validation; the schema itself is the kernel rule's, from :mod:`vm.kernels.table`), its type
+relation (output type from input types and attributes,
 with numpy broadcasting and ``?`` dimensions), its numpy reference
 implementation (used by the reference interpreter and as the oracle for the
 VM's numba kernels), and its fusion pattern. The parser, printer, type
@@ -23,6 +24,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs, make_attrs
 from compiler.ir.expr import Op
 from compiler.ir.types import Type
+from vm.kernels.rules import Attr
 
 
 class OpPattern(enum.IntEnum):
@@ -41,22 +43,9 @@ class OpTypeError(TypeError):
     """A type relation rejected its inputs; the message names what was expected and found."""
 
 
-@dataclass(frozen=True)
-class AttrSpec:
-    """One attribute of an operator.
-
-    ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``dtype_or_empty``
-    (a dtype, or ``""`` meaning "the input's dtype", TVM's ``out_dtype`` convention), ``ints``
-    (a tuple of ints), ``int_or_ints`` (an int or a tuple of ints, kept as given),
-    ``any``. ``optional`` allows ``None``. ``choices`` restricts strings.
-    """
-
-    name: str
-    kind: str
-    default: object = None
-    optional: bool = False
-    choices: tuple[object, ...] | None = None
-    required: bool = False
+#: One attribute of an operator: the kernel table's record (:class:`vm.kernels.rules.Attr`),
+#: so that each operator's schema is written once, with its kernel rule, and read here.
+AttrSpec = Attr
 
 
 @dataclass(frozen=True)
@@ -75,7 +64,8 @@ class OpDef:
     reference : callable
         ``reference(args, attrs) -> ndarray or tuple of ndarrays`` in numpy.
     attrs : tuple of AttrSpec
-        The attribute schema, in TVM's order (the printer prints attributes in this order).
+        The attribute schema, in TVM's order (the printer prints attributes in this order):
+        the kernel rule's (:mod:`vm.kernels.table`).
     pattern : OpPattern
         The fusion pattern.
     """
@@ -159,7 +149,8 @@ def _coerce_attr(op: str, spec: AttrSpec, value: object) -> object:
             value = tuple(items)
         else:
             raise TypeError(f"{where} must be an int or a tuple of ints, got {value!r}")
-    elif kind != "any":
+    elif kind not in ("any", "pairs"):
+        # ``pairs`` (nn.pad's pad_width) is kept as given; the type relation reads it.
         raise AssertionError(f"unknown attribute kind {kind}")
     if spec.choices is not None and value not in spec.choices:
         allowed = ", ".join(repr(c) for c in spec.choices)

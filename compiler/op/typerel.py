@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from compiler.ir.types import Any, Dim, FuncType, TensorType, TupleType, Type
 from compiler.op.registry import OpTypeError
+from vm.kernels.rules import RuleError, norm_axes, norm_axis
 
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
@@ -155,28 +156,23 @@ def broadcast_shapes(op: str, lhs: TensorType, rhs: TensorType) -> tuple[Dim, ..
 
 
 def normalize_axis(op: str, axis: int, ndim: int, attr: str = "axis", extra: int = 0) -> int:
-    """``axis`` in ``[-(ndim + extra), ndim + extra)`` made non-negative.
+    """``axis`` in ``[-(ndim + extra), ndim + extra)`` made non-negative
+    (:func:`vm.kernels.rules.norm_axis`, the kernels' and shape functions' check).
 
     ``extra=1`` is for operators that insert an axis (``expand_dims``, ``stack``).
     """
-    bound = ndim + extra
-    if not -bound <= axis < bound:
-        raise OpTypeError(
-            f"{op}: attribute {attr}={axis} is out of range for a tensor of rank {ndim}; "
-            f"expected a value in [{-bound}, {bound - 1}]"
-        )
-    return axis + bound if axis < 0 else axis
+    try:
+        return norm_axis(attr, axis, ndim, extra)
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
 
 
 def normalize_axes(op: str, axes: Sequence[int], ndim: int, attr: str = "axis") -> list[int]:
-    """Each axis normalized, with duplicates rejected."""
-    out: list[int] = []
-    for axis in axes:
-        a = normalize_axis(op, axis, ndim, attr)
-        if a in out:
-            raise OpTypeError(f"{op}: attribute {attr}={tuple(axes)} names axis {a} more than once")
-        out.append(a)
-    return out
+    """Each axis normalized, with duplicates rejected (:func:`vm.kernels.rules.norm_axes`)."""
+    try:
+        return norm_axes(attr, axes, ndim)
+    except RuleError as err:
+        raise OpTypeError(f"{op}: {err}") from None
 
 
 def merge_dims(op: str, what: str, a: Dim, b: Dim) -> Dim:

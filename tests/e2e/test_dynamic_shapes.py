@@ -276,6 +276,6 @@ def test_a_dense_layer_given_the_wrong_feature_count_names_nn_dense() -> None:
 def test_a_reshape_of_the_wrong_element_count_names_reshape() -> None:
     mod = parse("def @main(%x: Tensor[(?, 4), float32]) { reshape(%x, newshape=[-1, 3]) }")
     machine = vm.VirtualMachine(relay.vm.compile(mod))
-    with pytest.raises(vm.VMError, match=r"reshape: cannot reshape 8 elements"):
+    with pytest.raises(vm.VMError, match=r"reshape: cannot reshape \(2, 4\) .*8 elements"):
         machine.run(f32(2, 4))
     assert machine.run(f32(3, 4)).shape == (4, 3)

@@ -322,7 +322,9 @@ def test_data_dependent_shape_function_reads_the_shape_tensor_itself() -> None:
     assert shape.tolist() == [3, 2] and size.item() == 24
     function(np.array([6]), np.array([1, 6]), shape, size)
     assert shape.tolist() == [1, 6]
-    with pytest.raises(ShapeFuncError, match=r"dyn\.reshape: cannot reshape 6 elements"):
+    with pytest.raises(
+        ShapeFuncError, match=r"dyn\.reshape: cannot reshape \(6,\) .*: 6 elements vs 8"
+    ):
         function(np.array([6]), np.array([4, 2]), shape, size)
 
 
@@ -431,8 +433,8 @@ def test_reshape_infers_minus_one_from_a_run_time_batch() -> None:
             {"transpose_b": True},
             r"nn.batch_matmul: the reduction dimensions",
         ),
-        ("reshape", [(2, 3)], {"newshape": [4, -1]}, r"reshape: cannot reshape 6 elements"),
-        ("reshape", [(2, 3)], {"newshape": [5]}, r"reshape: cannot reshape 6 elements.*\(2, 3\)"),
+        ("reshape", [(2, 3)], {"newshape": [4, -1]}, r"reshape: cannot reshape \(2, 3\) .*divide"),
+        ("reshape", [(2, 3)], {"newshape": [5]}, r"reshape: cannot reshape \(2, 3\) .*6 elements"),
         ("concatenate", [(2, 3), (3, 4)], {"axis": 0}, r"concatenate: field 1 \(3, 4\) differs"),
         ("split", [(5, 2)], {"indices_or_sections": 2}, r"split: axis 0 of size 5 does not"),
         ("squeeze", [(2, 3)], {"axis": [0]}, r"squeeze: cannot squeeze axis 0: it has size 2"),

@@ -18,7 +18,7 @@ number of virtual machines may run kernels from any number of threads.
 from vm.kernels.cache import cache_dir
 from vm.kernels.description import KernelDescriptionError, check_description
 from vm.kernels.library import CompiledKernel, KernelBuildError, load_kernel
-from vm.kernels.rules import supported_ops
+from vm.kernels.table import supported_ops
 
 __all__ = [
     "CompiledKernel",

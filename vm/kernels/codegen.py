@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 from vm.kernels import dtypes
 from vm.kernels.description import Description, Node
-from vm.kernels.rules import OpRule, Spec, get_rule
+from vm.kernels.rules import OpRule, Spec
 from vm.kernels.source import (
     EmitCtx,
     ExprCtx,
@@ -55,6 +55,7 @@ from vm.kernels.source import (
     shape_tuple,
     wrap,
 )
+from vm.kernels.table import get_rule
 
 #: Bump when generated code changes meaning in a way the library hash would not catch.
 CODEGEN_VERSION = 1

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vm.kernels import dtypes
-from vm.kernels.rules import RuleError, Spec, get_rule, normalize_attrs, supported_ops
+from vm.kernels.rules import RuleError, Spec, normalize_attrs
+from vm.kernels.table import get_rule, supported_ops
 
 #: Limits that keep a hostile description from asking for unbounded code generation.
 MAX_NODES = 10_000

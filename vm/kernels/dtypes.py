@@ -1,6 +1,6 @@
 """Dtype tables for the kernel library: which dtypes kernels accept and how numba sees them.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer (``vm.kernels``); standard library and the dtype list of ``serialization``.
 
 Every tensor has a *storage* type (the element type of the numba array the kernel is
 given) and a *compute* type (the scalar type arithmetic happens in). They are the same
@@ -12,21 +12,10 @@ does for ``float16`` too).
 
 from __future__ import annotations
 
-#: Every dtype a kernel description may use, by its numpy name.
-DTYPES: tuple[str, ...] = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
+from serialization.dtypes import DTYPE_NAMES
+
+#: Every dtype a kernel description may use, by its numpy name (all the dtypes there are).
+DTYPES: tuple[str, ...] = DTYPE_NAMES
 
 FLOATS = frozenset({"float16", "float32", "float64"})
 SIGNED = frozenset({"int8", "int16", "int32", "int64"})

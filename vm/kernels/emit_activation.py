@@ -11,22 +11,27 @@ is all ones. Semantics mirror ``compiler/op/defs_activation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ExprCtx, ShapeCtx, const, product
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- nn.leaky_relu -----------------------------------------------------------------------------
 
@@ -48,7 +53,7 @@ def _leaky_relu(ctx: ExprCtx) -> str:
     return f"({x} if {x} > {const(0, dtype)} else {x} * {alpha})"
 
 
-register(
+RULES.register(
     OpRule(
         "nn.leaky_relu",
         1,
@@ -95,7 +100,7 @@ def _prelu(ctx: ExprCtx) -> str:
     return f"({x} if {x} > {const(0, ctx.arg_specs[0].dtype)} else {x} * {alpha})"
 
 
-register(
+RULES.register(
     OpRule(
         "nn.prelu",
         2,
@@ -138,7 +143,7 @@ def _dropout_emit(ctx: EmitCtx) -> None:
         s.line(f"{c}[{j}] = {one}")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.dropout",
         1,
@@ -148,3 +153,22 @@ register(
         emit=_dropout_emit,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+RULES.shape("nn.leaky_relu")(sr.same_as_first)
+
+
+@RULES.shape("nn.dropout")
+def _run_dropout(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [shapes[0], shapes[0]]
+
+
+@RULES.shape("nn.prelu")
+def _run_prelu(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, alpha = shapes
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    sr.channel_vectors(data, [alpha], ["alpha"], axis)
+    return [data]

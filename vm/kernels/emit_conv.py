@@ -28,22 +28,27 @@ and the product accumulates in it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from vm.kernels import dtypes
+from vm.kernels import dtypes, panels
+from vm.kernels import shape_rules as sr
 from vm.kernels.panels import PANEL
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, plain, product
 from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _OUT_LAYOUTS = ("", NCHW)
 
@@ -292,7 +297,7 @@ _CONV2D_ATTRS = (
     *_CONV_LAYOUT_ATTRS,
 )
 
-register(
+RULES.register(
     OpRule(
         "nn.conv2d",
         2,
@@ -377,7 +382,7 @@ def _per_image(ctx: EmitCtx, call: Callable[[str, str], str]) -> None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_winograd_without_weight_transform",
         2,
@@ -455,7 +460,7 @@ def _packed_emit(ctx: EmitCtx) -> None:
     )
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_gemm_without_weight_transform",
         2,
@@ -494,7 +499,7 @@ def _weight_transform_emit(ctx: EmitCtx) -> None:
     ctx.src.line(f"wino.weight_transform({ctx.args[0]}, {ctx.outs[0]}, {tile})")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_conv2d_winograd_weight_transform",
         1,
@@ -594,7 +599,7 @@ def _conv2d_transpose_emit(ctx: EmitCtx) -> None:
             ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
 
 
-register(
+RULES.register(
     OpRule(
         "nn.conv2d_transpose",
         2,
@@ -618,3 +623,133 @@ register(
         epilogue=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+def _run_conv_attrs(attrs: Mapping[str, Any]) -> tuple:
+    groups = attrs["groups"]
+    if groups < 1:
+        raise RuleError(f"attribute groups={groups} must be >= 1")
+    return (
+        sr.pair(attrs["strides"], "strides"),
+        sr.pair(attrs["dilation"], "dilation"),
+        sr.padding4(attrs["padding"]),
+        groups,
+    )
+
+
+def _run_check_kernel_attrs(attrs: Mapping[str, Any], out_channels: int, kh: int, kw: int) -> None:
+    if attrs.get("channels") is not None:
+        sr.expect(out_channels, attrs["channels"], "output channels (attribute channels)")
+    if attrs.get("kernel_size") is not None:
+        size = sr.pair(attrs["kernel_size"], "kernel_size")
+        sr.expect(kh, size[0], "kernel height of weight (attribute kernel_size)")
+        sr.expect(kw, size[1], "kernel width of weight (attribute kernel_size)")
+
+
+@RULES.shape("nn.conv2d")
+def _run_conv2d(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 4, 4, "data")
+    sr.rank(weight, 4, 4, "weight")
+    (n, c, h, w), (o, cg, kh, kw) = data, weight
+    strides, dilation, (top, left, bottom, right), groups = _run_conv_attrs(attrs)
+    if o % groups or cg * groups != c:
+        raise RuleError(
+            f"data {sr.fmt_shape(data)} has {c} input channels, but weight {sr.fmt_shape(weight)} "
+            f"with groups={groups} expects {cg * groups} ({cg} per group) and output "
+            "channels divisible by groups"
+        )
+    _run_check_kernel_attrs(attrs, o, kh, kw)
+    out_h = sr.window_output(h, kh, strides[0], dilation[0], top, bottom, 0, "kernel")
+    out_w = sr.window_output(w, kw, strides[1], dilation[1], left, right, 1, "kernel")
+    return [(n, o, out_h, out_w)]
+
+
+@RULES.shape("nn.contrib_conv2d_gemm_without_weight_transform")
+def _run_conv2d_packed(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 4, 4, "data")
+    sr.rank(weight, 3, 3, "weight")
+    channels, kernel = attrs.get("channels"), attrs.get("kernel_size")
+    if channels is None or kernel is None:
+        raise RuleError("attributes channels and kernel_size are required")
+    kh, kw = sr.pair(kernel, "kernel_size")
+    sr.expect(weight[2], panels.PANEL, f"panel width of weight {sr.fmt_shape(weight)}")
+    sr.expect(weight[0], -(-channels // panels.PANEL), f"panels of weight {sr.fmt_shape(weight)}")
+    sr.expect(weight[1], data[1] * kh * kw, f"depth of weight {sr.fmt_shape(weight)}")
+    return _run_conv2d([data, (channels, data[1], kh, kw)], attrs, ranks)
+
+
+@RULES.shape("nn.contrib_conv2d_winograd_weight_transform")
+def _run_winograd_weight_transform(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    (weight,) = shapes
+    sr.rank(weight, 4, 4, "weight")
+    o, i, kh, kw = weight
+    if (kh, kw) != (3, 3):
+        raise RuleError(f"weight {sr.fmt_shape(weight)} must have a 3x3 kernel")
+    tile = attrs["tile_size"]
+    if tile not in (2, 4):
+        raise RuleError(f"attribute tile_size={tile} is not supported; only 2 and 4 are")
+    return [(tile + 2, tile + 2, o, i)]
+
+
+@RULES.shape("nn.contrib_conv2d_winograd_without_weight_transform")
+def _run_winograd_conv2d(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 4, 4, "data")
+    sr.rank(weight, 4, 4, "weight")
+    (n, c, h, w), (a, b, o, ci) = data, weight
+    strides, dilation, (top, left, bottom, right), groups = _run_conv_attrs(attrs)
+    alpha = attrs["tile_size"] + 2
+    if (a, b) != (alpha, alpha) or ci != c:
+        raise RuleError(
+            f"data {sr.fmt_shape(data)} has {c} input channels, but the transformed weight "
+            f"{sr.fmt_shape(weight)} must be ({alpha}, {alpha}, out_channels, {c})"
+        )
+    if strides != (1, 1) or dilation != (1, 1) or groups != 1:
+        raise RuleError("strides, dilation and groups must be 1")
+    if attrs.get("channels") is not None:
+        sr.expect(o, attrs["channels"], "output channels (attribute channels)")
+    out_h = sr.window_output(h, 3, 1, 1, top, bottom, 0, "kernel")
+    out_w = sr.window_output(w, 3, 1, 1, left, right, 1, "kernel")
+    return [(n, o, out_h, out_w)]
+
+
+@RULES.shape("nn.conv2d_transpose")
+def _run_conv2d_transpose(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 4, 4, "data")
+    sr.rank(weight, 4, 4, "weight")
+    (n, c, h, w), (cw, og, kh, kw) = data, weight
+    strides, dilation, (top, left, bottom, right), groups = _run_conv_attrs(attrs)
+    if c % groups or cw != c:
+        raise RuleError(
+            f"data {sr.fmt_shape(data)} has {c} input channels, but the IOHW weight "
+            f"{sr.fmt_shape(weight)} has {cw} (and groups={groups} must divide them)"
+        )
+    o = og * groups
+    _run_check_kernel_attrs(attrs, o, kh, kw)
+    extra = sr.pair(attrs["output_padding"], "output_padding", minimum=0)
+    sizes = []
+    for axis, (size, kernel, before, after) in enumerate(
+        ((h, kh, top, bottom), (w, kw, left, right))
+    ):
+        out = (size - 1) * strides[axis] + dilation[axis] * (kernel - 1) + extra[axis] + 1
+        out -= before + after
+        if out < 1:
+            raise RuleError(
+                f"the output {sr.AXIS_NAMES[axis]} would be {out}: the padding removes it all"
+            )
+        sizes.append(out)
+    return [(n, o, sizes[0], sizes[1])]

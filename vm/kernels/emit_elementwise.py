@@ -11,25 +11,29 @@ mirror the compiler's numpy references (``compiler/op/defs_elemwise.py``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     check_float_attr,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import ExprCtx, ShapeCtx, cast, const
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- shapes ------------------------------------------------------------------------------------
 
@@ -159,7 +163,7 @@ def _compare(symbol: str) -> Callable[[ExprCtx], str]:
 
 
 def _binary(name: str, kind: str | None, out: str | None, expr: Callable, exact: bool) -> None:
-    register(
+    RULES.register(
         OpRule(
             name,
             2,
@@ -231,7 +235,7 @@ _UNARY: list[tuple[str, str | None, Callable[[ExprCtx], str], bool]] = [
 ]
 
 for _name, _kind, _expr, _exact in _UNARY:
-    register(
+    RULES.register(
         OpRule(_name, 1, (), _unary_infer(_kind), _first_arg_shape, expr=_expr, f16_exact=_exact)
     )
 
@@ -244,7 +248,7 @@ def _fill_like(value: int) -> Callable[[ExprCtx], str]:
 
 
 for _name, _value in (("zeros_like", 0), ("ones_like", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -293,7 +297,7 @@ def _clip(ctx: ExprCtx) -> str:
     return f"min(max({a}, {lo_c}), {hi_c})"
 
 
-register(
+RULES.register(
     OpRule(
         "clip",
         1,
@@ -314,7 +318,7 @@ def _cast(ctx: ExprCtx) -> str:
     return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "cast",
         1,
@@ -336,7 +340,7 @@ def _init_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[S
 
 
 for _name, _value in (("zeros", 0), ("ones", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             0,
@@ -359,7 +363,7 @@ def _full(ctx: ExprCtx) -> str:
     return cast(ctx.args[0], ctx.arg_specs[0].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "full",
         1,
@@ -381,7 +385,7 @@ def _full_like(ctx: ExprCtx) -> str:
     return cast(ctx.args[1], ctx.arg_specs[1].dtype, ctx.out_spec.dtype)
 
 
-register(
+RULES.register(
     OpRule(
         "full_like",
         2,
@@ -409,7 +413,7 @@ def _where(ctx: ExprCtx) -> str:
     return f"({x} if {c} else {y})"
 
 
-register(OpRule("where", 3, (), _where_infer, _broadcast_shape, expr=_where, f16_exact=True))
+RULES.register(OpRule("where", 3, (), _where_infer, _broadcast_shape, expr=_where, f16_exact=True))
 
 
 def _broadcast_to_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
@@ -435,7 +439,7 @@ def _broadcast_to_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [target]
 
 
-register(
+RULES.register(
     OpRule(
         "broadcast_to",
         1,
@@ -475,7 +479,7 @@ def _bias_add_map(ctx: Any, i: int, positions: tuple[int, ...]) -> tuple[int, ..
     return (positions[_bias_axis(ctx.attrs, len(positions))],)
 
 
-register(
+RULES.register(
     OpRule(
         "nn.bias_add",
         2,
@@ -486,3 +490,51 @@ register(
         arg_map=_bias_add_map,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+RULES.shape(
+    "abs", "ceil", "copy", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
+    "nn.relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "zeros_like",
+    "ones_like", "cast", "clip", "full_like",
+)(sr.same_as_first)  # fmt: skip
+
+
+@RULES.shape(
+    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
+    "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where",
+)  # fmt: skip
+def _run_broadcast(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    return [sr.broadcast_shapes(shapes)]
+
+
+@RULES.shape("nn.bias_add")
+def _run_bias_add(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, bias = shapes
+    sr.rank(data, 1, None, "data")
+    sr.rank(bias, 1, 1, "bias")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    out = list(data)
+    out[axis] = sr.broadcast_shapes([(data[axis],), bias])[0]
+    return [tuple(out)]
+
+
+@RULES.shape("broadcast_to")
+def _run_broadcast_to(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    target = sr.ints(attrs["shape"])
+    dims = shapes[0]
+    offset = len(target) - len(dims)
+    if offset < 0 or any(d not in (1, target[offset + k]) for k, d in enumerate(dims)):
+        raise RuleError(f"cannot broadcast {sr.fmt_shape(dims)} to shape {sr.fmt_shape(target)}")
+    return [target]
+
+
+@RULES.shape("zeros", "ones", "full")
+def _run_fill(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [sr.ints(attrs["shape"])]

@@ -12,20 +12,28 @@ intermediate results are views that share the input's memory. Semantics mirror
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
+from vm.kernels.newshape import newshape_plan, newshape_rank
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axes,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, index, product, shape_tuple
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- reshape-like: flat copies and views -------------------------------------------------------
 
@@ -47,103 +55,29 @@ def _view(ctx: EmitCtx) -> str:
     return f"{ctx.args[0]}.reshape({shape_tuple(ctx.out_dims[0])})"
 
 
-def reshape_rank(newshape: tuple[int, ...], ndim: int) -> int:
-    """The output rank of ``reshape`` with TVM's special values, or :class:`RuleError`."""
-    out = 0
-    src = 0
-    inferred = False
-    i = 0
-    where = f"attribute newshape={tuple(newshape)}"
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out += 1
-            src += 1
-        elif value == 0:
-            if src >= ndim:
-                raise RuleError(
-                    f"{where}: 0 at position {i} copies input dimension {src}, but the input "
-                    f"has rank {ndim}"
-                )
-            out += 1
-            src += 1
-        elif value == -1:
-            if inferred:
-                raise RuleError(f"{where} may contain -1 only once")
-            inferred = True
-            out += 1
-            src += 1
-        elif value == -2:
-            out += max(0, ndim - src)
-            src = ndim
-        elif value == -3:
-            if src + 1 >= ndim:
-                raise RuleError(
-                    f"{where}: -3 at position {i} merges input dimensions {src} and {src + 1}, "
-                    f"but the input has rank {ndim}"
-                )
-            out += 1
-            src += 2
-        elif value == -4:
-            if i + 2 >= len(newshape) or src >= ndim:
-                raise RuleError(
-                    f"{where}: -4 at position {i} must be followed by two dimensions and split "
-                    "an existing input dimension"
-                )
-            d1, d2 = newshape[i + 1], newshape[i + 2]
-            if d1 == -1 and d2 == -1:
-                raise RuleError(f"{where}: -4 may be followed by at most one -1")
-            if (d1 <= 0 and d1 != -1) or (d2 <= 0 and d2 != -1):
-                raise RuleError(
-                    f"{where}: the two dimensions after -4 must be > 0 or -1, found {d1}, {d2}"
-                )
-            out += 2
-            src += 1
-            i += 2
-        else:
-            raise RuleError(
-                f"{where} has invalid value {value} at position {i}; expected a size > 0 or "
-                "one of 0, -1, -2, -3, -4"
-            )
-        i += 1
-    return out
-
-
 def _reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
-    ndim = reshape_rank(attrs["newshape"], args[0].ndim)
+    ndim = newshape_rank(attrs["newshape"], args[0].ndim)
     if ndim > dtypes.MAX_NDIM:
         raise RuleError(f"ndim out of range: reshape to rank {ndim}; at most {dtypes.MAX_NDIM}")
     return (Spec(args[0].dtype, ndim),)
 
 
 def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
-    newshape = ctx.attrs["newshape"]
     dims = ctx.arg_dims[0]
     out: list[str] = []
     infer_at = -1
-    src = 0
-    i = 0
-    while i < len(newshape):
-        value = newshape[i]
-        if value > 0:
-            out.append(str(value))
-            src += 1
-        elif value == 0:
-            out.append(dims[src])
-            src += 1
-        elif value == -1:
+    for piece in newshape_plan(ctx.attrs["newshape"], len(dims)):
+        if piece.kind == "size":
+            out.append(str(piece.value))
+        elif piece.kind == "copy":
+            out.append(dims[piece.src])
+        elif piece.kind == "infer":
             infer_at = len(out)
             out.append("")
-            src += 1
-        elif value == -2:
-            out.extend(dims[src:])
-            src = len(dims)
-        elif value == -3:
-            out.append(ctx.let(f"{dims[src]} * {dims[src + 1]}"))
-            src += 2
-        else:  # -4: split dims[src] into the next two values
-            d1, d2 = newshape[i + 1], newshape[i + 2]
-            dim = dims[src]
+        elif piece.kind == "merge":
+            out.append(ctx.let(f"{dims[piece.src]} * {dims[piece.src + 1]}"))
+        else:  # split dims[src] into the two parts
+            (d1, d2), dim = piece.parts, dims[piece.src]
             if d1 == -1 or d2 == -1:
                 known = d2 if d1 == -1 else d1
                 ctx.fail_if(f"{dim} % {known} != 0", f"-4 cannot split a dimension by {known}")
@@ -152,9 +86,6 @@ def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
             else:
                 ctx.expect(dim, str(d1 * d2), f"-4 splits a dimension into {d1} x {d2}")
                 out.extend([str(d1), str(d2)])
-            src += 1
-            i += 2
-        i += 1
     total = ctx.let(product(dims))
     known = ctx.let(product([d for k, d in enumerate(out) if k != infer_at]))
     if infer_at >= 0:
@@ -166,7 +97,7 @@ def _reshape_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [out]
 
 
-register(
+RULES.register(
     OpRule(
         "reshape",
         1,
@@ -212,7 +143,7 @@ def _squeeze_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[ctx.let(f"{kept}[{k}]") for k in range(rank)]]
 
 
-register(
+RULES.register(
     OpRule(
         "squeeze",
         1,
@@ -242,7 +173,7 @@ def _expand_dims_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[*dims[:axis], *(["1"] * ctx.attrs["num_newaxis"]), *dims[axis:]]]
 
 
-register(
+RULES.register(
     OpRule(
         "expand_dims",
         1,
@@ -265,7 +196,7 @@ def _batch_flatten_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[dims[0], ctx.let(product(dims[1:]))]]
 
 
-register(
+RULES.register(
     OpRule(
         "nn.batch_flatten",
         1,
@@ -312,7 +243,7 @@ def _transpose_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "transpose",
         1,
@@ -362,7 +293,7 @@ def _concatenate_emit(ctx: EmitCtx) -> None:
         src.line(f"{offset} += {dims[axis]}")
 
 
-register(
+RULES.register(
     OpRule(
         "concatenate",
         None,
@@ -405,7 +336,7 @@ def _stack_emit(ctx: EmitCtx) -> None:
             ctx.src.line(f"{ctx.outs[0]}[{index(target)}] = {arg}[{index(ii)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "stack",
         None,
@@ -481,7 +412,7 @@ def _split_emit(ctx: EmitCtx) -> None:
             ctx.src.line(f"{out}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "split",
         1,
@@ -496,15 +427,24 @@ register(
 # --- strided_slice -----------------------------------------------------------------------------
 
 
-def slice_plan(attrs: dict, ndim: int) -> list[tuple[int, int, int | None, int]]:
-    """``(axis, begin, end, stride)`` per sliced axis (``end=None``: to the edge)."""
+def slice_plan(
+    attrs: Mapping[str, Any], ndim: int, what: str = "the input"
+) -> list[tuple[int, int, int | None, int]]:
+    """``(axis, begin, end, stride)`` per sliced axis (``end=None``: to the edge).
+
+    The one reading of ``strided_slice``'s attributes: the kernel's, the run-time shape
+    function's and the compiler's (type relation and numpy reference). Without ``axes``,
+    ``begin`` covers the leading axes. Shorter ``end``/``strides`` lists mean "to the edge"
+    and 1. ``slice_mode="size"`` reads ``end`` as sizes (-1: to the edge). ``what`` names
+    the input in messages; :class:`RuleError` if the attributes do not fit rank ``ndim``.
+    """
     begin = list(attrs["begin"])
     end = list(attrs["end"])
     strides = list(attrs["strides"] or ())
     if attrs["axes"] is None:
         if len(begin) > ndim:
             raise RuleError(
-                f"attribute begin={tuple(begin)} has {len(begin)} entries but the input has "
+                f"attribute begin={tuple(begin)} has {len(begin)} entries but {what} has "
                 f"rank {ndim}"
             )
         axes = list(range(len(begin)))
@@ -530,6 +470,7 @@ def slice_plan(attrs: dict, ndim: int) -> list[tuple[int, int, int | None, int]]
             if stop is not None:
                 start = begin[i]
                 stop = None if stop < 0 else start + stop
+                # A negative begin counts from the edge; its size must not wrap past it.
                 if stop is not None and start < 0 and stop >= 0:
                     stop = None
         if stride == 0:
@@ -569,7 +510,7 @@ def _strided_slice_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "strided_slice",
         1,
@@ -666,7 +607,7 @@ def _take_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(data_idx)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "take",
         2,
@@ -695,7 +636,7 @@ def _shape_of_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{k}] = {dim}")
 
 
-register(
+RULES.register(
     OpRule(
         "shape_of",
         1,
@@ -712,7 +653,7 @@ def _ndarray_size_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) ->
     return (Spec(attrs["dtype"], 0),)
 
 
-register(
+RULES.register(
     OpRule(
         "ndarray_size",
         1,
@@ -753,7 +694,7 @@ def _dyn_reshape_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> 
     return (Spec(args[0].dtype, _declared_rank("dyn.reshape", declared)),)
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.reshape",
         2,
@@ -795,7 +736,7 @@ def _dyn_broadcast_to_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.broadcast_to",
         2,
@@ -826,7 +767,7 @@ def _dyn_init_infer(op: str):
 
 
 for _name, _fill_value in (("dyn.zeros", 0), ("dyn.ones", 1)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -848,7 +789,7 @@ def _dyn_full_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
     return (Spec(dtype, _declared_rank("dyn.full", declared)),)
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.full",
         2,
@@ -910,7 +851,7 @@ def _dyn_strided_slice_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{index(oi)}] = {data}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "dyn.strided_slice",
         4,
@@ -948,7 +889,7 @@ def _arange_emit(ctx: EmitCtx) -> None:
         src.line(f"{ctx.outs[0]}[{j}] = {out_type}({start} + {j} * {step})")
 
 
-register(
+RULES.register(
     OpRule(
         "arange",
         3,
@@ -1008,7 +949,7 @@ def _argsort_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tupl
     return (Spec(attrs["dtype"], args[0].ndim),)
 
 
-register(
+RULES.register(
     OpRule(
         "argsort",
         1,
@@ -1061,7 +1002,7 @@ def _topk_emit(ctx: EmitCtx) -> None:
         _emit_sorted(ctx, keep, ctx.outs[0], scratch)
 
 
-register(
+RULES.register(
     OpRule(
         "topk",
         1,
@@ -1078,3 +1019,210 @@ register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("reshape")
+def _run_reshape(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [sr.reshape_shape(shapes[0], sr.ints(attrs["newshape"]))]
+
+
+@RULES.shape("squeeze")
+def _run_squeeze(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    axis = attrs.get("axis")
+    if axis is not None:
+        axes = sr.axes_of(sr.ints(axis), len(dims))
+        for a in axes:
+            if dims[a] != 1:
+                raise RuleError(f"cannot squeeze axis {a}: it has size {dims[a]}, expected 1")
+        return [tuple(d for a, d in enumerate(dims) if a not in axes)]
+    out = tuple(d for d in dims if d != 1)
+    if ranks and len(out) != ranks[0]:
+        # The type kept the dimensions not known to be 1; a kernel of that rank cannot
+        # tell which of the run-time 1s to keep.
+        raise RuleError(
+            f"squeeze without axis leaves rank {len(out)}, but the program was compiled "
+            f"for rank {ranks[0]}; name the axes to squeeze"
+        )
+    return [out]
+
+
+@RULES.shape("expand_dims")
+def _run_expand_dims(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    count = attrs["num_newaxis"]
+    if count < 0:
+        raise RuleError(f"attribute num_newaxis={count} must be >= 0")
+    axis = sr.axis_of(attrs["axis"], len(dims), extra=1)
+    return [(*dims[:axis], *([1] * count), *dims[axis:])]
+
+
+@RULES.shape("nn.batch_flatten")
+def _run_batch_flatten(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    sr.rank(dims, 1, None, "data")
+    return [(dims[0], sr.prod(dims[1:]))]
+
+
+@RULES.shape("transpose")
+def _run_transpose(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    axes = attrs.get("axes")
+    if not axes:
+        perm = list(range(len(dims)))[::-1]
+    else:
+        if len(axes) != len(dims):
+            raise RuleError(
+                f"attribute axes={tuple(axes)} must list each of the {len(dims)} axes once"
+            )
+        perm = sr.axes_of(axes, len(dims), "axes")
+    return [tuple(dims[a] for a in perm)]
+
+
+@RULES.shape("concatenate")
+def _run_concatenate(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    first = shapes[0]
+    sr.rank(first, 1, None, "field 0")
+    axis = sr.axis_of(attrs["axis"], len(first))
+    for i, dims in enumerate(shapes[1:], start=1):
+        if len(dims) != len(first) or any(d != first[a] for a, d in enumerate(dims) if a != axis):
+            raise RuleError(
+                f"field {i} {sr.fmt_shape(dims)} differs from field 0 {sr.fmt_shape(first)} off "
+                f"the concatenation axis {axis}"
+            )
+    out = list(first)
+    out[axis] = sum(dims[axis] for dims in shapes)
+    return [tuple(out)]
+
+
+@RULES.shape("stack")
+def _run_stack(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    first = shapes[0]
+    axis = sr.axis_of(attrs["axis"], len(first), extra=1)
+    for i, dims in enumerate(shapes[1:], start=1):
+        if dims != first:
+            raise RuleError(
+                f"field {i} {sr.fmt_shape(dims)} differs from field 0 {sr.fmt_shape(first)}"
+            )
+    out = list(first)
+    out.insert(axis, len(shapes))
+    return [tuple(out)]
+
+
+@RULES.shape("split")
+def _run_split(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    sr.rank(dims, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(dims))
+    dim = dims[axis]
+    spec = attrs["indices_or_sections"]
+    sizes: list[int] = []
+    if isinstance(spec, int):
+        if spec < 1 or dim % spec:
+            raise RuleError(f"axis {axis} of size {dim} does not split into {spec} equal sections")
+        sizes = [dim // spec] * spec
+    else:
+        begin = 0
+        for index in spec:
+            if index < begin or index > dim:
+                raise RuleError(
+                    f"split indices {tuple(spec)} must be non-decreasing and within axis "
+                    f"{axis} of size {dim}"
+                )
+            sizes.append(index - begin)
+            begin = index
+        sizes.append(dim - begin)
+    out = []
+    for size in sizes:
+        piece = list(dims)
+        piece[axis] = size
+        out.append(tuple(piece))
+    return out
+
+
+@RULES.shape("strided_slice")
+def _run_strided_slice(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    dims = shapes[0]
+    # The kernel's own slice plan, so the shape function and the kernel cannot disagree.
+    normalized = {
+        "begin": sr.ints(attrs["begin"]),
+        "end": sr.ints(attrs["end"]),
+        "strides": sr.ints(attrs["strides"]) if attrs.get("strides") else None,
+        "axes": sr.ints(attrs["axes"]) if attrs.get("axes") is not None else None,
+        "slice_mode": attrs["slice_mode"],
+    }
+    try:
+        plan = slice_plan(normalized, len(dims))
+    except RuleError as err:
+        raise RuleError(str(err)) from None
+    out = list(dims)
+    for axis, begin, stop, stride in plan:
+        out[axis] = len(range(*slice(begin, stop, stride).indices(dims[axis])))
+    return [tuple(out)]
+
+
+@RULES.shape("take")
+def _run_take(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, indices = shapes
+    batch_dims = attrs["batch_dims"]
+    if batch_dims < 0:
+        batch_dims += len(indices)
+    if not 0 <= batch_dims <= len(indices):
+        raise RuleError(f"attribute batch_dims={attrs.get('batch_dims')} is out of range")
+    if attrs.get("axis") is None:
+        return [indices]
+    axis = sr.axis_of(attrs["axis"], len(data))
+    if batch_dims > axis:
+        raise RuleError(f"attribute batch_dims={batch_dims} must not exceed axis={axis}")
+    for k in range(batch_dims):
+        sr.expect(indices[k], data[k], f"batch dimension {k} of indices")
+    return [(*data[:axis], *indices[batch_dims:], *data[axis + 1 :])]
+
+
+@RULES.shape("shape_of")
+def _run_shape_of(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    return [(len(shapes[0]),)]
+
+
+@RULES.shape("ndarray_size")
+def _run_ndarray_size(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    return [()]
+
+
+def _run_sort_axis(shape: sr.Shape, attrs: Mapping[str, Any]) -> int:
+    if not shape:
+        raise RuleError("cannot sort a scalar")
+    return sr.axis_of(int(attrs["axis"]), len(shape))
+
+
+@RULES.shape("argsort")
+def _run_argsort(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    _run_sort_axis(shapes[0], attrs)
+    return [shapes[0]]
+
+
+@RULES.shape("topk")
+def _run_topk(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data = shapes[0]
+    axis = _run_sort_axis(data, attrs)
+    k = int(attrs["k"])
+    out = list(data)
+    if k >= 1:
+        out[axis] = min(k, data[axis])
+    both = attrs["ret_type"] == "both"
+    return [tuple(out), tuple(out)] if both else [tuple(out)]

@@ -13,22 +13,27 @@ Semantics mirror ``compiler/op/defs_nn.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from vm.kernels import dtypes
+from vm.kernels import dtypes, panels
+from vm.kernels import shape_rules as sr
 from vm.kernels.panels import PANEL, panel_width, unsupported
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tuple
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 #: Multiply-adds from which BLAS (called without the GIL) beats a compiled loop. Measured
 #: on float32 dense products: 128 (2x8x8) 0.10 us by BLAS against 0.07 in loops, 1280
@@ -182,7 +187,7 @@ for _op, _attrs in (
         (*_PRODUCT_ATTRS, Attr("transpose_a", "bool", False), Attr("transpose_b", "bool", False)),
     ),
 ):
-    register(
+    RULES.register(
         OpRule(
             _op,
             2,
@@ -262,7 +267,7 @@ def _dense_pack_emit(ctx: EmitCtx) -> None:
     _whole_epilogue(ctx)
 
 
-register(
+RULES.register(
     OpRule(
         "nn.contrib_dense_pack",
         2,
@@ -311,7 +316,7 @@ def _layout_transform_emit(ctx: EmitCtx) -> None:
         src.line(f"{out}[{p}, {k}, {j}] = {data}[{r}, {k}] if {r} < {rows} else {zero}")
 
 
-register(
+RULES.register(
     OpRule(
         "layout_transform",
         1,
@@ -375,7 +380,7 @@ def _batch_matmul_emit(ctx: EmitCtx) -> None:
     _whole_epilogue(ctx)
 
 
-register(
+RULES.register(
     OpRule(
         "nn.batch_matmul",
         2,
@@ -458,7 +463,7 @@ def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
 
 
 for _name, _log in (("nn.softmax", False), ("nn.log_softmax", True)):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -469,3 +474,104 @@ for _name, _log in (("nn.softmax", False), ("nn.log_softmax", True)):
             numeric=True,
         )
     )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("nn.softmax", "nn.log_softmax")
+def _run_softmax(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    sr.rank(shapes[0], 1, None, "data")
+    sr.axis_of(attrs["axis"], len(shapes[0]))
+    return [shapes[0]]
+
+
+@RULES.shape("nn.dense")
+def _run_dense(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 1, None, "data")
+    sr.rank(weight, 2, 2, "weight")
+    if weight[1] != data[-1]:
+        raise RuleError(
+            f"the input features differ: data {sr.fmt_shape(data)} has {data[-1]} (last "
+            f"dimension), weight {sr.fmt_shape(weight)} has {weight[1]} (second dimension)"
+        )
+    units = attrs.get("units")
+    if units is not None:
+        sr.expect(weight[0], units, "output units of weight (attribute units)")
+    return [(*data[:-1], weight[0])]
+
+
+@RULES.shape("nn.matmul")
+def _run_matmul(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    a, b = shapes
+    transpose_a = attrs["transpose_a"]
+    sr.rank(a, 2 if transpose_a else 1, 2 if transpose_a else None, "tensor_a")
+    sr.rank(b, 2, 2, "tensor_b")
+    lead, ka = ((a[1],), a[0]) if transpose_a else (a[:-1], a[-1])
+    n, kb = (b[0], b[1]) if attrs["transpose_b"] else (b[1], b[0])
+    if ka != kb:
+        raise RuleError(
+            f"the reduction dimensions of tensor_a {sr.fmt_shape(a)} and tensor_b "
+            f"{sr.fmt_shape(b)} differ"
+        )
+    units = attrs.get("units")
+    if units is not None:
+        sr.expect(n, units, "output units of tensor_b (attribute units)")
+    return [(*lead, n)]
+
+
+@RULES.shape("nn.contrib_dense_pack")
+def _run_dense_pack(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data, weight = shapes
+    sr.rank(data, 1, None, "data")
+    sr.rank(weight, 3, 3, "weight")
+    layout = attrs.get("weight_layout", panels.LAYOUT)
+    width = panels.panel_width(layout)
+    if width is None:
+        raise RuleError(panels.unsupported("weight_layout", layout))
+    count, features, found = weight
+    sr.expect(found, width, f"panel width of weight {sr.fmt_shape(weight)} (third dimension)")
+    if features != data[-1]:
+        raise RuleError(
+            f"the input features differ: data {sr.fmt_shape(data)} has {data[-1]} (last "
+            f"dimension), weight {sr.fmt_shape(weight)} has {features} (second dimension)"
+        )
+    units = attrs.get("units")
+    if units is None:
+        return [(*data[:-1], count * width)]
+    if not (count - 1) * width < units <= count * width:
+        raise RuleError(f"attribute units={units} does not fit {count} panels of {width}")
+    return [(*data[:-1], units)]
+
+
+@RULES.shape("layout_transform")
+def _run_layout_transform(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    (data,) = shapes
+    sr.rank(data, 2, 2, "data")
+    layout = attrs.get("dst_layout", panels.LAYOUT)
+    width = panels.panel_width(layout)
+    if width is None or attrs["src_layout"] != "NC":
+        raise RuleError(panels.unsupported("dst_layout", layout))
+    return [(-(-data[0] // width), data[1], width)]
+
+
+@RULES.shape("nn.batch_matmul")
+def _run_batch_matmul(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    x, y = shapes
+    sr.rank(x, 3, 3, "x")
+    sr.rank(y, 3, 3, "y")
+    batch = sr.broadcast_shapes([(x[0],), (y[0],)])[0]
+    m, kx = (x[2], x[1]) if attrs["transpose_a"] else (x[1], x[2])
+    n, ky = (y[1], y[2]) if attrs["transpose_b"] else (y[2], y[1])
+    if kx != ky:
+        raise RuleError(
+            f"the reduction dimensions of x {sr.fmt_shape(x)} and y {sr.fmt_shape(y)} differ"
+        )
+    return [(batch, m, n)]

@@ -14,21 +14,26 @@ Variances are biased. ``scale=False`` ignores gamma, ``center=False`` ignores be
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
     norm_axis,
-    register,
     require_kind,
     require_rank,
     require_same_dtype,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, Source, const, product, shape_tuple, wrap
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _AFFINE_ATTRS = (
     Attr("epsilon", "float", 1e-5),
@@ -132,7 +137,7 @@ def _batch_norm_emit(ctx: EmitCtx) -> None:
         s.line(f"{ctx.outs[2]}[{c}] = {var}[{c}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.batch_norm",
         5,
@@ -212,7 +217,7 @@ def _layer_norm_strided(ctx: EmitCtx, axis: int) -> None:
         s.line(f"{o3}[{a}, {j}, {k}] = {out_rows}[{a}, {k}, {j}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.layer_norm",
         3,
@@ -242,7 +247,7 @@ def _group_norm_emit(ctx: EmitCtx) -> None:
     _standardize(ctx, x3, o3, outer, str(groups), size, f"{{g}} * {per} + {{j}} // {inner}")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.group_norm",
         3,
@@ -257,3 +262,46 @@ register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("nn.layer_norm")
+def _run_layer_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
+    return [data]
+
+
+@RULES.shape("nn.group_norm")
+def _run_group_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
+    groups = attrs["num_groups"]
+    if groups < 1 or data[axis] % groups:
+        raise RuleError(
+            f"the {data[axis]} channels on axis {axis} of data {sr.fmt_shape(data)} are not "
+            f"divisible by num_groups={groups}"
+        )
+    return [data]
+
+
+@RULES.shape("nn.batch_norm")
+def _run_batch_norm(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    names = ("gamma", "beta", "moving_mean", "moving_var")
+    sr.channel_vectors(data, shapes[1:], names, axis)
+    return [data, (data[axis],), (data[axis],)]

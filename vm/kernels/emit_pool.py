@@ -14,20 +14,25 @@ averages sum in float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vm.kernels import dtypes
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, const, plain
 from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 _LAYOUT_ATTRS = (Attr("layout", "str", NCHW), Attr("out_layout", "str", ""))
 
@@ -102,7 +107,7 @@ _WINDOW_ATTRS = (
     Attr("ceil_mode", "bool", False),
 )
 
-register(
+RULES.register(
     OpRule(
         "nn.max_pool2d",
         1,
@@ -113,7 +118,7 @@ register(
         numeric=True,
     )
 )
-register(
+RULES.register(
     OpRule(
         "nn.avg_pool2d",
         1,
@@ -143,7 +148,7 @@ def _call(function: str) -> Callable[[EmitCtx], None]:
 
 
 for _name, _kind in (("nn.global_max_pool2d", "numeric"), ("nn.global_avg_pool2d", "float")):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -185,7 +190,7 @@ def _adaptive_shape(ctx: ShapeCtx) -> list[list[str]]:
     return [[n, c, str(size[0]), str(size[1])]]
 
 
-register(
+RULES.register(
     OpRule(
         "nn.adaptive_avg_pool2d",
         1,
@@ -196,3 +201,51 @@ register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("nn.max_pool2d", "nn.avg_pool2d")
+def _run_pool(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    n, c, h, w = sr.nchw(shapes[0])
+    pool = sr.pair(attrs["pool_size"], "pool_size")
+    strides = sr.pair(attrs["strides"], "strides")
+    dilation = sr.pair(attrs["dilation"], "dilation")
+    top, left, bottom, right = sr.padding4(attrs["padding"])
+    ceil_mode = bool(attrs["ceil_mode"])
+    out_h = sr.window_output(
+        h, pool[0], strides[0], dilation[0], top, bottom, 0, "pool window", ceil_mode
+    )
+    out_w = sr.window_output(
+        w, pool[1], strides[1], dilation[1], left, right, 1, "pool window", ceil_mode
+    )
+    return [(n, c, out_h, out_w)]
+
+
+def _run_nonempty_spatial(shape: sr.Shape) -> None:
+    for axis in range(2):
+        if shape[2 + axis] < 1:
+            raise RuleError(f"data {sr.fmt_shape(shape)} has an empty {sr.AXIS_NAMES[axis]}")
+
+
+@RULES.shape("nn.global_max_pool2d", "nn.global_avg_pool2d")
+def _run_global_pool(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    n, c, _, _ = sr.nchw(shapes[0])
+    _run_nonempty_spatial(shapes[0])
+    return [(n, c, 1, 1)]
+
+
+@RULES.shape("nn.adaptive_avg_pool2d")
+def _run_adaptive_pool(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    n, c, h, w = sr.nchw(shapes[0])
+    _run_nonempty_spatial(shapes[0])
+    value = attrs.get("output_size")
+    if value is None or value == () or value == []:
+        return [(n, c, h, w)]
+    out_h, out_w = sr.pair(value, "output_size")
+    return [(n, c, out_h, out_w)]

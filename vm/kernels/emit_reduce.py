@@ -12,11 +12,16 @@ and, like an integer ``mean``, refuse to reduce over no elements. Semantics mirr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vm.kernels import dtypes
-from vm.kernels.rules import Attr, OpRule, Spec, norm_axes, register, require_kind
+from vm.kernels import shape_rules as sr
+from vm.kernels.rules import Attr, OpRule, RuleSet, Spec, norm_axes, require_kind
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product, shape_tuple
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 REDUCE_ATTRS = (
     Attr("axis", "ints", None, optional=True),
@@ -185,7 +190,7 @@ _REDUCTIONS = [
 ]
 
 for _name, _kind in _REDUCTIONS:
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -261,7 +266,7 @@ def _emit_arg_reduce(op: str) -> Callable[[EmitCtx], None]:
 
 
 for _name in ("argmax", "argmin"):
-    register(
+    RULES.register(
         OpRule(
             _name,
             1,
@@ -272,3 +277,25 @@ for _name in ("argmax", "argmin"):
             numeric=True,
         )
     )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+def _run_reduce_axes(attrs: Mapping[str, Any], ndim: int) -> list[int]:
+    axis = attrs.get("axis")
+    if axis is None:
+        return list(range(ndim))
+    listed = sr.axes_of(sr.ints(axis), ndim)
+    if attrs["exclude"]:
+        return [a for a in range(ndim) if a not in listed]
+    return sorted(listed)
+
+
+@RULES.shape("sum", "mean", "prod", "max", "min", "all", "any", "argmax", "argmin")
+def _run_reduce(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    dims = shapes[0]
+    axes = _run_reduce_axes(attrs, len(dims))
+    if attrs["keepdims"]:
+        return [tuple(1 if a in axes else d for a, d in enumerate(dims))]
+    return [tuple(d for a, d in enumerate(dims) if a not in axes)]

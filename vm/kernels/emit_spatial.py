@@ -13,18 +13,24 @@ rounds the output size half to even and samples with TVM's coordinates (loops in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import (
     Attr,
     OpRule,
     RuleError,
+    RuleSet,
     Spec,
-    register,
     require_kind,
     require_rank,
 )
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, float_literal, index, plain, product
 from vm.kernels.windows import NCHW, check_layout
+
+#: The rules this module defines (gathered by :mod:`vm.kernels.table`).
+RULES = RuleSet()
 
 # --- nn.pad ------------------------------------------------------------------------------------
 
@@ -123,7 +129,7 @@ def _pad_emit(ctx: EmitCtx) -> None:
         s.line(f"{out}[{index(oi)}] = {data}[{index(source)}]")
 
 
-register(
+RULES.register(
     OpRule(
         "nn.pad",
         2,
@@ -177,7 +183,7 @@ def _upsampling_emit(ctx: EmitCtx) -> None:
     )
 
 
-register(
+RULES.register(
     OpRule(
         "nn.upsampling",
         1,
@@ -194,3 +200,43 @@ register(
         numeric=True,
     )
 )
+
+
+# --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
+
+
+@RULES.shape("nn.pad")
+def _run_pad(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) -> list[sr.Shape]:
+    data = shapes[0]
+    pairs = [tuple(sr.ints(p)) for p in attrs["pad_width"]]
+    if len(pairs) != len(data) or any(len(p) != 2 or min(p) < 0 for p in pairs):
+        raise RuleError("attribute pad_width needs one (before, after) pair >= 0 per axis of data")
+    mode = attrs["pad_mode"]
+    for axis, ((before, after), size) in enumerate(zip(pairs, data)):
+        if before == after == 0:
+            continue
+        if mode == "edge" and size < 1:
+            raise RuleError(f"pad_mode='edge' cannot pad axis {axis}: the axis is empty")
+        if mode == "reflect" and max(before, after) >= size:
+            raise RuleError(
+                f"pad_mode='reflect' needs pad widths smaller than the axis size, but axis "
+                f"{axis} has size {size} and pad_width ({before}, {after})"
+            )
+    return [tuple(d + b + a for d, (b, a) in zip(data, pairs))]
+
+
+@RULES.shape("nn.upsampling")
+def _run_upsampling(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
+) -> list[sr.Shape]:
+    n, c, h, w = sr.nchw(shapes[0])
+    out = []
+    for axis, (size, attr) in enumerate(((h, "scale_h"), (w, "scale_w"))):
+        scale = float(attrs.get(attr, 1.0))
+        value = round(size * scale)  # ties to even, as the compiler and TVM round
+        if value < 1 and size > 0:
+            raise RuleError(
+                f"attribute {attr}={scale} turns the {sr.AXIS_NAMES[axis]} {size} into {value}"
+            )
+        out.append(value)
+    return [(n, c, out[0], out[1])]

@@ -3,10 +3,11 @@
 Runtime layer (``vm.kernels``); standard library only.
 
 A rule holds what the kernel library knows about an operator: its argument count, its
-attribute schema (TVM's names and defaults, the same as the compiler's registry), how
-the output dtypes and ranks follow from the inputs (used to validate descriptions before
-anything is compiled), how output shapes are computed at run time, and how its code is
-emitted. The ``emit_*`` modules define the rules and register them here.
+attribute schema (TVM's names and defaults; the compiler's registry reads it from here),
+how the output dtypes and ranks follow from the inputs (used to validate descriptions
+before anything is compiled), how output shapes are computed at run time, and how its code
+is emitted. This module holds the record and the checks rules share; the ``emit_*``
+modules define the rules, and :mod:`vm.kernels.table` gathers them into the table.
 
 Two kinds of operator exist:
 
@@ -209,7 +210,7 @@ def norm_axis(name: str, axis: int, ndim: int, extra: int = 0) -> int:
     bound = ndim + extra
     if not -bound <= axis < bound:
         raise RuleError(
-            f"attribute {name}={axis} is out of range for rank {ndim}; "
+            f"attribute {name}={axis} is out of range for a tensor of rank {ndim}; "
             f"expected a value in [{-bound}, {bound - 1}]"
         )
     return axis + bound if axis < 0 else axis
@@ -303,41 +304,35 @@ class OpRule:
         return self.expr is not None
 
 
-RULES: dict[str, OpRule] = {}
+#: An operator's run-time shape rule: ``rule(arg_shapes, attrs, out_ranks) -> output
+#: shapes`` on concrete sizes, raising :class:`RuleError` (run by :mod:`vm.shape_funcs`);
+#: ``out_ranks`` are the ranks the description declares (``squeeze`` without ``axis``).
+ShapeRule = Callable[[list[tuple[int, ...]], Mapping[str, Any], tuple[int, ...]], list]
 
 
-def register(rule: OpRule) -> OpRule:
-    """Add ``rule`` to the table (each name once)."""
-    if rule.name in RULES:
-        raise ValueError(f"kernel rule {rule.name} is registered twice")
-    if (rule.expr is None) == (rule.emit is None):
-        raise ValueError(f"kernel rule {rule.name} needs exactly one of expr and emit")
-    RULES[rule.name] = rule
-    return rule
+class RuleSet:
+    """The rules one ``emit_*`` module defines, in order, and its operators' run-time shape
+    rules; :mod:`vm.kernels.table` gathers every module's set into the operator table."""
 
+    def __init__(self) -> None:
+        self.rules: list[OpRule] = []
+        self.shapes: dict[str, ShapeRule] = {}
 
-def _load() -> None:
-    if not RULES:
-        from vm.kernels import (  # noqa: F401
-            emit_activation,
-            emit_conv,
-            emit_elementwise,
-            emit_layout,
-            emit_nn,
-            emit_norm,
-            emit_pool,
-            emit_reduce,
-            emit_spatial,
-        )
+    def shape(self, *names: str) -> Callable[[ShapeRule], ShapeRule]:
+        """Decorator: the run-time shape rule of operators ``names``."""
 
+        def add(fn: ShapeRule) -> ShapeRule:
+            for name in names:
+                if name in self.shapes:
+                    raise ValueError(f"shape rule {name} is registered twice")
+                self.shapes[name] = fn
+            return fn
 
-def get_rule(name: str) -> OpRule | None:
-    """The rule for operator ``name``, or ``None``."""
-    _load()
-    return RULES.get(name)
+        return add
 
-
-def supported_ops() -> list[str]:
-    """Every operator a kernel description may use, sorted."""
-    _load()
-    return sorted(RULES)
+    def register(self, rule: OpRule) -> OpRule:
+        """Add ``rule`` to the set; returns it."""
+        if (rule.expr is None) == (rule.emit is None):
+            raise ValueError(f"kernel rule {rule.name} needs exactly one of expr and emit")
+        self.rules.append(rule)
+        return rule

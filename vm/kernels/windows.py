@@ -1,14 +1,14 @@
-"""Attribute checks and output-size code shared by the windowed NCHW operators (convolutions,
-pools, upsampling).
+"""The window helpers of the windowed NCHW operators (convolutions, pools, upsampling):
+the one place their attributes are read and their output sizes computed.
 
 Runtime layer (``vm.kernels``); standard library only.
 
-The rules read ``strides``, ``dilation``, ``pool_size`` and ``kernel_size`` as (height,
-width) pairs, TVM's 1-, 2- or 4-int ``padding`` as (top, left, bottom, right), and accept
-only the NCHW layouts, exactly as ``compiler/op/defs_window.py`` does; an attribute problem
-is a :class:`RuleError` found when the description is validated. Sizes that depend on the
-input's shape are computed by the generated code, which raises ``ValueError`` naming the
-node when a window does not fit.
+``strides``, ``dilation``, ``pool_size`` and ``kernel_size`` are (height, width) pairs,
+TVM's 1-, 2- or 4-int ``padding`` is (top, left, bottom, right), and only the NCHW layouts
+are accepted. A problem is a :class:`RuleError`. Three readers share these functions: the
+kernel rules (at validation, and :func:`window_output` emits the run-time size code), the
+run-time shape functions (:mod:`vm.shape_funcs`, through :func:`window_count`) and the
+compiler's type relations (``compiler/op/defs_window.py``, which adds the operator's name).
 """
 
 from __future__ import annotations
@@ -68,6 +68,61 @@ def check_layout(attrs: dict, name: str, allowed: tuple[str, ...]) -> None:
             f"attribute {name}={value!r} is not supported; expected {expected} (only the NCHW "
             "data layout is implemented)"
         )
+
+
+def window_count(
+    size: int,
+    window: int,
+    stride: int,
+    dilation: int,
+    before: int,
+    after: int,
+    axis: int,
+    what: str,
+    ceil_mode: bool = False,
+    where: str = "",
+) -> int:
+    """The number of window positions along spatial ``axis`` (0 height, 1 width).
+
+    ``floor((size + pads - dilated window) / stride) + 1``; with ``ceil_mode`` the division
+    rounds up, but the last window must still start inside the input or its left padding
+    (so no window lies wholly in the right padding). :func:`window_output` emits the same
+    arithmetic as code.
+
+    Parameters
+    ----------
+    size, window, stride, dilation, before, after : int
+        The input size along the axis, the window size, and the window's stride, dilation
+        and padding on either side.
+    axis : int
+        0 (height) or 1 (width), for messages.
+    what : str
+        What the window is (``kernel``, ``pool window``), for messages.
+    ceil_mode : bool
+        Round the position count up instead of down.
+    where : str
+        Words placed after the input size in the message (the compiler names the data type).
+
+    Raises
+    ------
+    RuleError
+        If the padded input is smaller than the dilated window.
+    """
+    name = AXIS_NAMES[axis]
+    dilated = (window - 1) * dilation + 1
+    padded = size + before + after
+    if padded < dilated:
+        raise RuleError(
+            f"the padded input {name} {padded}{where} is smaller than the dilated {what} "
+            f"{name} {dilated}"
+        )
+    span = padded - dilated
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if out > 1 and (out - 1) * stride >= size + before:
+        out -= 1  # a last window starting in the right padding is dropped (PyTorch's rule)
+    return out
 
 
 def window_output(

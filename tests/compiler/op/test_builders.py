@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 
 import numpy as np
 import pytest
 
 from compiler import relay
 from compiler.ir.expr import Call, Constant, Tuple, TupleGetItem, Var
-from compiler.op.registry import get_op
+from compiler.op.api import SCHEMA, schema_defaults
+from compiler.op.registry import get_def, get_op
 
 
 @pytest.fixture
@@ -159,3 +161,24 @@ class TestMalformed:
     def test_concatenate_needs_a_sequence_or_expression(self):
         with pytest.raises(TypeError, match="expected a list or tuple of expressions"):
             relay.concatenate(5, axis=0)
+
+
+class TestSchemaDefaults:
+    def test_builder_signatures_show_the_schema_defaults(self):
+        params = inspect.signature(relay.nn.conv2d).parameters
+        for spec in get_def("nn.conv2d").attrs:
+            assert params[spec.name].default == spec.default, spec.name
+        assert inspect.signature(relay.sum).parameters["keepdims"].default is False
+
+    def test_a_schema_parameter_must_name_an_attribute_with_a_default(self):
+        with pytest.raises(ValueError, match=r"nn\.softmax has no attribute axes"):
+
+            @schema_defaults("nn.softmax")
+            def softmax(data: object, axes: int = SCHEMA) -> None:
+                pass
+
+        with pytest.raises(ValueError, match="reshape has no attribute newshape with a default"):
+
+            @schema_defaults("reshape")
+            def reshape(data: object, newshape: object = SCHEMA) -> None:
+                pass

@@ -269,7 +269,9 @@ def test_a_bit_flip_in_the_librarys_own_cached_machine_code_is_rebuilt(
     function = vm.kernels.pool_loops._max_pool_chunk
     files = function._cache._cache_file
     package = tmp_path / "tree"
-    shutil.copytree(ROOT / "vm", package / "vm", copy_function=shutil.copy2)
+    # serialization too: vm imports it, and another checkout's copy may differ.
+    for layer in ("vm", "serialization"):
+        shutil.copytree(ROOT / layer, package / layer, copy_function=shutil.copy2)
     pycache = package / "vm" / "kernels" / "__pycache__"
     for name in (files._index_name, files._data_name(1)):
         if not (pycache / name).exists():  # numba caches elsewhere here ($NUMBA_CACHE_DIR)

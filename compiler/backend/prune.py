@@ -5,33 +5,16 @@ Compiler layer (``compiler.backend``); imports ``vm.isa`` and ``vm.program``.
 Code generation builds some values it then never uses: the tuple of a ``split``
 whose fields are read from their own registers, a constant loaded for a branch that
 projects it away. Each costs a dispatch per run. :func:`prune` drops every
-side-effect-free instruction whose destination nobody reads (a ``kill_register``
-does not count as a read; it goes with the value), repeating until nothing more
-dies, and re-targets the jumps around the removed instructions. A worklist of
-use counts keeps it linear in the function's size.
+instruction whose ISA row says it is ``pure`` and whose destination nobody reads (a
+``kill_register`` does not count as a read; it goes with the value), repeating until
+nothing more dies, and re-targets the jumps around the removed instructions. A worklist
+of use counts keeps it linear in the function's size.
 """
 
 from __future__ import annotations
 
-from vm.isa import OPCODES, Opcode, OperandKind, register_written, registers_read
+from vm.isa import OPCODES, OperandKind, register_written, registers_read
 from vm.program import Instruction, VMFunction
-
-#: Opcodes that only compute their destination: removable when nobody reads it. In
-#: compiled (well-typed, planned) code none of them can fail.
-_PURE = frozenset(
-    {
-        Opcode.Move,
-        Opcode.AllocADT,
-        Opcode.AllocClosure,
-        Opcode.GetField,
-        Opcode.LoadConst,
-        Opcode.LoadConsti,
-        Opcode.GetTag,
-        Opcode.ShapeOf,
-        Opcode.AllocTensor,
-        Opcode.AllocStorage,
-    }
-)
 
 
 def _reads(instruction: Instruction) -> list[int]:
@@ -60,7 +43,7 @@ def prune(function: VMFunction) -> VMFunction:
     writers: dict[int, list[int]] = {}
     kills: dict[int, list[int]] = {}
     for pc, instruction in enumerate(code):
-        if instruction.opcode is Opcode.KillRegister:
+        if OPCODES[instruction.opcode].clears:
             kills.setdefault(instruction.operands[0], []).append(pc)
             continue
         for reg in _reads(instruction):
@@ -73,7 +56,7 @@ def prune(function: VMFunction) -> VMFunction:
     while pending:
         reg = pending.pop()
         pcs = writers.get(reg, [])
-        if uses.get(reg) or any(code[pc].opcode not in _PURE for pc in pcs):
+        if uses.get(reg) or not all(OPCODES[code[pc].opcode].pure for pc in pcs):
             continue
         if reg < len(function.params) or any(pc in removed for pc in pcs):
             continue

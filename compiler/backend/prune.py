@@ -1,6 +1,6 @@
 """Remove instructions whose results no instruction reads (the last step of code generation).
 
-Compiler layer (``compiler.backend``); imports ``vm.isa`` and ``vm.program``.
+Compiler layer (``compiler.backend``); imports ``vm.dataflow``, ``vm.isa`` and ``vm.program``.
 
 Code generation builds some values it then never uses: the tuple of a ``split``
 whose fields are read from their own registers, a constant loaded for a branch that
@@ -13,16 +13,13 @@ of use counts keeps it linear in the function's size.
 
 from __future__ import annotations
 
-from vm.isa import OPCODES, OperandKind, register_written, registers_read
+from vm.dataflow import register_writers
+from vm.isa import OPCODES, OperandKind, registers_read
 from vm.program import Instruction, VMFunction
 
 
 def _reads(instruction: Instruction) -> list[int]:
     return registers_read(instruction.opcode, instruction.operands)
-
-
-def _dst(instruction: Instruction) -> int | None:
-    return register_written(instruction.opcode, instruction.operands)
 
 
 def prune(function: VMFunction) -> VMFunction:
@@ -40,7 +37,6 @@ def prune(function: VMFunction) -> VMFunction:
     """
     code = function.instructions
     uses: dict[int, int] = {}
-    writers: dict[int, list[int]] = {}
     kills: dict[int, list[int]] = {}
     for pc, instruction in enumerate(code):
         if OPCODES[instruction.opcode].clears:
@@ -48,9 +44,7 @@ def prune(function: VMFunction) -> VMFunction:
             continue
         for reg in _reads(instruction):
             uses[reg] = uses.get(reg, 0) + 1
-        dst = _dst(instruction)
-        if dst is not None:
-            writers.setdefault(dst, []).append(pc)
+    writers = register_writers(code)
     removed: set[int] = set()
     pending = [reg for reg in writers if not uses.get(reg)]
     while pending:

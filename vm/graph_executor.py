@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from vm.args import describe_shape, describe_value
-from vm.decode import type_text
 from vm.device import check_devices
 from vm.errors import VMError
+from vm.explain import type_text
 from vm.ndarray import NDArray
 
 #: Reshape nodes: no kernel, the output views the input (TVM's name for them).

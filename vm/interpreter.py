@@ -4,7 +4,8 @@ Runtime layer (``vm``); imports numpy and the runtime modules of ``vm`` (numba o
 through :mod:`vm.kernels`, when an executable with kernels is first run).
 
 :func:`run` is the interpreter: one ``while`` loop that finds the kind of each
-decoded tuple (see :mod:`vm.decode`) with a small decision tree, hot kinds first.
+decoded tuple (:mod:`vm.decode` makes them) with a small decision tree, hot kinds
+first, and reads the kinds by their names in the table :class:`vm.decoded.Kind`.
 Calls never use Python's stack: a callee's register list ends with its caller's
 frame (code, return pc, registers, result register, depth), so frames form a chain that
 costs no allocation beyond the register list, and a call depth counter enforces
@@ -52,40 +53,11 @@ from typing import Any
 import numpy as np
 
 from vm.args import Signature, describe_value
-from vm.decode import (
-    K_ALLOC,
-    K_ALLOC_PACKED1,
-    K_ALLOC_PACKED2,
-    K_ALLOC_PACKEDN,
-    K_CALL,
-    K_FATAL,
-    K_GET_FIELD,
-    K_GET_TAG,
-    K_GOTO,
-    K_IF,
-    K_IF_CONST,
-    K_INVOKE,
-    K_INVOKE_CLOSURE,
-    K_INVOKE_CLOSURE_HOOKED,
-    K_INVOKE_HOOKED,
-    K_KERNEL_RUN,
-    K_MATCH_TAG,
-    K_MOVE,
-    K_PACKED2,
-    K_PACKED3,
-    K_PACKEDN,
-    K_RET,
-    K_RET_HOOKED,
-    K_SET,
-    Decoder,
-    HookError,
-    Program,
-    call_hook,
-    format_instruction,
-    vm_error,
-)
+from vm.decode import Decoder
+from vm.decoded import Kind, Program, with_kind_numbers
 from vm.device import check_devices
 from vm.errors import UnknownFunctionError, VMError
+from vm.explain import HookError, call_hook, format_instruction, vm_error
 from vm.instrument import VMInstrumentReturnKind
 from vm.ndarray import NDArray
 from vm.objects import ADT, Closure
@@ -104,6 +76,7 @@ _SKIP_RUN = VMInstrumentReturnKind.SKIP_RUN
 # ---- the interpreter loop ------------------------------------------------------------------
 
 
+@with_kind_numbers
 def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     """Run decoded ``code`` with register file ``regs`` (parameters first) to its ``ret``.
 
@@ -114,8 +87,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
         depth limit is reached.
     """
     # Everything the loop touches is a local: no attribute or global lookups per
-    # instruction. Kinds are found by a small decision tree (see vm.decode), because
-    # each failed test of a long if/elif chain costs as much as a simple instruction.
+    # instruction (the kinds are numbers in the compiled loop, see with_kind_numbers).
+    # Kinds are found by a small decision tree over their groups (see vm.decoded.Kind),
+    # because each failed test of a long if/elif chain costs as much as a simple
+    # instruction.
     codes = program.codes
     arities = program.arities
     pads = program.pads
@@ -130,68 +105,41 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
         while True:
             ins = code[pc]
             op = ins[0]
-            if op < 8:
-                if op < 4:
-                    if op == 0:  # K_KERNEL_RUN: back-to-back alloc + kernel pairs
-                        for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
-                            if shape is None:  # a tensor of a group: its view's index
-                                out = regs[storage][offset]
-                            else:
-                                out = ndarray(shape, dtype, regs[storage], offset)
-                            regs[dst] = out
-                            if b is None:
-                                entry(regs[a], out)
-                            elif a is None:  # b gathers every array
-                                entry(*b(regs))
-                            else:
-                                entry(regs[a], regs[b], out)
-                            pc += 2  # kept exact, so an error names the failing pair
-                    elif op == 1:  # K_ALLOC_PACKED1
-                        _, storage, shape, dtype, offset, dst, entry, a = ins
-                        if shape is None:
+            if op <= Kind.ALLOC:
+                if op == Kind.KERNEL_RUN:  # alloc_tensor + invoke_packed pairs
+                    for storage, shape, dtype, offset, dst, entry, a, b in ins[1]:
+                        if shape is None:  # a tensor of a group: its view's index
                             out = regs[storage][offset]
                         else:
                             out = ndarray(shape, dtype, regs[storage], offset)
                         regs[dst] = out
-                        entry(regs[a], out)
-                        pc += 2
-                    elif op == 2:  # K_ALLOC_PACKED2
-                        _, storage, shape, dtype, offset, dst, entry, a, b = ins
-                        if shape is None:
-                            out = regs[storage][offset]
+                        if b is None:
+                            entry(regs[a], out)
+                        elif a is None:  # b gathers every array
+                            entry(*b(regs))
                         else:
-                            out = ndarray(shape, dtype, regs[storage], offset)
-                        regs[dst] = out
-                        entry(regs[a], regs[b], out)
-                        pc += 2
-                    else:  # K_ALLOC_PACKEDN
-                        _, storage, shape, dtype, offset, dst, entry, gather = ins
-                        if shape is None:
-                            regs[dst] = regs[storage][offset]
-                        else:
-                            regs[dst] = ndarray(shape, dtype, regs[storage], offset)
-                        entry(*gather(regs))
-                        pc += 2
-                elif op == 4:  # K_PACKED2
+                            entry(regs[a], regs[b], out)
+                        pc += 2  # kept exact, so an error names the failing pair
+                elif op == Kind.PACKED2:
                     ins[1](regs[ins[2]], regs[ins[3]])
                     pc += 1
-                elif op == 5:  # K_PACKED3
+                elif op == Kind.PACKED3:
                     ins[1](regs[ins[2]], regs[ins[3]], regs[ins[4]])
                     pc += 1
-                elif op == 6:  # K_PACKEDN
+                elif op == Kind.PACKEDN:
                     ins[1](*ins[2](regs))
                     pc += 1
-                else:  # K_ALLOC
+                else:  # Kind.ALLOC
                     if ins[2] is None:
                         regs[ins[5]] = regs[ins[1]][ins[4]]
                     else:
                         regs[ins[5]] = ndarray(ins[2], ins[3], regs[ins[1]], ins[4])
                     pc += 1
-            elif op < 12:
-                if op == 8:  # K_SET
+            elif op <= Kind.GET_FIELD:
+                if op == Kind.SET:
                     regs[ins[2]] = ins[1]
                     pc += 1
-                elif op == 9:  # K_MATCH_TAG: get_tag, load_consti, if
+                elif op == Kind.MATCH_TAG:  # get_tag, load_consti, if
                     value = regs[ins[1]]
                     tag = 0 if type(value) is tuple_type else value.tag
                     regs[ins[2]] = tags[tag]
@@ -200,20 +148,20 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                         pc += ins[6]
                     else:
                         pc += ins[7]
-                elif op == 10:  # K_IF_CONST
+                elif op == Kind.IF_CONST:
                     if regs[ins[1]].item() == ins[2]:
                         pc += ins[3]
                     else:
                         pc += ins[4]
-                else:  # K_GET_FIELD
+                else:  # Kind.GET_FIELD
                     value = regs[ins[1]]
                     if type(value) is tuple_type:
                         regs[ins[3]] = value[ins[2]]
                     else:
                         regs[ins[3]] = value.fields[ins[2]]
                     pc += 1
-            elif op < 16:
-                if op == 12:  # K_INVOKE
+            elif op <= Kind.GOTO:
+                if op == Kind.INVOKE:
                     if depth >= limit:
                         raise _depth_error(program, code, pc, limit)
                     if ins[4] is None:  # a tail call: the callee takes over this frame
@@ -239,7 +187,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     depth += 1
                     code = callee
                     pc = 0
-                elif op == 13:  # K_RET
+                elif op == Kind.RET:
                     _, result, at_code, at_pc, at_regs, at_dst, at_depth = ins
                     value = regs[result]
                     if len(regs) == at_code:  # the entry frame has no caller slots
@@ -250,24 +198,24 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                     depth = regs[at_depth]
                     regs = regs[at_regs]
                     regs[dst] = value
-                elif op == 14:  # K_MOVE
+                elif op == Kind.MOVE:
                     regs[ins[2]] = regs[ins[1]]
                     pc += 1
-                else:  # K_GOTO
+                else:  # Kind.GOTO
                     pc += ins[1]
-            elif op == 16:  # K_CALL
+            elif op == Kind.CALL:
                 ins[1](regs)
                 pc += 1
-            elif op == 17:  # K_GET_TAG
+            elif op == Kind.GET_TAG:
                 value = regs[ins[1]]
                 regs[ins[2]] = tags[0 if type(value) is tuple_type else value.tag]
                 pc += 1
-            elif op == 18:  # K_IF
+            elif op == Kind.IF:
                 if regs[ins[1]].item() == regs[ins[2]].item():
                     pc += ins[3]
                 else:
                     pc += ins[4]
-            elif op == 19:  # K_INVOKE_CLOSURE
+            elif op == Kind.INVOKE_CLOSURE:
                 _, closure_reg, args, dst = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -283,10 +231,10 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 depth += 1
                 code = codes[index]
                 pc = 0
-            elif op == 20:  # K_FATAL
+            elif op == Kind.FATAL:
                 raise _fatal_error(program, code, pc)
             # The instrumented kinds: only a machine with an instrument decodes to them.
-            elif op == 21:  # K_INVOKE_HOOKED
+            elif op == Kind.INVOKE_HOOKED:
                 _, callee, args, pad, dst, function, hook = ins
                 values = [regs[r] for r in args]
                 if call_hook(hook, function, function.name, True, None, *values) == skip_run:
@@ -299,7 +247,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pad, code, pc + 1, regs, dst, (hook, function, values)]
                 code = callee
                 pc = 0
-            elif op == 22:  # K_INVOKE_CLOSURE_HOOKED
+            elif op == Kind.INVOKE_CLOSURE_HOOKED:
                 _, closure_reg, args, dst, hook = ins
                 closure = regs[closure_reg]
                 index = closure.func_index
@@ -317,7 +265,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 regs = [*values, *pads[index], code, pc + 1, regs, dst, (hook, function, values)]
                 code = codes[index]
                 pc = 0
-            elif op == 23:  # K_RET_HOOKED
+            elif op == Kind.RET_HOOKED:
                 value = regs[ins[1]]
                 if not depth:
                     return value
@@ -340,17 +288,6 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
             raise bridge.interruption() from None
         # The cause stays reachable as __context__, but tracebacks show only our message.
         raise vm_error(program, code, pc, regs, error) from None
-
-
-# The loop above spells the kinds as numbers; they must be the decoder's.
-assert tuple(range(24)) == (
-    K_KERNEL_RUN, K_ALLOC_PACKED1, K_ALLOC_PACKED2, K_ALLOC_PACKEDN,
-    K_PACKED2, K_PACKED3, K_PACKEDN, K_ALLOC,
-    K_SET, K_MATCH_TAG, K_IF_CONST, K_GET_FIELD,
-    K_INVOKE, K_RET, K_MOVE, K_GOTO,
-    K_CALL, K_GET_TAG, K_IF, K_INVOKE_CLOSURE, K_FATAL,
-    K_INVOKE_HOOKED, K_INVOKE_CLOSURE_HOOKED, K_RET_HOOKED,
-), "vm.decode's kind numbers changed; update the loop in vm.interpreter.run"  # fmt: skip
 
 
 def _where(program: Program, code: list, pc: int) -> str:

@@ -4,8 +4,9 @@ Runtime layer (``vm``); imports nothing but the standard library.
 
 Each row of :data:`OPCODES` names an opcode, its number, its operands with their
 kinds and a one-line semantics in register notation. The builder, the verifier,
-the disassembler, the serializer and the interpreter's handler table are all
-derived from this table; a test checks that every opcode has each of them.
+the disassembler and the serializer are derived from this table, and the
+interpreter's decoder table (:data:`vm.decode.DECODERS`) has one entry per row; a
+test checks that every opcode has each of them.
 Tools switch on :class:`OperandKind`, never on opcodes.
 
 Notation: ``R[r]`` register ``r`` of the current frame, ``K[i]`` constant ``i``,
@@ -13,7 +14,14 @@ Notation: ``R[r]`` register ``r`` of the current frame, ``K[i]`` constant ``i``,
 of the current instruction. Jump offsets are relative to the jumping instruction,
 as in TVM's Relay VM.
 
-Adding an opcode is one row here plus a handler in the interpreter, and bumps
+The facts tools share about an opcode are fields of its row too: what its destination
+holds afterwards (the verifier's memory rules), whether it only computes its
+destination (pruning), whether it empties a register instead of writing it (the
+verifier and the decoder's dataflow), whether a straight-line graph may contain it
+(the graph executor's code generator).
+
+Adding an opcode is one row here plus a decoder in :mod:`vm.decode` (and a kind in
+:mod:`vm.decoded` with its branch in the loop, if no existing kind fits), and bumps
 :data:`serialization` 's format version.
 """
 
@@ -95,6 +103,15 @@ class OpInfo:
     shallow: tuple[str, ...] = ()  # register operands read without reading their bytes
     # The last ``num_outputs`` registers of ``args`` are written in place, not read.
     writes_outputs: bool = False
+    # Only computes its destination: removable when nothing reads it (compiler.backend's
+    # pruning). In compiled (well-typed, planned) code it cannot fail.
+    pure: bool = False
+    # Its DST operand is emptied, not written: afterwards the register counts as never
+    # written (the verifier rejects reading it; dataflow does not count it as a writer).
+    clears: bool = False
+    # May appear in a straight-line program, which the graph executor's code generator
+    # turns into a graph; the others are control flow, closures or run-time shapes.
+    straight_line: bool = False
 
     @property
     def name(self) -> str:
@@ -118,13 +135,23 @@ _ROWS = (
         result=Result.ALIAS,
         source="src",
         shallow=("src",),
+        pure=True,
+        straight_line=True,
     ),
-    OpInfo(Opcode.Ret, "ret", (("result", R),), "return R[result] to the caller", True),
+    OpInfo(
+        Opcode.Ret,
+        "ret",
+        (("result", R),),
+        "return R[result] to the caller",
+        terminator=True,
+        straight_line=True,
+    ),
     OpInfo(
         Opcode.Invoke,
         "invoke",
         (("func_index", F), ("args", RS), ("dst", D)),
         "R[dst] := F[func_index](R[args]...)",
+        straight_line=True,
     ),
     OpInfo(
         Opcode.InvokeClosure,
@@ -138,6 +165,7 @@ _ROWS = (
         (("prim_index", P), ("args", RS), ("num_outputs", I)),
         "P[prim_index](inputs..., outputs...): the last num_outputs of args are written in place",
         writes_outputs=True,
+        straight_line=True,
     ),
     OpInfo(
         Opcode.AllocTensor,
@@ -147,6 +175,8 @@ _ROWS = (
         result=Result.TENSOR,
         source="storage",
         shallow=("storage",),
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(
         Opcode.AllocTensorReg,
@@ -162,18 +192,23 @@ _ROWS = (
         "alloc_adt",
         (("tag", T), ("fields", RS), ("dst", D)),
         "R[dst] := ADT(tag, R[fields]...); tag 0 builds a tuple",
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(
         Opcode.AllocClosure,
         "alloc_closure",
         (("func_index", F), ("captured", RS), ("dst", D)),
         "R[dst] := Closure(func_index, R[captured]...)",
+        pure=True,
     ),
     OpInfo(
         Opcode.GetField,
         "get_field",
         (("object", R), ("index", I), ("dst", D)),
         "R[dst] := R[object].fields[index]",
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(
         Opcode.If,
@@ -186,6 +221,8 @@ _ROWS = (
         "load_const",
         (("const_index", C), ("dst", D)),
         "R[dst] := K[const_index]",
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(Opcode.Goto, "goto", (("offset", O),), "pc += offset", True),
     OpInfo(
@@ -193,12 +230,15 @@ _ROWS = (
         "get_tag",
         (("object", R), ("dst", D)),
         "R[dst] := int32 scalar holding R[object].tag",
+        pure=True,
     ),
     OpInfo(
         Opcode.LoadConsti,
         "load_consti",
         (("value", I), ("dst", D)),
         "R[dst] := int64 scalar holding value",
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(Opcode.Fatal, "fatal", (), "raise VMError (no match clause applied)", True),
     OpInfo(
@@ -207,6 +247,8 @@ _ROWS = (
         (("size", R), ("alignment", I), ("dtype_hint", DT), ("dst", D)),
         "R[dst] := storage of R[size] bytes",
         result=Result.STORAGE,
+        pure=True,
+        straight_line=True,
     ),
     OpInfo(
         Opcode.ShapeOf,
@@ -214,6 +256,7 @@ _ROWS = (
         (("tensor", R), ("dst", D)),
         "R[dst] := int64 vector holding R[tensor].shape",
         shallow=("tensor",),
+        pure=True,
     ),
     OpInfo(
         Opcode.ReshapeTensor,
@@ -223,12 +266,15 @@ _ROWS = (
         result=Result.ALIAS,
         source="tensor",
         shallow=("tensor",),
+        straight_line=True,
     ),
     OpInfo(
         Opcode.KillRegister,
         "kill_register",
         (("reg", D),),
         "R[reg] := empty (drops the reference so its memory can be reused)",
+        clears=True,
+        straight_line=True,
     ),
 )
 
@@ -247,7 +293,12 @@ for _row in _ROWS:  # the memory facts name operands of their own row
     assert set(_row.shallow) <= _names, _row.name
     assert (_row.source in _names) == (_row.result in (Result.TENSOR, Result.ALIAS)), _row.name
     assert not _row.writes_outputs or {"args", "num_outputs"} <= _names, _row.name
-del _row, _names
+    _kinds = [kind for _, kind in _row.operands]
+    assert not _row.clears or _kinds == [OperandKind.DST], _row.name
+    assert not _row.pure or (  # a pure opcode's one effect is writing its destination
+        OperandKind.DST in _kinds and not (_row.clears or _row.terminator or _row.writes_outputs)
+    ), _row.name
+del _row, _names, _kinds
 
 
 def registers_read(opcode: Opcode, operands: Sequence[Any]) -> list[int]:
@@ -262,7 +313,7 @@ def registers_read(opcode: Opcode, operands: Sequence[Any]) -> list[int]:
 
 
 def register_written(opcode: Opcode, operands: Sequence[Any]) -> int | None:
-    """The register an instruction writes (or empties, for ``kill_register``), if any."""
+    """The register an instruction writes (or empties, if its row ``clears``), if any."""
     for (_name, kind), value in zip(OPCODES[opcode].operands, operands):
         if kind is OperandKind.DST:
             return value

@@ -46,10 +46,6 @@ INT64_MAX = (1 << 63) - 1
 _DTYPES = frozenset(DTYPE_NAMES)
 _REGISTER_READS = (OperandKind.REG, OperandKind.REGS)
 
-# KillRegister's operand is a destination whose "write" empties the register: after
-# it the register counts as unwritten (the only opcode whose effect is not a write).
-_CLEARS = frozenset({Opcode.KillRegister})
-
 
 def verify(exe: Any) -> None:
     """Check every rule of a well-formed program; return None if ``exe`` passes.
@@ -642,7 +638,7 @@ def check_dataflow(function: VMFunction, fail: Callable[..., NoReturn]) -> None:
                     else:
                         need.append((register, f"operand {name}[{index}]", _WRITTEN))
             elif kind is OperandKind.DST:
-                if info.opcode in _CLEARS:
+                if info.clears:  # the register counts as unwritten afterwards
                     clears |= 1 << value
                 else:
                     dst = 1 << value

@@ -24,14 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from vm.isa import Opcode
-
-#: Opcodes a straight-line program may contain; anything else is control flow or dynamism.
-_STRAIGHT_LINE = {
-    Opcode.Move, Opcode.Ret, Opcode.Invoke, Opcode.InvokePacked, Opcode.AllocTensor,
-    Opcode.AllocStorage, Opcode.AllocADT, Opcode.GetField, Opcode.LoadConst,
-    Opcode.LoadConsti, Opcode.ReshapeTensor, Opcode.KillRegister,
-}  # fmt: skip
+from vm.isa import OPCODES, Opcode
 
 
 class GraphCodegenError(ValueError):
@@ -177,7 +170,7 @@ def _run_symbolically(builder: _GraphBuilder, main: Any, regs: list[Any]) -> Any
         op, ops = instruction.opcode, instruction
         where = f"@{function.name} instruction {frame.pc - 1} ({op.name})"
         r = frame.regs
-        if op not in _STRAIGHT_LINE:
+        if not OPCODES[op].straight_line:
             raise GraphCodegenError(
                 f"{where}: the graph executor runs straight-line code of static shapes only; "
                 "use relay.vm.compile"

@@ -1,45 +1,25 @@
 """Remove instructions whose results no instruction reads (the last step of code generation).
 
-Compiler layer (``compiler.backend``); imports ``vm.isa`` and ``vm.program``.
+Compiler layer (``compiler.backend``); imports ``vm.dataflow``, ``vm.isa`` and ``vm.program``.
 
 Code generation builds some values it then never uses: the tuple of a ``split``
 whose fields are read from their own registers, a constant loaded for a branch that
 projects it away. Each costs a dispatch per run. :func:`prune` drops every
-side-effect-free instruction whose destination nobody reads (a ``kill_register``
-does not count as a read; it goes with the value), repeating until nothing more
-dies, and re-targets the jumps around the removed instructions. A worklist of
-use counts keeps it linear in the function's size.
+instruction whose ISA row says it is ``pure`` and whose destination nobody reads (a
+``kill_register`` does not count as a read; it goes with the value), repeating until
+nothing more dies, and re-targets the jumps around the removed instructions. A worklist
+of use counts keeps it linear in the function's size.
 """
 
 from __future__ import annotations
 
-from vm.isa import OPCODES, Opcode, OperandKind, register_written, registers_read
+from vm.dataflow import register_writers
+from vm.isa import OPCODES, OperandKind, registers_read
 from vm.program import Instruction, VMFunction
-
-#: Opcodes that only compute their destination: removable when nobody reads it. In
-#: compiled (well-typed, planned) code none of them can fail.
-_PURE = frozenset(
-    {
-        Opcode.Move,
-        Opcode.AllocADT,
-        Opcode.AllocClosure,
-        Opcode.GetField,
-        Opcode.LoadConst,
-        Opcode.LoadConsti,
-        Opcode.GetTag,
-        Opcode.ShapeOf,
-        Opcode.AllocTensor,
-        Opcode.AllocStorage,
-    }
-)
 
 
 def _reads(instruction: Instruction) -> list[int]:
     return registers_read(instruction.opcode, instruction.operands)
-
-
-def _dst(instruction: Instruction) -> int | None:
-    return register_written(instruction.opcode, instruction.operands)
 
 
 def prune(function: VMFunction) -> VMFunction:
@@ -57,23 +37,20 @@ def prune(function: VMFunction) -> VMFunction:
     """
     code = function.instructions
     uses: dict[int, int] = {}
-    writers: dict[int, list[int]] = {}
     kills: dict[int, list[int]] = {}
     for pc, instruction in enumerate(code):
-        if instruction.opcode is Opcode.KillRegister:
+        if OPCODES[instruction.opcode].clears:
             kills.setdefault(instruction.operands[0], []).append(pc)
             continue
         for reg in _reads(instruction):
             uses[reg] = uses.get(reg, 0) + 1
-        dst = _dst(instruction)
-        if dst is not None:
-            writers.setdefault(dst, []).append(pc)
+    writers = register_writers(code)
     removed: set[int] = set()
     pending = [reg for reg in writers if not uses.get(reg)]
     while pending:
         reg = pending.pop()
         pcs = writers.get(reg, [])
-        if uses.get(reg) or any(code[pc].opcode not in _PURE for pc in pcs):
+        if uses.get(reg) or not all(OPCODES[code[pc].opcode].pure for pc in pcs):
             continue
         if reg < len(function.params) or any(pc in removed for pc in pcs):
             continue

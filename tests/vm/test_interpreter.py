@@ -25,7 +25,9 @@ from tests.vm.interpreter_programs import (
     nat_value,
     scalar_programs,
 )
-from vm.decode import DECODERS, K_MATCH_TAG, Decoder, _even_runs
+from vm.decode import DECODERS, Decoder
+from vm.decoded import Kind
+from vm.groups import _even_runs
 from vm.interpreter import export
 from vm.isa import OPCODES
 
@@ -120,10 +122,10 @@ def test_the_tag_test_of_a_match_is_fused_in_the_fast_decode():
     exe = nat_programs()
     program = Decoder(exe, []).decode()
     copy = program.codes[exe.globals.index("copy")]
-    assert copy[0][0] == K_MATCH_TAG
+    assert copy[0][0] == Kind.MATCH_TAG
     # The count decode runs every instruction on its own.
     counting = Decoder(exe, [], "count", recorder=[0]).decode()
-    assert all(ins[0] != K_MATCH_TAG for code in counting.codes for ins in code)
+    assert all(ins[0] != Kind.MATCH_TAG for code in counting.codes for ins in code)
 
 
 def test_adt_results_are_vm_adts_with_constructor_names(nats):

@@ -11,7 +11,7 @@ import pytest
 import vm
 from tests.vm.interpreter_programs import add_description, kernel_programs
 from vm.builder import ExecutableBuilder
-from vm.decode import K_ALLOC_PACKED2, K_CALL, K_KERNEL_RUN
+from vm.decoded import Kind
 from vm.isa import Opcode as O
 
 
@@ -70,24 +70,24 @@ def _code(machine, name):
 
 def test_an_entry_only_function_fuses_allocation_and_kernel(machine):
     # main's parameter is only ever set through the checked API, so its rank is proven.
-    assert any(ins[0] == K_ALLOC_PACKED2 for ins in _code(machine, "main"))
+    assert any(ins[0] == Kind.KERNEL_RUN for ins in _code(machine, "main"))
 
 
 def test_a_parameter_every_caller_passes_a_proven_tensor_is_proven(machine):
     # double is invoked only by twice, with twice's own proven parameter.
-    assert any(ins[0] == K_ALLOC_PACKED2 for ins in _code(machine, "double"))
+    assert any(ins[0] == Kind.KERNEL_RUN for ins in _code(machine, "double"))
 
 
 @pytest.mark.parametrize("callee", ["strict", "captured"])
 def test_a_parameter_reached_by_unproven_values_is_checked_at_the_kernel(machine, callee):
     # strict gets relay's parameter of type any; captured is called through a closure.
     kinds = [ins[0] for ins in _code(machine, callee)]
-    assert K_ALLOC_PACKED2 not in kinds and K_CALL in kinds
+    assert Kind.KERNEL_RUN not in kinds and Kind.CALL in kinds
 
 
 def test_back_to_back_kernel_pairs_run_in_one_inner_loop(machine, x):
     chain = machine._fast.codes[machine.executable.globals.index("chain")]
-    assert chain[2][0] == K_KERNEL_RUN and len(chain[2][1]) == 3
+    assert chain[2][0] == Kind.KERNEL_RUN and len(chain[2][1]) == 3
     y = np.full((10, 10), 0.5, np.float32)
     result = machine.invoke("chain", x, y)
     np.testing.assert_array_equal(result, 3 * x + y)

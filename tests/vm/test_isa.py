@@ -66,3 +66,38 @@ def test_registers_read_and_written_follow_the_operand_kinds() -> None:
     assert registers_read(Opcode.Move, (7, 8)) == [7] and register_written(Opcode.Move, (7, 8)) == 8
     assert registers_read(Opcode.KillRegister, (4,)) == []
     assert register_written(Opcode.KillRegister, (4,)) == 4
+
+
+# ---- per-opcode facts in the rows -------------------------------------------------------------
+
+
+def test_only_kill_register_clears_its_register():
+    assert [op for op, row in OPCODES.items() if row.clears] == [Opcode.KillRegister]
+
+
+@pytest.mark.parametrize("opcode", list(Opcode), ids=lambda op: op.name)
+def test_every_row_states_its_facts_consistently(opcode):
+    row = OPCODES[opcode]
+    kinds = [kind for _, kind in row.operands]
+    assert all(type(fact) is bool for fact in (row.pure, row.clears, row.straight_line))
+    if row.pure:  # its one effect is its destination, so it may go when nothing reads it
+        assert OperandKind.DST in kinds and not (row.terminator or row.writes_outputs)
+    if row.straight_line:  # a graph has no jumps, closures or run-time shapes
+        assert OperandKind.OFFSET not in kinds and opcode is not Opcode.Fatal
+        assert "closure" not in row.mnemonic and "shape_reg" not in row.operand_names
+
+
+def test_the_pure_and_straight_line_opcodes_are_the_ones_the_compiler_relies_on():
+    pure = {op for op, row in OPCODES.items() if row.pure}
+    assert pure == {
+        Opcode.Move, Opcode.AllocADT, Opcode.AllocClosure, Opcode.GetField, Opcode.LoadConst,
+        Opcode.LoadConsti, Opcode.GetTag, Opcode.ShapeOf, Opcode.AllocTensor, Opcode.AllocStorage,
+    }  # fmt: skip
+    # Calls, kernels and reshapes can fail or write memory: never removed unread.
+    assert not pure & {Opcode.Invoke, Opcode.InvokePacked, Opcode.ReshapeTensor}
+    straight = {op for op, row in OPCODES.items() if row.straight_line}
+    assert straight == {
+        Opcode.Move, Opcode.Ret, Opcode.Invoke, Opcode.InvokePacked, Opcode.AllocTensor,
+        Opcode.AllocStorage, Opcode.AllocADT, Opcode.GetField, Opcode.LoadConst,
+        Opcode.LoadConsti, Opcode.ReshapeTensor, Opcode.KillRegister,
+    }  # fmt: skip

@@ -101,8 +101,10 @@ class BatchPredictor:
     keep_columns : sequence of str
         Input columns copied to the output unchanged (an id, to join results back).
     num_threads : int, optional
-        Kernel threads in this actor (``RELAYVM_NUM_THREADS``); default the CPUs Ray gave
-        the actor, so actors sharing a node do not fight over its cores.
+        Kernel threads in this actor: sets ``RELAYVM_NUM_THREADS`` for the process, which
+        takes effect if no kernel has run in it yet (true of a fresh actor). Default: the
+        CPUs Ray gave the actor, so actors sharing a node do not fight over its cores;
+        outside a Ray worker, the variable is left alone.
 
     Notes
     -----
@@ -309,7 +311,7 @@ def _assigned_cpus() -> int | None:
         return None
     try:
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
-    except Exception:  # the driver has no assigned resources on some Ray versions
+    except Exception:  # not a worker (the driver): Ray raises rather than answer
         return None
     return int(cpus) if cpus else None
 

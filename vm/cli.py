@@ -381,7 +381,7 @@ def build_kernels(exe: Any, quiet: bool = False) -> int:
 
     A machine made afterwards finds every kernel built. Returns the number of kernels.
     """
-    from vm.kernels.prebuild import build_kernels as build
+    from vm.prebuild import build_kernels as build
     from vm.progress import progress_bar
     from vm.shape_funcs import is_shape_func
 

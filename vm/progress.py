@@ -1,7 +1,7 @@
 """The command line's progress bar: one line on a terminal, redrawn in place.
 
 Runtime layer (``vm``), used by :mod:`vm.cli` and ``compiler.cli``. The runtime reports
-progress through callbacks (:func:`vm.kernels.prebuild.build_kernels`) and never prints;
+progress through callbacks (:func:`vm.prebuild.build_kernels`) and never prints;
 this module turns such a callback into a bar. Nothing is drawn when the stream is not a
 terminal, so piped or redirected output and log files stay free of carriage returns.
 """

@@ -12,7 +12,7 @@ import pytest
 
 from tests.vm.kernels.harness import Program
 from vm.kernels import KernelDescriptionError, load_kernel
-from vm.kernels.prebuild import build_kernels
+from vm.prebuild import build_kernels
 
 
 def binary(op: str) -> dict:

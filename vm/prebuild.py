@@ -1,6 +1,8 @@
 """Build a set of kernels ahead of first use, telling a callback how far along it is.
 
-Runtime layer (``vm.kernels``); imports numba through :mod:`vm.kernels.library`.
+Runtime layer (``vm``); imports numba through :mod:`vm.kernels.library`. It sits beside
+the kernel library rather than in it: generated kernels never reach it, so it is no part
+of their cache key.
 
 A virtual machine builds its kernels (compiles them, or loads their machine code from the
 disk cache) when it is made, which takes seconds per kernel on a cold cache. Calling

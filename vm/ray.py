@@ -129,11 +129,11 @@ class BatchPredictor:
             os.environ["RELAYVM_NUM_THREADS"] = str(max(1, int(num_threads)))
         data = _resolve(executable)
         self.exe = vm.Executable.load_exec(memoryview(data))  # verified before anything runs
-        self.machine = vm.VirtualMachine(self.exe, vm.cpu())
         if function not in self.exe.globals:
             raise ValueError(
                 f"the executable has no function {function!r}; it has {', '.join(self.exe.globals)}"
             )
+        self.machine = vm.VirtualMachine(self.exe, vm.cpu())
         func = self.exe.get_function(function)
         self.function = function
         self.params = list(func.params)

@@ -118,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", type=int, default=1, help="timing rounds (default 1)")
     run.add_argument("--number", type=int, default=1, help="calls per round (default 1)")
     run.add_argument("--seed", type=int, default=0, help="seed for --fill-mode random")
+    add_quiet_flag(run)
 
     for name, text in (("info", "print the executable's statistics"),
                        ("bytecode", "print the executable's bytecode")):  # fmt: skip
@@ -126,6 +127,16 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument("path")
     return parser
+
+
+def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``-q/--quiet``: no progress bar (there is none when stderr is not a terminal)."""
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar on stderr while kernels are built (none off a terminal either)",
+    )
 
 
 def make_input(spec: tuple, fill_mode: str, rng: np.random.Generator, name: str) -> object:
@@ -365,6 +376,24 @@ def _load(path: str) -> Any:
         raise CLIError(f"{path}: {err}") from None
 
 
+def build_kernels(exe: Any, quiet: bool = False) -> int:
+    """Build ``exe``'s kernels now, with a bar on stderr when it is a terminal and not ``quiet``.
+
+    A machine made afterwards finds every kernel built. Returns the number of kernels.
+    """
+    from vm.prebuild import build_kernels as build
+    from vm.progress import progress_bar
+    from vm.shape_funcs import is_shape_func
+
+    descriptions = [p.description for p in exe.primitives if not is_shape_func(p.description)]
+    bar = progress_bar("building kernels", quiet)
+    try:
+        return len(build(descriptions, bar))
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _run(args: argparse.Namespace) -> int:
     import vm
 
@@ -377,6 +406,7 @@ def _run(args: argparse.Namespace) -> int:
             check_output_path(path, flag)
     t0 = time.perf_counter()
     exe = _load(args.path)
+    build_kernels(exe, args.quiet)
     machine = vm.VirtualMachine(exe, vm.cpu())
     t_load = time.perf_counter() - t0
     if args.function not in exe.globals:

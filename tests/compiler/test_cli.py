@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from compiler.cli import bench_table, main, parse_input_shapes
+from tests.vm.terminal import run_on_terminal
 from vm.cli import EXIT_ERROR, CLIError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -283,3 +284,26 @@ def test_bench_keeps_its_row_when_onnxruntime_cannot_run_the_model(onnx_model, c
     assert [
         line.split()[0] for line in out.splitlines() if line.startswith(("relayvm", "onnx"))
     ] == ["relayvm"]
+
+
+# ---- progress -------------------------------------------------------------------------------
+
+
+def test_compile_builds_the_kernels_and_says_how_many(relay_model, tmp_path, capsys):
+    out = tmp_path / "k.relayvm"
+    assert main(["compile", str(relay_model), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "1 kernels built in" in captured.out
+    assert captured.err == ""  # not a terminal: no bar
+
+
+def test_compile_and_bench_draw_the_bar_on_a_terminal_unless_quiet(relay_model, tmp_path):
+    out = tmp_path / "t.relayvm"
+    code, stdout, err = run_on_terminal(["-m", "compiler", "compile", str(relay_model),
+                                         "-o", str(out)])  # fmt: skip
+    assert code == 0, err
+    assert "building kernels [" in err and "] 1/1" in err, err
+    assert "kernels built" in stdout
+    code, stdout, err = run_on_terminal(["-m", "compiler", "bench", str(out), "-q",
+                                         "--repeat", "1", "--number", "1"])  # fmt: skip
+    assert code == 0 and err == "" and stdout.startswith("engine"), err

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from tests.vm.executable_samples import kernel_executable
+from tests.vm.terminal import run_on_terminal
 from vm.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, CLIError, main, read_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -337,3 +338,18 @@ def test_byte_mutated_input_files_give_arrays_or_a_cli_error(tmp_path, kind):
             assert all(isinstance(a, np.ndarray) and a.size <= 1 << 20 for a in arrays.values())
             outcomes["read"] += 1
     assert outcomes["refused"] > 0 and outcomes["read"] > 0
+
+
+# ---- progress ---------------------------------------------------------------------------
+
+
+def test_run_draws_the_kernel_bar_on_a_terminal_only(exe_path, capsys):
+    code, out, err = run_on_terminal(["-m", "vm", "run", exe_path])
+    assert code == 0, err
+    assert "building kernels [" in err and "] 1/1" in err and "\r" in err, err
+    assert "loaded" in out
+    code, out, err = run_on_terminal(["-m", "vm", "run", exe_path, "-q"])
+    assert code == 0 and err == "" and "loaded" in out, err
+    # Not a terminal (pytest captures stderr): no bar either.
+    code, _, err = cli(capsys, "run", exe_path)
+    assert code == 0 and err == ""

@@ -155,6 +155,13 @@ class Program:
     tags: dict[int, np.ndarray] = field(default_factory=dict)
     owners: dict[int, int] = field(default_factory=dict)
     counting: bool = False
+    #: What the interpreter loop reads from the program, in one tuple: unpacked at the
+    #: start of a run in one step instead of five attribute lookups. The lists and the
+    #: dict are shared with the fields above, which are filled in place, never replaced.
+    loop_locals: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.loop_locals = (self.codes, self.arities, self.pads, self.tags, self.max_depth)
 
     def function_of(self, code: list) -> int:
         """The index of the function whose decoded code is ``code``."""

@@ -91,11 +91,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     # Kinds are found by a small decision tree over their groups (see vm.decoded.Kind),
     # because each failed test of a long if/elif chain costs as much as a simple
     # instruction.
-    codes = program.codes
-    arities = program.arities
-    pads = program.pads
-    tags = program.tags
-    limit = program.max_depth
+    codes, arities, pads, tags, limit = program.loop_locals
     ndarray = NDArray  # tensors are made as the type results are handed back in
     tuple_type = tuple
     skip_run = _SKIP_RUN

@@ -2,8 +2,8 @@
 
 Compiler layer (``compiler.frontend``); does not import ``onnx``.
 
-``GridSample`` (bilinear and nearest, every padding mode): each output pixel reads the input
-at a point the grid gives in normalized coordinates ([-1, 1], x then y). The point is mapped
+``GridSample`` (bilinear, nearest and bicubic, every padding mode): each output pixel reads
+the input at a point the grid gives in normalized coordinates ([-1, 1], x then y). The point is mapped
 to pixels (``align_corners`` decides whether -1 and 1 are the centres or the edges of the
 border pixels); a point outside the image is clamped (``border``) or reflected off the edges
 until it is inside (``reflection``); then the pixels around it are gathered from the image
@@ -26,7 +26,13 @@ from compiler.frontend.onnx_context import NodeContext, Value
 from compiler.frontend.onnx_ops_tensor import shape_text
 from compiler.frontend.onnx_registry import register
 
-_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest"}
+_MODES = {
+    "bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic",
+    "cubic": "cubic",
+}  # fmt: skip
+
+#: Keys' cubic convolution parameter, as onnxruntime and PyTorch use.
+_CUBIC_A = -0.75
 
 
 class _Axis:
@@ -80,7 +86,14 @@ class _Axis:
     def inside(self, x: Value) -> Value:
         """A point past the edges moved in as the padding mode says (zeros: left as is)."""
         if self.padding == "border":
-            return self.node.call("clip", x, a_min=0.0, a_max=float(self.size - 1))
+            node, f = self.node, self.f
+            outside = node.call(
+                "logical_or",
+                node.call("less", x, f(self.low)),
+                node.call("greater", x, f(self.high)),
+            )
+            clamped = node.call("clip", x, a_min=0.0, a_max=float(self.size - 1))
+            return node.call("where", outside, clamped, x)
         if self.padding == "reflection":
             return self.reflect(x)
         return x
@@ -113,8 +126,6 @@ def _grid_sample(node: NodeContext) -> Value:
         ("linear", "nearest", "cubic") if node.opset >= 20 else ("bilinear", "nearest", "bicubic")
     )
     mode = node.check_attr("mode", names, default)
-    if mode not in _MODES:
-        raise node.unsupported(f"mode={mode!r} is not supported; supported: linear, nearest")
     padding = node.check_attr("padding_mode", ("zeros", "border", "reflection"), "zeros")
     align = bool(int(node.attr("align_corners", 0)))
     xs, gs = x.static_shape(), grid.static_shape()
@@ -139,6 +150,10 @@ def _grid_sample(node: NodeContext) -> Value:
         pixels = axis.pixels(normalized)
         if _MODES[mode] == "nearest":
             pixels = node.call("round", pixels)  # half to even
+        if _MODES[mode] == "cubic" and padding == "border":
+            # onnxruntime (and PyTorch) clamp each of the 16 taps, not the point; onnx's
+            # reference clamps the point, which differs beyond the image's edges.
+            return pixels
         return axis.inside(pixels)
 
     px, py = coordinate(axis_x, 0), coordinate(axis_y, 1)
@@ -163,6 +178,14 @@ def _grid_sample(node: NodeContext) -> Value:
 
     if _MODES[mode] == "nearest":
         out = corner(py, px)
+    elif _MODES[mode] == "cubic":
+        out = None
+        taps_y, taps_x = _cubic_taps(node, py), _cubic_taps(node, px)
+        for yy, wy in taps_y:
+            for xx, wx in taps_x:
+                weight = node.call("expand_dims", node.call("multiply", wy, wx), axis=3)
+                term = node.call("multiply", corner(yy, xx), weight)
+                out = term if out is None else node.call("add", out, term)
     else:
         y0, x0 = node.call("floor", py), node.call("floor", px)
         one = node.scalar(1.0, "float32")
@@ -176,6 +199,32 @@ def _grid_sample(node: NodeContext) -> Value:
                 term = node.call("multiply", corner(yy, xx), weight)
                 out = term if out is None else node.call("add", out, term)
     return node.call("transpose", out, axes=[0, 3, 1, 2])
+
+
+def _cubic_taps(node: NodeContext, x: Value) -> list[tuple[Value, Value]]:
+    """The four pixels (held as float) around ``x`` and their cubic convolution weights."""
+    f = lambda v: node.scalar(v, "float32")  # noqa: E731
+    a = _CUBIC_A
+    base = node.call("floor", x)
+    t = node.call("subtract", x, base)
+
+    def outer(d: Value) -> Value:  # taps 1 < |d| < 2: ((a d - 5a) d + 8a) d - 4a
+        inner = node.call("add", node.call("multiply", d, f(a)), f(-5 * a))
+        inner = node.call("add", node.call("multiply", inner, d), f(8 * a))
+        return node.call("add", node.call("multiply", inner, d), f(-4 * a))
+
+    def near(d: Value) -> Value:  # taps |d| <= 1: ((a + 2) d - (a + 3)) d d + 1
+        inner = node.call("add", node.call("multiply", d, f(a + 2)), f(-(a + 3)))
+        return node.call("add", node.call("multiply", node.call("multiply", inner, d), d), f(1.0))
+
+    one_minus = node.call("subtract", f(1.0), t)
+    weights = [
+        outer(node.call("add", t, f(1.0))),
+        near(t),
+        near(one_minus),
+        outer(node.call("add", one_minus, f(1.0))),
+    ]
+    return [(node.call("add", base, f(float(k))), w) for k, w in zip((-1, 0, 1, 2), weights)]
 
 
 class _RoiAxis:

@@ -1,6 +1,7 @@
 """Relay types: tensors, tuples, functions, type variables and algebraic data types.
 
-Compiler layer (``compiler.ir``); imports only the standard library and numpy.
+Compiler layer (``compiler.ir``); imports only the standard library, numpy and
+:mod:`compiler.ir.hooks` (through which types print).
 
 Types are immutable. Structural comparison of types lives in
 :mod:`compiler.ir.structural`; ``==`` on types is identity for type variables and
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from compiler.ir import hooks
 
 #: Every dtype the front end accepts, by its numpy name.
 DTYPES = (
@@ -49,9 +52,7 @@ class Type:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from compiler.text.printer import type_to_text
-
-        return type_to_text(self)
+        return hooks.type_to_text(self)
 
     __repr__ = __str__
 

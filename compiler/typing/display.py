@@ -42,6 +42,7 @@ from compiler.ir.types import (
     TypeCall,
     TypeVar,
 )
+from compiler.text.printer import expr_to_text
 
 #: Longest expression text quoted in a message.
 MAX_EXPR_CHARS = 200
@@ -103,10 +104,8 @@ def _one_type(t: Type, parts: list[str]) -> str:
 def expr_text(node: Node) -> str:
     """``node`` as text on one line, at most :data:`MAX_EXPR_CHARS` characters."""
     try:
-        from compiler.text.printer import expr_to_text
-
         text = expr_to_text(node, show_meta_data=False, show_free_vars=False)
-    except Exception:  # the printer is optional here: a sketch still names the node
+    except Exception:  # a node the printer rejects is still named by its sketch
         text = sketch(node)
     text = " ".join(text.split())
     if len(text) > MAX_EXPR_CHARS:

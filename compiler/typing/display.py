@@ -42,6 +42,7 @@ from compiler.ir.types import (
     TypeCall,
     TypeVar,
 )
+from compiler.op.typerel import fmt_type
 from compiler.text.printer import expr_to_text
 
 #: Longest expression text quoted in a message.
@@ -78,6 +79,26 @@ def type_text(ty: Type) -> str:
         parts = [done[id(k)] for k in kids]
         done[id(t)] = _one_type(t, parts)
     return done[id(ty)]
+
+
+def value_type_text(ty: Type | None) -> str:
+    """A type as the text format writes it (without the printer), ``any value`` for None.
+
+    What argument checks name as expected (``relay.create_executor``, ``relay.build``).
+    """
+    if ty is None:
+        return "any value"
+    if isinstance(ty, TypeCall):
+        return f"{ty.func.name_hint}[{', '.join(value_type_text(a) for a in ty.args)}]"
+    if isinstance(ty, (GlobalTypeVar, TypeVar)):
+        return ty.name_hint
+    if isinstance(ty, TupleType):
+        inner = ", ".join(value_type_text(f) for f in ty.fields)
+        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
+    if isinstance(ty, FuncType):
+        args = ", ".join(value_type_text(a) for a in ty.arg_types)
+        return f"fn ({args}) -> {value_type_text(ty.ret_type)}"
+    return fmt_type(ty)
 
 
 def _one_type(t: Type, parts: list[str]) -> str:

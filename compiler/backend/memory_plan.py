@@ -85,7 +85,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compiler.backend.dynamic import is_view_primitive
+from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import (
     Call,
     Constructor,
@@ -110,6 +110,9 @@ from compiler.passes.typed_rewrite import is_closure, is_primitive
 
 #: Byte alignment of every kernel output inside a storage.
 ALIGNMENT = 64
+
+#: Dtype hint of a function's storage: it is a plain byte buffer shared by all outputs.
+STORAGE_DTYPE = "uint8"
 
 #: Pool and results of a function that together fit in this many bytes share one storage.
 SHARED_STORAGE_BYTES = 1 << 16
@@ -315,11 +318,12 @@ class FunctionPlan:
     objects : tuple of MemoryObject
         Every buffer and foreign value, indexed by ``MemoryObject.index``.
     calls : tuple of KernelCall
-        Every kernel call in evaluation order (the order the code generator meets them).
+        Every kernel call in evaluation order; :meth:`kernel_outputs` finds one by identity.
     bindings : tuple of Var
         The let-bound variables in the order their bindings complete.
     kills : dict of int to Kill
-        Binding index (into ``bindings``) -> what to clear right after that binding.
+        Binding index (into ``bindings``) -> what to clear right after that binding;
+        :meth:`kill_after` finds it by the bound variable.
     unplanned_bytes : int
         The storage the function would take without planning.
     """
@@ -333,6 +337,34 @@ class FunctionPlan:
     unplanned_bytes: int
     _var_alias: dict[Var, frozenset[int]] = field(default_factory=dict, repr=False)
     _node_alias: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
+    _by_call: dict[Call, KernelCall] = field(init=False, repr=False)
+    _binding_index: dict[Var, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Expressions hash and compare by identity, so these find the plan's entry for the
+        # very node the code generator holds, whatever order it meets them in.
+        self._by_call = {entry.call: entry for entry in self.calls}
+        self._binding_index = {var: index for index, var in enumerate(self.bindings)}
+
+    def kernel_outputs(self, call: Call) -> tuple[int, ...]:
+        """The objects of a kernel call's outputs, in leaf order (none for a view).
+
+        Raises
+        ------
+        KeyError
+            If ``call`` is not a kernel call of the planned body.
+        """
+        return self._by_call[call].outputs
+
+    def kill_after(self, var: Var) -> Kill | None:
+        """What to clear right after the let binding of ``var`` (None: nothing).
+
+        Raises
+        ------
+        KeyError
+            If ``var`` is not let-bound in the planned body.
+        """
+        return self.kills.get(self._binding_index[var])
 
     @property
     def peak_bytes(self) -> int:

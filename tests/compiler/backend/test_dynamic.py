@@ -16,8 +16,9 @@ import pytest
 import vm
 from compiler import relay
 from compiler.backend import memory_plan as mp
-from compiler.backend.dynamic import has_dynamic_output, is_view_primitive, lowers_here
+from compiler.backend.dynamic import has_dynamic_output, lowers_here
 from compiler.backend.kernel_desc import describe_primitive
+from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import Call, Function
 from compiler.ir.visitor import post_order
 from compiler.passes.typed_rewrite import is_primitive

@@ -71,7 +71,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import let_chain, post_order
-from compiler.passes.typed_rewrite import is_closure, is_primitive, known_type
+from compiler.transform.typed_rewrite import is_closure, is_primitive, known_type
 from vm.builder import ExecutableBuilder, FunctionBuilder, Label
 from vm.isa import Opcode
 from vm.kernels import KernelDescriptionError as RuntimeKernelError
@@ -358,7 +358,7 @@ class _FunctionCompiler:
         elif isinstance(expr, Constructor):
             raise self.error(
                 f"constructor {expr.name_hint} is used as a value; eta-expand it "
-                "(compiler.passes.eta_expand) before code generation"
+                "(compiler.transform.eta_expand) before code generation"
             )
         elif isinstance(expr, Let):
             bindings, tail = let_chain(expr)
@@ -367,7 +367,7 @@ class _FunctionCompiler:
                 if isinstance(let.value, Function):
                     raise self.error(
                         f"%{let.var.name_hint} is bound to a local function; run lambda "
-                        "lifting (compiler.passes.lambda_lift) before code generation"
+                        "lifting (compiler.transform.lambda_lift) before code generation"
                     )
                 steps.append((self._expr, let.value))
                 steps.append((self._bind, let.var))
@@ -456,7 +456,7 @@ class _FunctionCompiler:
         elif isinstance(callee, Op):
             raise self.error(
                 f"operator {callee.name} is called outside a primitive function; run "
-                "primitive extraction (compiler.passes.wrap_primitives) before code generation"
+                "primitive extraction (compiler.transform.wrap_primitives) before code generation"
             )
         elif isinstance(callee, Function):
             raise self.error(

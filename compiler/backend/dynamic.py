@@ -50,7 +50,7 @@ from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import Call, Expr, Function, Op, Var
 from compiler.ir.types import TensorType, Type
 from compiler.ir.visitor import post_order
-from compiler.passes.typed_rewrite import known_type
+from compiler.transform.typed_rewrite import known_type
 from vm.builder import ExecutableBuilder, FunctionBuilder
 from vm.isa import Opcode
 from vm.kernels import KernelDescriptionError as RuntimeKernelError

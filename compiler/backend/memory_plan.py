@@ -106,7 +106,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import free_vars, let_chain
-from compiler.passes.typed_rewrite import is_closure, is_primitive
+from compiler.transform.typed_rewrite import is_closure, is_primitive
 
 #: Byte alignment of every kernel output inside a storage.
 ALIGNMENT = 64

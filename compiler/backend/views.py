@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from compiler.ir.expr import Call, Expr, Op
 from compiler.ir.types import TensorType
-from compiler.passes.typed_rewrite import is_primitive, known_type
+from compiler.transform.typed_rewrite import is_primitive, known_type
 
 __all__ = ["VIEW_OPS", "is_view_primitive"]
 

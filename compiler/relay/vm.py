@@ -27,7 +27,7 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
 4. eta-expand constructors used as values, infer types, write down the axes of each
-   ``squeeze`` without ``axis`` (:mod:`compiler.passes.squeeze_axes`);
+   ``squeeze`` without ``axis`` (:mod:`compiler.transform.squeeze_axes`);
 5. ``FuseOps``: group operator calls into primitive functions, one kernel each (fused at
    opt_level 1 and above; at opt_level 0 every operator is its own kernel);
 6. wrap any operator call still outside a primitive (when ``FuseOps`` is disabled);
@@ -133,10 +133,13 @@ def _optimizations() -> Any:
 
 def _lowering() -> list[Any]:
     """The steps from an optimized module to the code generator's input, in order."""
-    from compiler.passes import eta_expand, lambda_lift, to_anf, wrap_primitives
-    from compiler.passes.fuse_ops import FuseOps
-    from compiler.passes.squeeze_axes import explicit_squeeze_axes
     from compiler.transform import InferType, Sequential
+    from compiler.transform.eta_expand import eta_expand
+    from compiler.transform.fuse_ops import FuseOps
+    from compiler.transform.lambda_lift import lambda_lift
+    from compiler.transform.primitives import wrap_primitives
+    from compiler.transform.squeeze_axes import explicit_squeeze_axes
+    from compiler.transform.to_anf import to_anf
 
     return [
         _lowering_pass("EtaExpand", eta_expand),

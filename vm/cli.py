@@ -31,6 +31,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+import vm
+from serialization.atomic import atomic_write
+from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
+from serialization.ndarray import DTYPE_NAMES
+
 #: Exit status for a known failure: a bad file, bad inputs, a trap while running.
 EXIT_ERROR = 4
 
@@ -193,8 +198,6 @@ def _array_from_npy(handle: BinaryIO, available: int, where: str) -> np.ndarray:
     ``available`` is how many bytes the stream holds: a header declaring more data than
     that is refused before the array is allocated.
     """
-    from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
-    from serialization.ndarray import DTYPE_NAMES
 
     fmt = np.lib.format
     try:
@@ -259,7 +262,6 @@ def read_inputs(path: str, params: Sequence[str]) -> dict[str, np.ndarray]:
     CLIError
         Naming the file, and the member, when the file cannot be used.
     """
-    from serialization.limits import MAX_CONSTANT_BYTES
 
     size = regular_file_size(path, "--inputs")
     with open(path, "rb") as handle:
@@ -326,7 +328,6 @@ def check_output_path(path: str, flag: str = "--outputs") -> None:
 
 def write_outputs(path: str, arrays: Sequence[np.ndarray]) -> None:
     """Write ``arrays`` to exactly ``path`` (no ``.npz`` appended), atomically."""
-    from serialization.atomic import atomic_write
 
     buffer = io.BytesIO()
     np.savez(buffer, **{f"output_{i}": a for i, a in enumerate(arrays)})
@@ -354,8 +355,6 @@ def _flatten(value: object) -> list[np.ndarray]:
 
 
 def _load(path: str) -> Any:
-    import vm
-
     regular_file_size(path, "executable")
     try:
         return vm.Executable.load_exec(path)
@@ -366,8 +365,6 @@ def _load(path: str) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import vm
-
     if args.repeat < 1 or args.number < 1:
         raise CLIError("--repeat and --number must be at least 1")
     if (args.trace or args.plot) and not args.profile:

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from vm.objects import ADT, Closure
+
 
 class NDArray(np.ndarray):
     """A numpy array with TVM's ``numpy()``, ``asnumpy()`` and ``copyfrom``/``copyto``.
@@ -80,7 +82,6 @@ def as_result(value: Any) -> Any:
 
     Iterative, so a 100,000-long list needs no recursion; shared sub-values stay shared.
     """
-    from vm.objects import ADT, Closure
 
     if type(value) is np.ndarray:
         return value.view(NDArray)

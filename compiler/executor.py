@@ -28,6 +28,7 @@ import numpy as np
 
 from compiler.build import build, check_graph_program
 from compiler.interpreter import ConstructorValue, Interpreter, InterpreterClosure
+from compiler.ir.bind import bind_params_by_name
 from compiler.ir.expr import (
     Constant,
     Expr,
@@ -46,8 +47,14 @@ from compiler.ir.types import (
     TypeCall,
 )
 from compiler.ir.visitor import free_vars, substitute
+from compiler.relay import vm as relay_vm
+from compiler.relay.target import as_target
+from compiler.typing import infer_types
 from compiler.typing.display import value_type_text
+from vm.aot import AotModule
 from vm.args import scalar_to_array
+from vm.graph_executor import GraphModule
+from vm.interpreter import VirtualMachine
 from vm.ndarray import as_result
 from vm.objects import ADT
 from vm.objects import Closure as VMClosure
@@ -297,8 +304,6 @@ def _own_result(value: object) -> object:
 
 
 def _infer(mod: IRModule) -> IRModule:
-    from compiler.typing import infer_types
-
     return infer_types(mod)
 
 
@@ -522,9 +527,6 @@ class VMExecutor(Executor):
     kind = "vm"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from compiler.relay import vm as relay_vm
-        from vm.interpreter import VirtualMachine
-
         typed = _infer(mod)
         main = typed["main"]
         types = _param_types(main)
@@ -550,8 +552,6 @@ class GraphExecutor(Executor):
     kind = "graph"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from vm.graph_executor import GraphModule
-
         check_graph_program(mod)
         typed = _infer(mod)
         main = typed["main"]
@@ -581,9 +581,6 @@ class AOTExecutor(Executor):
     kind = "aot"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from compiler.relay import vm as relay_vm
-        from vm.aot import AotModule
-
         typed = _infer(mod)
         main = typed["main"]
         types = _param_types(main)
@@ -664,7 +661,6 @@ def create_executor(
     Executor
         Call ``.evaluate()`` for a callable of ``main`` or ``.evaluate(expr)`` for a value.
     """
-    from compiler.relay.target import as_target
 
     if kind not in _KINDS:
         raise ValueError(
@@ -678,7 +674,6 @@ def create_executor(
     if params:
         if "main" not in mod:
             raise ValueError("params were given but the module has no @main to bind them into")
-        from compiler.ir.bind import bind_params_by_name
 
         mod = mod.copy()
         mod["main"] = bind_params_by_name(mod["main"], dict(params))

@@ -942,7 +942,6 @@ class _Shared:
 
 
 def _compile(exe: Any, func_name: str) -> _Shared:
-
     if not isinstance(func_name, str) or func_name not in exe.globals:
         raise UnknownFunctionError(func_name, exe.globals)
     verify(exe)

@@ -240,7 +240,6 @@ def load_module(path: str | Any) -> Any:
 
 
 def _load_factory(data: bytes) -> GraphExecutorFactoryModule:
-
     document = read_document(GRAPH_FACTORY_FORMAT, data)
     sections = document.sections
     module = sections["module"]

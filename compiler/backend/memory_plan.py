@@ -85,6 +85,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from compiler.backend.match_compiler import is_irrefutable
 from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import (
     Call,
@@ -106,7 +107,9 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import free_vars, let_chain
+from compiler.transform.pass_manager import PassContext
 from compiler.transform.typed_rewrite import is_closure, is_primitive
+from vm.isa import OPCODES, Opcode, OperandKind
 
 #: Byte alignment of every kernel output inside a storage.
 ALIGNMENT = 64
@@ -456,7 +459,6 @@ def memory_plan_enabled() -> bool:
     TypeError
         If the config value is not a bool.
     """
-    from compiler.transform.pass_manager import PassContext
 
     value = PassContext.current().config.get(CONFIG_KEY, True)
     if not isinstance(value, (bool, np.bool_)):
@@ -473,7 +475,6 @@ def storage_bytes(exe: AnyT) -> dict[str, int]:
     Counts every ``AllocStorage`` whose size register is written only by ``LoadConsti``
     (the only kind the code generator emits). Callees' frames are not included.
     """
-    from vm.isa import OPCODES, Opcode, OperandKind
 
     out: dict[str, int] = {}
     for function in exe.functions:
@@ -820,8 +821,6 @@ class _Liveness:
         self._push(*steps, (self._merge, (expr, 2)))
 
     def _match(self, expr: Match) -> None:
-        from compiler.backend.match_compiler import is_irrefutable
-
         data = self.values.pop()
         self._tick()
         self._use(data)

@@ -43,6 +43,7 @@ from compiler.ir.visitor import ExprMutator, post_order
 from compiler.transform.fuse_graph import DEFAULT_MAX_DEPTH, ForwardGraph, FuseNode, partition
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.typed_rewrite import carry_type, is_primitive, known_type, with_type
+from compiler.typing import infer_types
 
 __all__ = ["CONSTANT_SHARE_LIMIT", "MAX_DEPTH_CONFIG", "FuseOps", "fuse_ops"]
 
@@ -75,8 +76,6 @@ def fuse_ops(
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"FuseOps max_depth must be a positive int, got {max_depth!r}")
     if not _is_typed(mod):
-        from compiler.typing import infer_types
-
         mod = infer_types(mod)
     out = mod.copy()
     for gvar, func in mod.functions.items():

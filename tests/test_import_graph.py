@@ -127,7 +127,7 @@ def _resolve(
             parts.pop()
         if parts:
             targets.append(".".join(parts))
-    return targets
+    return list(dict.fromkeys(targets))
 
 
 def _outside_packages(node: ast.Import | ast.ImportFrom) -> set[str]:
@@ -242,6 +242,21 @@ def test_functions_import_our_modules_only_to_defer_a_heavy_package():
         if not a.module_level and a.deferred is None and a.source not in PENDING_FUNCTION_LEVEL
     ]
     assert not hidden, "\n".join(hidden)
+
+
+def _in_ir(module: str) -> bool:
+    return module == "compiler.ir" or module.startswith("compiler.ir.")
+
+
+def test_the_ir_is_the_lowest_layer_of_the_compiler():
+    # The printer and the operator table plug into compiler.ir.hooks instead.
+    arrows, _ = build_graph()
+    upward = [
+        f"{a.source}:{a.line} imports {a.target}"
+        for a in _dedup(arrows)
+        if _in_ir(a.source) and a.target.startswith("compiler") and not _in_ir(a.target)
+    ]
+    assert not upward, "\n".join(upward)
 
 
 def test_deferred_imports_really_put_off_the_package_they_name():

@@ -5,7 +5,8 @@ instantiated with ``factory["default"](vm.cpu())`` and driven by
 ``vm.graph_executor.GraphModule``. The program is compiled exactly as
 ``relay.vm.compile`` compiles it (same passes, same kernels); the graph is then read off
 ``@main``'s straight-line bytecode (:mod:`compiler.backend.graph_codegen`), so both
-executors run the same kernels on the same program.
+executors run the same kernels on the same program. :func:`check_graph_program` says what
+the graph executor cannot run (``relay.create_executor("graph")`` asks it too).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ahead-of-time executor: a control-flow-free ``main`` as one generated function.
 
-Runtime layer (``vm``); imports numpy, ``vm.args``, ``vm.verify``, ``vm.kernels`` and the
-plain-data modules of ``vm``, never ``compiler``.
+Runtime layer (``vm``); imports numpy, other ``vm`` modules (``vm.kernels`` only when the
+first generated module loads, keeping numba out until then), never ``compiler``.
 
 The virtual machine decodes each instruction and dispatches it in a loop on every call.
 For a program whose ``main`` is straight-line code of static shapes (a model without

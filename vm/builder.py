@@ -1,6 +1,6 @@
 """The assembler: build executables instruction by instruction, checked against the ISA table.
 
-Runtime layer (``vm``); imports ``vm.isa``, ``vm.program`` and ``vm.executable``.
+Runtime layer (``vm``); imports ``vm.isa``, ``vm.program``, ``vm.executable`` and ``vm.verify``.
 
 The compiler's code generator and the VM's own tests both use this builder, so VM
 tests need no compiler. Operands are checked by kind as they are emitted; jumps

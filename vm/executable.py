@@ -1,6 +1,7 @@
 """The executable: functions, constants, primitives and constructors, immutable and shareable.
 
-Runtime layer (``vm``); imports ``serialization``, numpy and the plain-data modules of ``vm``.
+Runtime layer (``vm``); imports ``serialization``, numpy, the plain-data modules of ``vm``
+and what reads and checks an executable (its codec, text listing and verifier).
 
 An :class:`Executable` is what the compiler produces, what is saved to one file and
 what a :class:`vm.VirtualMachine` runs. It never changes after construction, so one

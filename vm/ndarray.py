@@ -1,6 +1,6 @@
 """The tensor type the VM hands back: a numpy array that also answers TVM's NDArray methods.
 
-Runtime layer (``vm``); imports numpy only.
+Runtime layer (``vm``); imports numpy and ``vm.objects``.
 
 Results stay numpy arrays, so numpy code keeps working on them unchanged; a TVM script's
 ``result.numpy()`` and ``result.asnumpy()`` work too. :class:`NDArray` is a view type: a

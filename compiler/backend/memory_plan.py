@@ -340,8 +340,8 @@ class FunctionPlan:
     unplanned_bytes: int
     _var_alias: dict[Var, frozenset[int]] = field(default_factory=dict, repr=False)
     _node_alias: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
-    _by_call: dict[Call, KernelCall] = field(init=False, repr=False)
-    _binding_index: dict[Var, int] = field(init=False, repr=False)
+    _by_call: dict[Call, KernelCall] = field(init=False, repr=False, compare=False)
+    _binding_index: dict[Var, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Expressions hash and compare by identity, so these find the plan's entry for the

@@ -5,7 +5,8 @@ Compiler layer (``compiler.typing``).
 Error messages must never fail, so this module does not depend on the text printer
 for types (it writes the text format's spelling itself, with ``_`` for a type not
 inferred yet) and only tries the printer for expressions, falling back to a
-depth-limited sketch such as ``add(%x, %y)`` when the printer is missing or fails.
+depth-limited sketch such as ``add(%x, %y)`` when the printer fails.
+:func:`value_type_text` is the spelling the executors' argument checks use.
 Everything here is iterative or depth-bounded.
 """
 

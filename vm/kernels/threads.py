@@ -1,6 +1,7 @@
 """Worker threads that share big matrix products with the calling thread.
 
-Runtime layer (``vm.kernels``); standard library and ctypes.
+Runtime layer (``vm.kernels``); standard library, ctypes, numba and :mod:`vm.kernels.gemm`
+(whose shared products and sleep/wake-up steps the workers run).
 
 numpy's OpenBLAS parallelizes a product with threads that busy-wait for each other. On a
 machine whose cores are shared (other processes, or another library's thread pool that

@@ -52,6 +52,7 @@ _LIBRARY_MODULES = (
     "emit_spatial.py",
     "gemm.py",
     "helpers.py",
+    "openblas.py",
     "packed.py",
     "panels.py",
     "pool_loops.py",

@@ -3,9 +3,9 @@
 Compiler layer (``compiler.ir``), the lowest one: nothing in ``compiler.ir`` imports another
 part of the compiler. Yet a node prints itself in the Relay text format (``compiler.text``),
 ``x + y`` builds a call to the ``add`` operator and structural equality fills in operator
-attribute defaults (both ``compiler.op``). Those modules call :func:`register_printer` and
-:func:`register_operators` as they are imported, and ``compiler/__init__.py`` imports both, so
-any import of a ``compiler`` module leaves the IR complete.
+attribute defaults (both ``compiler.op``). ``compiler/__init__.py``, which runs before any
+``compiler`` module, registers stand-ins that load the printer or the operator table on first
+use; those modules register their own functions in place of the stand-ins when they load.
 """
 
 from __future__ import annotations
@@ -13,27 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any as AnyT
 
-_MISSING = (
-    "compiler.ir was loaded without {what}; import it through the compiler package "
-    "(compiler/__init__.py registers it)"
-)
-
-
-def _missing(what: str) -> Callable[..., AnyT]:
-    def fail(*_args: object, **_kwargs: object) -> AnyT:
-        raise RuntimeError(_MISSING.format(what=what))
-
-    return fail
-
-
-# The plugged-in functions, read at call time by compiler.ir.expr, .types, .module, .structural.
-expr_to_text: Callable[[object], str] = _missing("the text printer")
-type_to_text: Callable[[object], str] = _missing("the text printer")
-module_to_text: Callable[[object], str] = _missing("the text printer")
-get_op: Callable[[str], AnyT] = _missing("the operator table")
-normalize_op_attrs: Callable[[str, Mapping[str, object]], Mapping[str, object]] = _missing(
-    "the operator table"
-)
+# The plugged-in functions, read at call time by compiler.ir.expr, .types, .module and
+# .structural. compiler/__init__.py registers first, before any of them can be called.
+expr_to_text: Callable[[object], str]
+type_to_text: Callable[[object], str]
+module_to_text: Callable[[object], str]
+get_op: Callable[[str], AnyT]
+normalize_op_attrs: Callable[[str, Mapping[str, object]], Mapping[str, object]]
 
 
 def register_printer(
@@ -44,7 +30,8 @@ def register_printer(
     Parameters
     ----------
     expr, type_, module : callable
-        ``expr_to_text``, ``type_to_text`` and ``module_to_text`` of :mod:`compiler.text.printer`.
+        ``expr_to_text``, ``type_to_text`` and ``module_to_text`` of :mod:`compiler.text.printer`
+        (or stand-ins that load it).
     """
     global expr_to_text, type_to_text, module_to_text
     expr_to_text, type_to_text, module_to_text = expr, type_, module

@@ -5,7 +5,8 @@ instantiated with ``factory["default"](vm.cpu())`` and driven by
 ``vm.graph_executor.GraphModule``. The program is compiled exactly as
 ``relay.vm.compile`` compiles it (same passes, same kernels); the graph is then read off
 ``@main``'s straight-line bytecode (:mod:`compiler.backend.graph_codegen`), so both
-executors run the same kernels on the same program.
+executors run the same kernels on the same program. :func:`check_graph_program` says what
+the graph executor cannot run (``relay.create_executor("graph")`` asks it too).
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.ir.expr import Function
+from compiler.backend.graph_codegen import graph_from_executable
+from compiler.ir.expr import Call, Constructor, Function, GlobalVar, If, Let, Match, Var
 from compiler.ir.module import IRModule
+from compiler.ir.types import FuncType, GlobalTypeVar, TupleType, Type, TypeCall
+from compiler.ir.visitor import post_order
+from compiler.relay import vm as relay_vm
+from compiler.relay.target import as_target
+from compiler.typing.display import value_type_text
+from vm.aot import AotExecutorFactoryModule
+from vm.graph_executor import GraphExecutorFactoryModule
 
 #: Executors ``relay.build`` makes, and the runtimes it accepts (both TVM runtimes mean
 #: relayvm's Python runtime).
@@ -78,12 +87,6 @@ def build(
     >>> module = vm.graph_executor.GraphModule(lib["default"](vm.cpu()))  # doctest: +SKIP
     >>> module.run(x=x); y = module.get_output(0)               # doctest: +SKIP
     """
-    from compiler.backend.graph_codegen import graph_from_executable
-    from compiler.executor import check_graph_program
-    from compiler.relay import vm as relay_vm
-    from compiler.relay.target import as_target
-    from vm.graph_executor import GraphExecutorFactoryModule
-
     mod = ir_mod
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
@@ -108,8 +111,6 @@ def build(
             )
     checked = as_target(target, target_host)
     if kind == "aot":
-        from vm.aot import AotExecutorFactoryModule
-
         # vm.aot checks the compiled main itself and names what it cannot run.
         exe = relay_vm.compile(mod, target=checked, params=params)
         return AotExecutorFactoryModule(exe, mod_name=mod_name, target=str(checked), ir_mod=mod)
@@ -124,3 +125,120 @@ def build(
         target=str(checked),
         ir_mod=mod,
     )
+
+
+# --- what the graph executor can run (relay.build and create_executor('graph') check it) ------
+
+
+def check_graph_program(mod: IRModule) -> None:
+    """Raise ``ValueError`` if the functions reachable from ``main`` use control flow.
+
+    The graph executor runs a fixed dataflow graph: ``if``, ``match``, constructors, ADT
+    types, local functions (closures) other than ``Primitive`` ones, function values and
+    recursion (a cycle among globals) are rejected, each with a message naming it.
+    """
+    reachable: list[str] = []
+    calls: dict[str, set[str]] = {}
+    pending = ["main"]
+    while pending:
+        name = pending.pop()
+        if name in calls:
+            continue
+        calls[name] = set()
+        reachable.append(name)
+        func = mod[name]
+        where = f"@{name}"
+        for ty in [*(p.type_annotation for p in func.params), func.ret_type]:
+            _reject_type(ty, where)
+        for node in post_order(func.body, descend=_not_primitive):
+            construct = _graph_violation(node)
+            if construct is not None:
+                span = f" at {node.span!r}" if node.span is not None else ""
+                raise ValueError(
+                    f"the graph executor cannot run {where}: it uses {construct}{span}; "
+                    "use create_executor('vm') for programs with control flow"
+                )
+            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+                calls[name].add(node.op.name_hint)
+                if node.op.name_hint not in calls:
+                    pending.append(node.op.name_hint)
+        # A GlobalVar anywhere other than in call position is a function value.
+        callees = {id(n.op) for n in post_order(func.body) if isinstance(n, Call)}
+        for node in post_order(func.body, descend=_not_primitive):
+            if isinstance(node, GlobalVar) and id(node) not in callees:
+                raise ValueError(
+                    f"the graph executor cannot run {where}: it uses @{node.name_hint} as a "
+                    "function value; use create_executor('vm')"
+                )
+    cycle = _find_cycle(calls)
+    if cycle:
+        raise ValueError(
+            "the graph executor cannot run recursive functions: "
+            + " -> ".join("@" + c for c in cycle)
+            + "; use create_executor('vm')"
+        )
+
+
+def _not_primitive(node: object) -> bool:
+    return not (isinstance(node, Function) and node.attrs.get("Primitive"))
+
+
+def _graph_violation(node: object) -> str | None:
+    if isinstance(node, If):
+        return "an if expression"
+    if isinstance(node, Match):
+        return "a match expression"
+    if isinstance(node, Constructor):
+        return f"constructor {node.name_hint} (an algebraic data type)"
+    if isinstance(node, Function) and _not_primitive(node):
+        return "a local function (a closure)"
+    if isinstance(node, Call) and isinstance(node.op, (Var, Call, Let)):
+        return "a call of a function value"
+    if isinstance(node, Var):
+        _reject_type(node.type_annotation, f"variable %{node.name_hint}")
+    return None
+
+
+def _reject_type(ty: Type | None, where: str) -> None:
+    stack = [ty]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, (TypeCall, GlobalTypeVar)):
+            raise ValueError(
+                f"the graph executor cannot run {where}: its type uses the algebraic data "
+                f"type {value_type_text(t)}; use create_executor('vm')"
+            )
+        if isinstance(t, FuncType):
+            raise ValueError(
+                f"the graph executor cannot run {where}: its type is the function type "
+                f"{value_type_text(t)}; use create_executor('vm')"
+            )
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+
+
+def _find_cycle(calls: dict[str, set[str]]) -> list[str]:
+    """A cycle in the call graph as a list of names (first name repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
+    for start in calls:
+        if start in state:
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, list[str]]] = [(start, sorted(calls.get(start, ())))]
+        state[start] = 1
+        path.append(start)
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+                continue
+            nxt = todo.pop()
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(calls.get(nxt, ()))))
+    return []

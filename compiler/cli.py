@@ -29,8 +29,16 @@ from typing import Any
 
 import numpy as np
 
+import vm
+from compiler import relay
+from compiler.frontend.onnx import from_onnx
+from compiler.text.errors import RelaySyntaxError
+from compiler.text.parser import fromtext
+from compiler.transform import PassContext
+from serialization import export_model_library_format
 from vm import cli as vm_cli
 from vm.cli import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, CLIError
+from vm.profiling import _matplotlib_figure
 
 #: Model file suffixes ``relayvm compile`` reads, and what each is.
 MODEL_KINDS = {
@@ -159,9 +167,6 @@ def load_model(path: str, shapes: dict[str, list[int]] | None) -> tuple[Any, dic
         )
     vm_cli.regular_file_size(path, "model")
     if kind == "relay":
-        from compiler.text.errors import RelaySyntaxError
-        from compiler.text.parser import fromtext
-
         try:
             text = Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
@@ -173,8 +178,6 @@ def load_model(path: str, shapes: dict[str, list[int]] | None) -> tuple[Any, dic
             raise CLIError(str(err)) from None
     if kind == "onnx":
         try:
-            from compiler.frontend.onnx import from_onnx
-
             return from_onnx(path, shape=shapes)
         except ImportError as err:
             raise CLIError(f"{path}: reading ONNX needs the onnx package ({err})") from None
@@ -182,8 +185,6 @@ def load_model(path: str, shapes: dict[str, list[int]] | None) -> tuple[Any, dic
 
 
 def _load_pytorch(path: str, shapes: dict[str, list[int]] | None) -> tuple[Any, dict[str, Any]]:
-    from compiler import relay
-
     try:
         from_pytorch = relay.frontend.from_pytorch
     except (AttributeError, ImportError):
@@ -207,9 +208,6 @@ def _load_pytorch(path: str, shapes: dict[str, list[int]] | None) -> tuple[Any, 
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from compiler import relay
-    from compiler.transform import PassContext
-
     shapes = parse_input_shapes(args.input_shapes) if args.input_shapes else None
     out = Path(args.output)
     if not out.parent.is_dir():
@@ -234,8 +232,6 @@ def _compile(args: argparse.Namespace) -> int:
     kernel_seconds = time.perf_counter() - start
     try:
         if args.export_format == "mlf":
-            from serialization import export_model_library_format
-
             export_model_library_format(built, args.output)
         elif args.executor == "vm":
             built.save(args.output)
@@ -251,8 +247,6 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import vm
-
     if args.repeat < 1 or args.number < 1:
         raise CLIError("--repeat and --number must be at least 1")
     kind = model_kind(args.model)
@@ -260,9 +254,6 @@ def _bench(args: argparse.Namespace) -> int:
     if kind == "executable":
         exe = vm_cli._load(args.model)
     else:
-        from compiler import relay
-        from compiler.transform import PassContext
-
         mod, params = load_model(args.model, shapes)
         try:
             with PassContext(opt_level=args.opt_level):
@@ -340,7 +331,6 @@ def bench_table(rows: Sequence[tuple[str, Sequence[float]]], number: int, repeat
 
 def plot_bench(rows: Sequence[tuple[str, Sequence[float]]], path: str, title: str) -> None:
     """Draw the ``bench`` table (median ms per call, min-max as error bars) into ``path``."""
-    from vm.profiling import _matplotlib_figure
 
     figure = _matplotlib_figure()(figsize=(6, 1.5 + 0.5 * len(rows)), layout="constrained")
     axes = figure.add_subplot()

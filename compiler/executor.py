@@ -26,17 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from compiler.build import build, check_graph_program
 from compiler.interpreter import ConstructorValue, Interpreter, InterpreterClosure
+from compiler.ir.bind import bind_params_by_name
 from compiler.ir.expr import (
-    Call,
     Constant,
-    Constructor,
     Expr,
     Function,
     GlobalVar,
-    If,
-    Let,
-    Match,
     Var,
     const,
 )
@@ -48,11 +45,16 @@ from compiler.ir.types import (
     TupleType,
     Type,
     TypeCall,
-    TypeVar,
 )
-from compiler.ir.visitor import free_vars, post_order, substitute
-from compiler.op.typerel import fmt_type
+from compiler.ir.visitor import free_vars, substitute
+from compiler.relay import vm as relay_vm
+from compiler.relay.target import as_target
+from compiler.typing import infer_types
+from compiler.typing.display import value_type_text
+from vm.aot import AotModule
 from vm.args import scalar_to_array
+from vm.graph_executor import GraphModule
+from vm.interpreter import VirtualMachine
 from vm.ndarray import as_result
 from vm.objects import ADT
 from vm.objects import Closure as VMClosure
@@ -69,23 +71,6 @@ __all__ = [
 
 
 # --- type names and value descriptions for messages -------------------------------------------
-
-
-def type_text(ty: Type | None) -> str:
-    """A type as the text format writes it (without needing the printer)."""
-    if ty is None:
-        return "any value"
-    if isinstance(ty, TypeCall):
-        return f"{ty.func.name_hint}[{', '.join(type_text(a) for a in ty.args)}]"
-    if isinstance(ty, (GlobalTypeVar, TypeVar)):
-        return ty.name_hint
-    if isinstance(ty, TupleType):
-        inner = ", ".join(type_text(f) for f in ty.fields)
-        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
-    if isinstance(ty, FuncType):
-        args = ", ".join(type_text(a) for a in ty.arg_types)
-        return f"fn ({args}) -> {type_text(ty.ret_type)}"
-    return fmt_type(ty)
 
 
 def _received(value: object) -> str:
@@ -108,7 +93,7 @@ def _received(value: object) -> str:
 
 
 def _tensor(value: object, ty: TensorType, where: str) -> np.ndarray:
-    expected = type_text(ty)
+    expected = value_type_text(ty)
     if isinstance(value, np.ndarray):
         array = value
     elif isinstance(value, (bool, int, float, np.generic)):
@@ -254,10 +239,10 @@ def _convert(
             parent[index] = _tensor(v, t, here)
         elif isinstance(t, TupleType):
             if not isinstance(v, (tuple, list)) or isinstance(v, ADT):
-                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+                raise TypeError(f"{here} expects {value_type_text(t)} but received {_received(v)}")
             if len(v) != len(t.fields):
                 raise ValueError(
-                    f"{here} expects {type_text(t)} (a tuple of {len(t.fields)} field(s)) "
+                    f"{here} expects {value_type_text(t)} (a tuple of {len(t.fields)} field(s)) "
                     f"but received {_received(v)}"
                 )
             fields: list[object] = [None] * len(v)
@@ -267,17 +252,17 @@ def _convert(
         elif isinstance(t, (TypeCall, GlobalTypeVar)):
             name = t.func.name_hint if isinstance(t, TypeCall) else t.name_hint
             if not isinstance(v, ADT):
-                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+                raise TypeError(f"{here} expects {value_type_text(t)} but received {_received(v)}")
             tags = adt_tags.get(name)
             if tags is not None and v.tag not in tags:
                 raise TypeError(
-                    f"{here} expects {type_text(t)} but received {_received(v)}, "
+                    f"{here} expects {value_type_text(t)} but received {_received(v)}, "
                     f"which is not a constructor of {name}"
                 )
             parent[index] = v
         elif isinstance(t, FuncType):
             if not isinstance(v, function_types):
-                raise TypeError(f"{here} expects {type_text(t)} but received {_received(v)}")
+                raise TypeError(f"{here} expects {value_type_text(t)} but received {_received(v)}")
             parent[index] = v
         elif isinstance(v, (tuple, list)) and not isinstance(v, ADT):
             fields = [None] * len(v)
@@ -319,8 +304,6 @@ def _own_result(value: object) -> object:
 
 
 def _infer(mod: IRModule) -> IRModule:
-    from compiler.typing import infer_types
-
     return infer_types(mod)
 
 
@@ -508,7 +491,9 @@ class _MainCallable:
         return as_result(self._run(values))
 
     def __repr__(self) -> str:
-        sig = ", ".join(f"%{p}: {type_text(t)}" for p, t in zip(self.params, self.param_types))
+        sig = ", ".join(
+            f"%{p}: {value_type_text(t)}" for p, t in zip(self.params, self.param_types)
+        )
         return f"<relay function {self.__name__}({sig})>"
 
 
@@ -542,9 +527,6 @@ class VMExecutor(Executor):
     kind = "vm"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from compiler.relay import vm as relay_vm
-        from vm.interpreter import VirtualMachine
-
         typed = _infer(mod)
         main = typed["main"]
         types = _param_types(main)
@@ -570,9 +552,6 @@ class GraphExecutor(Executor):
     kind = "graph"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from compiler.build import build
-        from vm.graph_executor import GraphModule
-
         check_graph_program(mod)
         typed = _infer(mod)
         main = typed["main"]
@@ -602,9 +581,6 @@ class AOTExecutor(Executor):
     kind = "aot"
 
     def _make_executor(self, mod: IRModule, name: str = "main") -> Callable[..., Any]:
-        from compiler.relay import vm as relay_vm
-        from vm.aot import AotModule
-
         typed = _infer(mod)
         main = typed["main"]
         types = _param_types(main)
@@ -643,120 +619,6 @@ def _unflatten(ty: Type | None, leaves: list[Any]) -> Any:
             stack.append((field, []))
         else:
             fields.append(next(position))
-
-
-def check_graph_program(mod: IRModule) -> None:
-    """Raise ``ValueError`` if the functions reachable from ``main`` use control flow.
-
-    The graph executor runs a fixed dataflow graph: ``if``, ``match``, constructors, ADT
-    types, local functions (closures) other than ``Primitive`` ones, function values and
-    recursion (a cycle among globals) are rejected, each with a message naming it.
-    """
-    reachable: list[str] = []
-    calls: dict[str, set[str]] = {}
-    pending = ["main"]
-    while pending:
-        name = pending.pop()
-        if name in calls:
-            continue
-        calls[name] = set()
-        reachable.append(name)
-        func = mod[name]
-        where = f"@{name}"
-        for ty in [*(p.type_annotation for p in func.params), func.ret_type]:
-            _reject_type(ty, where)
-        for node in post_order(func.body, descend=_not_primitive):
-            construct = _graph_violation(node)
-            if construct is not None:
-                span = f" at {node.span!r}" if node.span is not None else ""
-                raise ValueError(
-                    f"the graph executor cannot run {where}: it uses {construct}{span}; "
-                    "use create_executor('vm') for programs with control flow"
-                )
-            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
-                calls[name].add(node.op.name_hint)
-                if node.op.name_hint not in calls:
-                    pending.append(node.op.name_hint)
-        # A GlobalVar anywhere other than in call position is a function value.
-        callees = {id(n.op) for n in post_order(func.body) if isinstance(n, Call)}
-        for node in post_order(func.body, descend=_not_primitive):
-            if isinstance(node, GlobalVar) and id(node) not in callees:
-                raise ValueError(
-                    f"the graph executor cannot run {where}: it uses @{node.name_hint} as a "
-                    "function value; use create_executor('vm')"
-                )
-    cycle = _find_cycle(calls)
-    if cycle:
-        raise ValueError(
-            "the graph executor cannot run recursive functions: "
-            + " -> ".join("@" + c for c in cycle)
-            + "; use create_executor('vm')"
-        )
-
-
-def _not_primitive(node: object) -> bool:
-    return not (isinstance(node, Function) and node.attrs.get("Primitive"))
-
-
-def _graph_violation(node: object) -> str | None:
-    if isinstance(node, If):
-        return "an if expression"
-    if isinstance(node, Match):
-        return "a match expression"
-    if isinstance(node, Constructor):
-        return f"constructor {node.name_hint} (an algebraic data type)"
-    if isinstance(node, Function) and _not_primitive(node):
-        return "a local function (a closure)"
-    if isinstance(node, Call) and isinstance(node.op, (Var, Call, Let)):
-        return "a call of a function value"
-    if isinstance(node, Var):
-        _reject_type(node.type_annotation, f"variable %{node.name_hint}")
-    return None
-
-
-def _reject_type(ty: Type | None, where: str) -> None:
-    stack = [ty]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, (TypeCall, GlobalTypeVar)):
-            raise ValueError(
-                f"the graph executor cannot run {where}: its type uses the algebraic data "
-                f"type {type_text(t)}; use create_executor('vm')"
-            )
-        if isinstance(t, FuncType):
-            raise ValueError(
-                f"the graph executor cannot run {where}: its type is the function type "
-                f"{type_text(t)}; use create_executor('vm')"
-            )
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-
-
-def _find_cycle(calls: dict[str, set[str]]) -> list[str]:
-    """A cycle in the call graph as a list of names (first name repeated at the end), or []."""
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
-    for start in calls:
-        if start in state:
-            continue
-        path: list[str] = []
-        stack: list[tuple[str, list[str]]] = [(start, sorted(calls.get(start, ())))]
-        state[start] = 1
-        path.append(start)
-        while stack:
-            node, todo = stack[-1]
-            if not todo:
-                stack.pop()
-                path.pop()
-                state[node] = 2
-                continue
-            nxt = todo.pop()
-            if state.get(nxt) == 1:
-                return path[path.index(nxt) :] + [nxt]
-            if nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                stack.append((nxt, sorted(calls.get(nxt, ()))))
-    return []
 
 
 _KINDS: dict[str, type[Executor]] = {
@@ -799,7 +661,6 @@ def create_executor(
     Executor
         Call ``.evaluate()`` for a callable of ``main`` or ``.evaluate(expr)`` for a value.
     """
-    from compiler.relay.target import as_target
 
     if kind not in _KINDS:
         raise ValueError(
@@ -813,7 +674,6 @@ def create_executor(
     if params:
         if "main" not in mod:
             raise ValueError("params were given but the module has no @main to bind them into")
-        from compiler.ir.bind import bind_params_by_name
 
         mod = mod.copy()
         mod["main"] = bind_params_by_name(mod["main"], dict(params))

@@ -47,8 +47,8 @@ from compiler.ir.expr import (
 )
 from compiler.ir.module import IRModule
 from compiler.op.registry import OpDef, get_def
-from compiler.passes.squeeze_axes import static_unit_axes
-from compiler.passes.typed_rewrite import known_type
+from compiler.transform.squeeze_axes import static_unit_axes
+from compiler.transform.typed_rewrite import known_type
 from vm.errors import VMError
 from vm.objects import ADT
 

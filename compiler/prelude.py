@@ -24,6 +24,8 @@ import importlib.resources
 
 from compiler.ir.expr import Constructor, GlobalVar
 from compiler.ir.module import IRModule
+from compiler.ir.structural import structural_equal
+from compiler.text.parser import fromtext
 
 __all__ = ["PRELUDE_SOURCE_NAME", "Prelude", "prelude_text"]
 
@@ -37,8 +39,6 @@ def prelude_text() -> str:
 
 
 def _parse(text: str) -> IRModule:
-    from compiler.text.parser import fromtext
-
     return fromtext(text, PRELUDE_SOURCE_NAME)
 
 
@@ -121,7 +121,6 @@ class Prelude:
         """``None`` if ``self.mod`` lacks some Prelude name; otherwise the Prelude types and
         functions whose definitions in ``self.mod`` are not structurally equal to the
         Prelude's (an empty list: the module already holds the Prelude)."""
-        from compiler.ir.structural import structural_equal
 
         existing_types = {gtv.name_hint for gtv in self.mod.type_definitions}
         if any(gtv.name_hint not in existing_types for gtv in source.type_definitions):

@@ -1,7 +1,7 @@
 """The ahead-of-time executor: a control-flow-free ``main`` as one generated function.
 
-Runtime layer (``vm``); imports numpy, ``vm.args``, ``vm.verify``, ``vm.kernels`` and the
-plain-data modules of ``vm``, never ``compiler``.
+Runtime layer (``vm``); imports numpy, other ``vm`` modules (``vm.kernels`` only when the
+first generated module loads, keeping numba out until then), never ``compiler``.
 
 The virtual machine decodes each instruction and dispatches it in a loop on every call.
 For a program whose ``main`` is straight-line code of static shapes (a model without
@@ -44,12 +44,16 @@ from typing import Any
 import numpy as np
 
 from vm.args import Signature, describe_value, make_converter
-from vm.device import check_devices
+from vm.device import Device, check_devices, cpu
 from vm.errors import UnknownFunctionError, VMError
+from vm.executable import Executable
+from vm.interpreter import load_kernels
 from vm.isa import Opcode
 from vm.ndarray import NDArray
 from vm.program import Instruction, VMFunction
+from vm.timing import check_settings, measure, preprocessor
 from vm.value_types import TypeContext
+from vm.verify import verify
 
 __all__ = ["AotExecutorFactoryModule", "AotModule", "AotUnsupportedError", "generate_source"]
 
@@ -556,7 +560,7 @@ _LOCK = threading.Lock()
 
 def _load_generated(source: str) -> Callable[[list[Any]], Callable[..., Any]]:
     """``make`` from the module holding ``source``, written to and imported from the cache."""
-    from vm.kernels import cache
+    from vm.kernels import cache  # deferred: numba, until the first generated module
 
     key = hashlib.sha256(source.encode()).hexdigest()
     with _LOCK:
@@ -615,8 +619,6 @@ class AotModule:
     """
 
     def __init__(self, module: Any, device: Any = None, func_name: str = "main") -> None:
-        from vm.executable import Executable
-
         check_devices(device, "the AOT executor")
         if isinstance(module, AotModule):
             self._shared = module._shared
@@ -822,7 +824,6 @@ class AotModule:
 
     def get_device(self) -> Any:
         """The device the module runs on."""
-        from vm.device import cpu
 
         return self._device if self._device is not None else cpu()
 
@@ -845,7 +846,6 @@ class AotModule:
         The callable takes ``run``'s arguments (checked once, before timing; with none, the
         inputs set are used). ``func_name`` may also be ``"run"``, TVM's name for it.
         """
-        from vm.timing import check_settings, measure, preprocessor
 
         if func_name != "run":
             self._check_name(func_name)
@@ -886,8 +886,6 @@ class AotModule:
         Arguments, if given, are set as inputs once, untimed; with ``end_to_end=True`` each
         timed call passes them again, so their checks are timed too.
         """
-        from vm.device import Device
-        from vm.timing import check_settings, measure
 
         if device is not None and not isinstance(device, Device):
             raise TypeError(
@@ -944,9 +942,6 @@ class _Shared:
 
 
 def _compile(exe: Any, func_name: str) -> _Shared:
-    from vm.interpreter import load_kernels
-    from vm.verify import verify
-
     if not isinstance(func_name, str) or func_name not in exe.globals:
         raise UnknownFunctionError(func_name, exe.globals)
     verify(exe)
@@ -1042,8 +1037,6 @@ class AotExecutorFactoryModule:
     def __init__(
         self, lib: Any, mod_name: str = "default", target: str = "cpu", ir_mod: Any = None
     ):
-        from vm.executable import Executable
-
         if not isinstance(lib, Executable):
             raise TypeError(f"lib must be a vm.Executable, got {describe_value(lib)}")
         if not isinstance(mod_name, str) or not mod_name:

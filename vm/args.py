@@ -542,6 +542,18 @@ def make_converter(spec: TypeSpec, where: str) -> Converter:
     return convert_tuple
 
 
+def spec_is_simple(spec: TypeSpec) -> bool:
+    """Whether ``spec`` is a tensor or a (nested) tuple of tensors: checkable on its own."""
+    stack = [spec]
+    while stack:
+        item = stack.pop()
+        if item[0] == "tuple":
+            stack.extend(item[1])
+        elif item[0] != "tensor":
+            return False
+    return True
+
+
 class Signature:
     """The precomputed argument checker of one function.
 
@@ -562,8 +574,6 @@ class Signature:
     __slots__ = ("_converters", "_typed", "arity", "context", "convert_all", "label", "names")
 
     def __init__(self, function: VMFunction, context: Any, label: str | None = None) -> None:
-        from vm.value_types import spec_is_simple
-
         self.label = label or f"{function.name}()"
         self.names = function.params
         self.context = context

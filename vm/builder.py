@@ -1,6 +1,6 @@
 """The assembler: build executables instruction by instruction, checked against the ISA table.
 
-Runtime layer (``vm``); imports ``vm.isa``, ``vm.program`` and ``vm.executable``.
+Runtime layer (``vm``); imports ``vm.isa``, ``vm.program``, ``vm.executable`` and ``vm.verify``.
 
 The compiler's code generator and the VM's own tests both use this builder, so VM
 tests need no compiler. Operands are checked by kind as they are emitted; jumps
@@ -24,8 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from vm.canonical import canonical_type_spec
+from vm.executable import Executable
 from vm.isa import OPCODES, Opcode, OperandKind
 from vm.program import ConstructorInfo, Instruction, Primitive, TypeSpec, VMFunction
+from vm.verify import verify as verify_executable
 
 
 class Label:
@@ -236,8 +239,6 @@ class ExecutableBuilder:
         ``field_types`` (specs, ``("var", i)`` for the type's parameter ``i`` of
         ``type_arity``) let the VM check the fields of caller-made values.
         """
-        from vm.executable import canonical_type_spec
-
         fields = None if field_types is None else tuple(canonical_type_spec(t) for t in field_types)
         info = ConstructorInfo(tag, name, arity, type_name, type_arity, fields)
         existing = self._constructors.get(tag)
@@ -245,9 +246,8 @@ class ExecutableBuilder:
             raise ValueError(f"constructor tag {tag} used for both {existing.name} and {name}")
         self._constructors[tag] = info
 
-    def build(self, verify: bool = True) -> Any:
+    def build(self, verify: bool = True) -> Executable:
         """The finished :class:`vm.executable.Executable` (verified unless ``verify=False``)."""
-        from vm.executable import Executable
 
         missing = [n for n in self._function_names if n not in self._functions]
         if missing:
@@ -256,7 +256,5 @@ class ExecutableBuilder:
         constructors = tuple(self._constructors[t] for t in sorted(self._constructors))
         exe = Executable(functions, tuple(self._constants), tuple(self._primitives), constructors)
         if verify:
-            from vm.verify import verify as verify_exe
-
-            verify_exe(exe)
+            verify_executable(exe)
         return exe

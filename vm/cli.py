@@ -31,6 +31,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+import vm
+from serialization.atomic import atomic_write
+from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
+from serialization.ndarray import DTYPE_NAMES
+from vm.progress import progress_bar
+
 #: Exit status for a known failure: a bad file, bad inputs, a trap while running.
 EXIT_ERROR = 4
 
@@ -204,8 +210,6 @@ def _array_from_npy(handle: BinaryIO, available: int, where: str) -> np.ndarray:
     ``available`` is how many bytes the stream holds: a header declaring more data than
     that is refused before the array is allocated.
     """
-    from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
-    from serialization.ndarray import DTYPE_NAMES
 
     fmt = np.lib.format
     try:
@@ -270,7 +274,6 @@ def read_inputs(path: str, params: Sequence[str]) -> dict[str, np.ndarray]:
     CLIError
         Naming the file, and the member, when the file cannot be used.
     """
-    from serialization.limits import MAX_CONSTANT_BYTES
 
     size = regular_file_size(path, "--inputs")
     with open(path, "rb") as handle:
@@ -337,7 +340,6 @@ def check_output_path(path: str, flag: str = "--outputs") -> None:
 
 def write_outputs(path: str, arrays: Sequence[np.ndarray]) -> None:
     """Write ``arrays`` to exactly ``path`` (no ``.npz`` appended), atomically."""
-    from serialization.atomic import atomic_write
 
     buffer = io.BytesIO()
     np.savez(buffer, **{f"output_{i}": a for i, a in enumerate(arrays)})
@@ -365,8 +367,6 @@ def _flatten(value: object) -> list[np.ndarray]:
 
 
 def _load(path: str) -> Any:
-    import vm
-
     regular_file_size(path, "executable")
     try:
         return vm.Executable.load_exec(path)
@@ -381,9 +381,8 @@ def build_kernels(exe: Any, quiet: bool = False) -> int:
 
     A machine made afterwards finds every kernel built. Returns the number of kernels.
     """
-    from vm.prebuild import build_kernels as build
-    from vm.progress import progress_bar
-    from vm.shape_funcs import is_shape_func
+    from vm.prebuild import build_kernels as build  # deferred: numba, info/bytecode never build
+    from vm.shape_funcs import is_shape_func  # deferred: numba, the kernel table loads it
 
     descriptions = [p.description for p in exe.primitives if not is_shape_func(p.description)]
     bar = progress_bar("building kernels", quiet)
@@ -395,8 +394,6 @@ def build_kernels(exe: Any, quiet: bool = False) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import vm
-
     if args.repeat < 1 or args.number < 1:
         raise CLIError("--repeat and --number must be at least 1")
     if (args.trace or args.plot) and not args.profile:

@@ -1,6 +1,7 @@
 """The executable: functions, constants, primitives and constructors, immutable and shareable.
 
-Runtime layer (``vm``); imports ``serialization``, numpy and the plain-data modules of ``vm``.
+Runtime layer (``vm``); imports ``serialization``, numpy, the plain-data modules of ``vm``
+and what reads and checks an executable (its codec, text listing and verifier).
 
 An :class:`Executable` is what the compiler produces, what is saved to one file and
 what a :class:`vm.VirtualMachine` runs. It never changes after construction, so one
@@ -21,10 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from serialization.limits import MAX_NESTING
+from serialization.atomic import atomic_write
+from serialization.errors import FormatError
+from serialization.formats import KERNEL_LIBRARY_FORMAT
+from serialization.framing import read_document, write_document
 from serialization.ndarray import allowed_dtype
-from vm.errors import UnknownFunctionError
-from vm.program import ConstructorInfo, Primitive, TypeSpec, VMFunction
+from vm import text
+from vm.canonical import canonical_description, canonical_type_spec
+from vm.errors import InvalidExecutableError, MalformedExecutableError, UnknownFunctionError
+from vm.executable_codec import decode, encode
+from vm.program import ConstructorInfo, Primitive, VMFunction
+from vm.verify import verify
 
 
 class Executable:
@@ -134,23 +142,17 @@ class Executable:
     @property
     def bytecode(self) -> str:
         """A text listing of every function's instructions (see :mod:`vm.text`)."""
-        from vm.text import disassemble
-
-        return disassemble(self)
+        return text.disassemble(self)
 
     @property
     def stats(self) -> str:
         """TVM-style statistics: constant shapes, globals, primitive ops, constructors."""
-        from vm.text import stats
-
-        return stats(self)
+        return text.stats(self)
 
     @property
     def constants(self) -> str:
         """A text listing of the constant pool, one ``VM Const[i]: ...`` line each."""
-        from vm.text import constants_text
-
-        return constants_text(self)
+        return text.constants_text(self)
 
     def function_index(self, name: str) -> int:
         """The index of the function called ``name``.
@@ -210,9 +212,6 @@ class Executable:
         >>> code, lib = exe.save()                      # doctest: +SKIP
         >>> again = vm.Executable.load_exec(code, lib)  # doctest: +SKIP
         """
-        from serialization.atomic import atomic_write
-        from vm.executable_codec import encode
-
         data = encode(self)
         if path is not None:
             atomic_write(path, data)
@@ -252,9 +251,6 @@ class Executable:
         OSError
             If the path cannot be read.
         """
-        from vm.executable_codec import decode
-        from vm.verify import verify
-
         if isinstance(code, (bytes, bytearray, memoryview)):
             data = bytes(code)
         elif isinstance(code, (str, os.PathLike)):
@@ -274,7 +270,7 @@ class Executable:
                 "lib must be the library saved with the code (exe.save()[1] or "
                 f"tvm.runtime.load_module of its file) or None, got {type(lib).__name__}"
             )
-        exe = decode(data)
+        exe = Executable(*decode(data))
         verify(exe)
         if lib is not None:
             lib.check(exe)
@@ -357,8 +353,6 @@ class KernelLibrary:
         vm.InvalidExecutableError
             Naming the first kernel that differs (section ``"kernel"``).
         """
-        from vm.errors import InvalidExecutableError
-
         own = KernelLibrary.of(exe)._kernels
         if own == self._kernels:
             return
@@ -378,9 +372,6 @@ class KernelLibrary:
 
     def save(self) -> bytes:
         """The library as a file's bytes (see :meth:`export_library`)."""
-        from serialization.formats import KERNEL_LIBRARY_FORMAT
-        from serialization.framing import write_document
-
         return write_document(
             KERNEL_LIBRARY_FORMAT, [("kernels", [list(k) for k in self._kernels])]
         )
@@ -390,8 +381,6 @@ class KernelLibrary:
 
         ``vm.graph_executor.load_module(path)`` (``tvm.runtime.load_module``) reads it back.
         """
-        from serialization.atomic import atomic_write
-
         atomic_write(path, self.save())
 
     @staticmethod
@@ -403,11 +392,6 @@ class KernelLibrary:
         vm.MalformedExecutableError
             If the bytes are not a kernel library (naming the section).
         """
-        from serialization.errors import FormatError
-        from serialization.formats import KERNEL_LIBRARY_FORMAT
-        from serialization.framing import read_document
-        from vm.errors import MalformedExecutableError
-
         try:
             document = read_document(KERNEL_LIBRARY_FORMAT, bytes(data))
         except FormatError as err:
@@ -450,100 +434,6 @@ def _canonical_function(index: int, function: Any) -> VMFunction:
     return VMFunction(
         function.name, params, param_types, ret_type, function.register_file_size, instructions
     )
-
-
-def canonical_type_spec(spec: Any) -> TypeSpec:
-    """``spec`` with every list turned into a tuple, at any depth up to ``MAX_NESTING``.
-
-    Other values are kept as they are; :func:`vm.verify.verify` checks the spec's shape.
-
-    Raises
-    ------
-    ValueError
-        If lists nest deeper than :data:`serialization.limits.MAX_NESTING` (or form a cycle).
-    """
-    if not isinstance(spec, (list, tuple)):
-        return spec
-    # Post-order rebuild with an explicit stack of (source, converted children, position).
-    stack: list[tuple[Any, list[Any], int]] = [(spec, [], 0)]
-    while True:
-        source, built, position = stack[-1]
-        if position < len(source):
-            stack[-1] = (source, built, position + 1)
-            item = source[position]
-            if isinstance(item, (list, tuple)):
-                if len(stack) >= MAX_NESTING:
-                    raise ValueError(f"a type spec is nested deeper than {MAX_NESTING}")
-                stack.append((item, [], 0))
-            else:
-                built.append(item)
-            continue
-        stack.pop()
-        if not stack:
-            return tuple(built)
-        stack[-1][1].append(tuple(built))
-
-
-_PLAIN_SCALARS = (type(None), bool, str, float, int)
-
-
-def canonical_description(description: Any) -> dict[str, Any]:
-    """A kernel description as canonical plain data.
-
-    Dicts get sorted string keys, tuples become lists, numpy scalars become Python
-    scalars; the result is a fresh copy (iteratively built, any depth).
-
-    Raises
-    ------
-    TypeError
-        If ``description`` is not a dict, a key is not a string, or a value is not
-        None, bool, int, float, str, a list, a tuple or a dict.
-    """
-    if not isinstance(description, dict):
-        raise TypeError(f"a kernel description must be a dict, got {type(description).__name__}")
-    result: dict[str, Any] = {}
-    # Each work item copies one container's children into an already created copy.
-    stack: list[tuple[Any, Any, int]] = [(description, result, 1)]
-    while stack:
-        source, target, depth = stack.pop()
-        if depth > MAX_NESTING:
-            raise TypeError(f"a kernel description is nested deeper than {MAX_NESTING}")
-        if isinstance(source, dict):
-            keys = []
-            for key in source:
-                if type(key) is not str:
-                    raise TypeError(f"kernel description keys must be strings, found {key!r}")
-                keys.append(key)
-            for key in sorted(keys):
-                target[key] = _copy_value(source[key], stack, depth + 1)
-        else:
-            target.extend(_copy_value(item, stack, depth + 1) for item in source)
-    return result
-
-
-def _copy_value(value: Any, stack: list[tuple[Any, Any, int]], depth: int) -> Any:
-    kind = type(value)
-    if kind in _PLAIN_SCALARS:
-        return value
-    if isinstance(value, dict):
-        copy: Any = {}
-    elif isinstance(value, (list, tuple)):
-        copy = []
-    elif isinstance(value, np.bool_):
-        return bool(value)
-    elif isinstance(value, (int, np.integer)):
-        return int(value)
-    elif isinstance(value, (float, np.floating)):
-        return float(value)
-    elif isinstance(value, str):
-        return str(value)
-    else:
-        raise TypeError(
-            "kernel description values must be None, bool, int, float, str, lists or dicts, "
-            f"found {type(value).__name__}"
-        )
-    stack.append((value, copy, depth))
-    return copy
 
 
 def _canonical_primitive(index: int, primitive: Any) -> Primitive:

@@ -1,6 +1,8 @@
 """Encode and decode an executable's sections, mirror images of each other.
 
-Runtime layer (``vm``); imports ``serialization`` and the plain-data modules of ``vm``.
+Runtime layer (``vm``); imports ``serialization`` and the plain-data modules of ``vm``. It
+sits below :mod:`vm.executable`: :func:`encode` reads any object with an executable's four
+sections and :func:`decode` returns the sections, from which the executable builds itself.
 
 The sections of :data:`serialization.formats.EXECUTABLE_FORMAT`, in order:
 
@@ -28,7 +30,8 @@ the meaning of indices, registers and jumps is :mod:`vm.verify`'s job.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import numpy as np
 
@@ -44,8 +47,8 @@ from serialization.limits import (
     MAX_PRIMITIVES,
     MAX_REGISTERS,
 )
+from vm.canonical import canonical_description, canonical_type_spec
 from vm.errors import MalformedExecutableError
-from vm.executable import Executable, canonical_description, canonical_type_spec
 from vm.isa import OPCODES, Opcode, OperandKind
 from vm.program import ConstructorInfo, Instruction, Primitive, VMFunction
 
@@ -71,7 +74,32 @@ _LAYOUT: dict[int, tuple[Opcode, tuple[tuple[str, OperandKind], ...]]] = {
 # ---- encoding -----------------------------------------------------------------------------
 
 
-def encode(exe: Executable) -> bytes:
+class ExecutableSections(Protocol):
+    """What :func:`encode` reads: an executable's sections (:class:`vm.Executable` has them)."""
+
+    @property
+    def functions(self) -> Sequence[VMFunction]: ...
+
+    @property
+    def constant_values(self) -> Sequence[np.ndarray]: ...
+
+    @property
+    def primitives(self) -> Sequence[Primitive]: ...
+
+    @property
+    def constructors(self) -> Sequence[ConstructorInfo]: ...
+
+
+class DecodedSections(NamedTuple):
+    """What :func:`decode` returns, in :class:`vm.Executable`'s constructor order."""
+
+    functions: list[VMFunction]
+    constants: list[np.ndarray]
+    primitives: list[Primitive]
+    constructors: list[ConstructorInfo]
+
+
+def encode(exe: ExecutableSections) -> bytes:
     """The bytes of ``exe`` (deterministic: equal executables give equal bytes).
 
     Raises
@@ -147,8 +175,10 @@ def _malformed(section: str, detail: str) -> NoReturn:
     raise MalformedExecutableError(f"malformed executable: {section} section, {detail}", section)
 
 
-def decode(data: bytes) -> Executable:
-    """The executable stored in ``data``, structurally checked but not yet verified.
+def decode(data: bytes) -> DecodedSections:
+    """The sections of the executable stored in ``data``, structurally checked, not verified.
+
+    ``vm.Executable(*decode(data))`` is the executable.
 
     Raises
     ------
@@ -166,7 +196,7 @@ def decode(data: bytes) -> Executable:
     constants = _decode_constants(sections["constant"])
     primitives = _decode_primitives(sections["primitive"], sections["kernel"])
     functions = _decode_code(sections["code"], names)
-    return Executable(functions, constants, primitives, constructors)
+    return DecodedSections(functions, constants, primitives, constructors)
 
 
 def _exact_map(section: str, where: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:

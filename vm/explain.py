@@ -22,6 +22,7 @@ from vm.errors import VMError
 from vm.isa import Opcode
 from vm.ndarray import TENSOR_TYPES
 from vm.objects import ADT, Closure
+from vm.text import format_instruction as instruction_text
 
 
 class KernelArgumentError(Exception):
@@ -88,10 +89,8 @@ def shape_from(value: Any, what: str) -> tuple[int, ...]:
 
 def format_instruction(program: Program, findex: int, pc: int) -> str:
     """``alloc_tensor $2 $1 0 [10, 10] float32`` for the instruction at ``pc``."""
-    from vm.text import format_instruction as text
-
     instruction = program.functions[findex].instructions[pc]
-    body, comment = text(instruction, pc, program.exe)
+    body, comment = instruction_text(instruction, pc, program.exe)
     return f"{body}  # {comment}" if comment else body
 
 

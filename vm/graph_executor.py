@@ -31,11 +31,29 @@ from typing import Any
 
 import numpy as np
 
+from serialization import (
+    ALLOWED_DTYPES,
+    FormatError,
+    load_param_dict,
+    read_model_library_format,
+    save_param_dict,
+)
+from serialization.atomic import atomic_write
+from serialization.formats import (
+    EXECUTABLE_FORMAT,
+    GRAPH_FACTORY_FORMAT,
+    KERNEL_LIBRARY_FORMAT,
+)
+from serialization.framing import read_document, write_document
 from vm.args import describe_shape, describe_value
-from vm.device import check_devices
+from vm.device import Device, check_devices, cpu
 from vm.errors import VMError
+from vm.executable import Executable, KernelLibrary
 from vm.explain import type_text
+from vm.interpreter import kernel_threads
 from vm.ndarray import NDArray
+from vm.profiling import Recorder, Report
+from vm.timing import check_settings, measure, preprocessor
 
 #: Reshape nodes: no kernel, the output views the input (TVM's name for them).
 NOP = "__nop"
@@ -77,8 +95,6 @@ class GraphExecutorFactoryModule:
         target: str = "cpu",
         ir_mod: Any = None,
     ) -> None:
-        from vm.executable import Executable
-
         if not isinstance(graph_json, str):
             raise TypeError(f"graph_json must be a str, got {describe_value(graph_json)}")
         if not isinstance(lib, Executable):
@@ -131,9 +147,6 @@ class GraphExecutorFactoryModule:
 
     def save(self) -> bytes:
         """The factory as one file's bytes (see :meth:`export_library`)."""
-        from serialization import save_param_dict
-        from serialization.formats import GRAPH_FACTORY_FORMAT
-        from serialization.framing import write_document
 
         module = {
             "mod_name": self.libmod_name,
@@ -167,7 +180,6 @@ class GraphExecutorFactoryModule:
         OSError
             If ``path`` cannot be written; the old file, if any, is unchanged.
         """
-        from serialization.atomic import atomic_write
 
         if args or kwargs:
             names = ", ".join([*(repr(a) for a in args), *kwargs])
@@ -207,13 +219,6 @@ def load_module(path: str | Any) -> Any:
     """
     import os
 
-    from serialization.formats import (
-        EXECUTABLE_FORMAT,
-        GRAPH_FACTORY_FORMAT,
-        KERNEL_LIBRARY_FORMAT,
-    )
-    from vm.executable import Executable, KernelLibrary
-
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"load_module needs a file path, got {describe_value(path)}")
     with open(path, "rb") as handle:
@@ -235,11 +240,6 @@ def load_module(path: str | Any) -> Any:
 
 
 def _load_factory(data: bytes) -> GraphExecutorFactoryModule:
-    from serialization import FormatError, load_param_dict
-    from serialization.formats import GRAPH_FACTORY_FORMAT
-    from serialization.framing import read_document
-    from vm.executable import Executable
-
     document = read_document(GRAPH_FACTORY_FORMAT, data)
     sections = document.sections
     module = sections["module"]
@@ -296,8 +296,6 @@ def load_model_library(source: str | bytes | Any) -> GraphExecutorFactoryModule:
     ValueError
         If the archive holds no graph, or its graph does not fit its kernels.
     """
-    from serialization import read_model_library_format
-    from vm.executable import Executable
 
     library = read_model_library_format(source)
     if library.graph_json is None:
@@ -373,7 +371,6 @@ class Graph:
         ValueError
             Naming the node or field that is wrong.
         """
-        from vm.executable import Executable
 
         if not isinstance(lib, Executable):
             raise TypeError(f"the graph's lib must be a vm.Executable, got {describe_value(lib)}")
@@ -539,8 +536,6 @@ def _shape(value: Any, entry: int) -> tuple[int, ...]:
 
 
 def _dtype(value: Any, entry: int) -> np.dtype:
-    from serialization import ALLOWED_DTYPES
-
     if value not in {np.dtype(d).name for d in ALLOWED_DTYPES}:
         raise ValueError(f"graph JSON: entry {entry} has dtype {value!r}")
     return np.dtype(value)
@@ -575,7 +570,7 @@ class GraphExecutorModule:
     """
 
     def __init__(self, graph: Graph, params: Mapping[str, np.ndarray], device: Any) -> None:
-        from vm.shape_funcs import load_primitive
+        from vm.shape_funcs import load_primitive  # deferred: numba, until an instance
 
         self.graph = graph
         self.device = device
@@ -719,7 +714,6 @@ class GraphExecutorModule:
         ValueError
             If ``func_name`` is not ``"run"`` or a setting is out of range.
         """
-        from vm.timing import check_settings, measure, preprocessor
 
         check_devices(dev, "time_evaluator")
         if func_name != "run":
@@ -833,7 +827,6 @@ class GraphModule:
 
     def get_device(self) -> Any:
         """The device the module runs on (``vm.cpu()`` when none was given)."""
-        from vm.device import Device, cpu
 
         device = self.module.device
         if isinstance(device, (list, tuple)):
@@ -870,7 +863,6 @@ class GraphModule:
             If a named parameter is not an input of both graphs with the same dtype and
             shape, or its storage here is shared with another value.
         """
-        from serialization import load_param_dict
 
         if not isinstance(other, GraphModule):
             raise TypeError(f"share_params needs another GraphModule, got {describe_value(other)}")
@@ -942,7 +934,6 @@ class GraphModule:
         Names the graph has no input for are ignored, as TVM does (a blob saved for a
         larger model loads into a part of it).
         """
-        from serialization import load_param_dict
 
         inputs = self.module.input_entries
         params = load_param_dict(bytes(params_bytes))
@@ -971,7 +962,6 @@ class GraphModule:
         vm.BenchmarkResult
             Seconds per run, one entry per repeat.
         """
-        from vm.timing import check_settings, measure
 
         check_devices(device, "benchmark")
         if func_name != "run":
@@ -1005,8 +995,6 @@ class GraphModule:
             One row per kernel and argument shapes, with durations, percentages of the
             whole run and counts, as ``VirtualMachine.profile`` gives.
         """
-        from vm.interpreter import kernel_threads
-        from vm.profiling import Recorder, Report
 
         self.run(**inputs)  # warm-up, untimed
         recorder = Recorder()

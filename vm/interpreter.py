@@ -55,12 +55,15 @@ import numpy as np
 from vm.args import Signature, describe_value
 from vm.decode import Decoder
 from vm.decoded import Kind, Program, with_kind_numbers
-from vm.device import check_devices
+from vm.device import Device, check_devices
 from vm.errors import UnknownFunctionError, VMError
+from vm.executable import Executable
 from vm.explain import HookError, call_hook, format_instruction, vm_error
 from vm.instrument import VMInstrumentReturnKind
 from vm.ndarray import NDArray
 from vm.objects import ADT, Closure
+from vm.profiling import Recorder, Report
+from vm.timing import check_settings, measure, preprocessor
 from vm.value_types import TypeContext, check_closure_call
 
 #: Frames a run may stack before it fails with VMError: 2.5 times the 100,000-deep
@@ -446,7 +449,7 @@ def load_kernels(exe: Any) -> list[Any]:
         return []
     # Imported here so that ``import vm`` does not import numba; shape functions run in
     # Python (vm.shape_funcs), everything else is a numba kernel.
-    from vm.shape_funcs import load_primitive
+    from vm.shape_funcs import load_primitive  # deferred: numba, until kernels are loaded
 
     kernels = []
     for index, primitive in enumerate(exe.primitives):
@@ -516,7 +519,6 @@ class VirtualMachine:
         *,
         max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
     ) -> None:
-        from vm.executable import Executable
 
         if not isinstance(exe, Executable):
             raise TypeError(f"VirtualMachine needs a vm.Executable, got {describe_value(exe)}")
@@ -921,7 +923,6 @@ class VirtualMachine:
         ValueError
             If ``number`` or ``repeat`` is below 1, or another setting is out of range.
         """
-        from vm.timing import check_settings, measure
 
         check_devices(dev, "time_evaluator")
         settings = check_settings(
@@ -932,7 +933,6 @@ class VirtualMachine:
             repeats_to_cooldown=repeats_to_cooldown,
             limit_zero_time_iterations=limit_zero_time_iterations,
         )
-        from vm.timing import preprocessor
 
         f_preproc = preprocessor(f_preproc)
 
@@ -991,8 +991,6 @@ class VirtualMachine:
         vm.BenchmarkResult
             Seconds per call, one entry per repeat.
         """
-        from vm.device import Device
-        from vm.timing import check_settings, measure
 
         if device is not None and not isinstance(device, Device):
             raise TypeError(
@@ -1048,7 +1046,6 @@ class VirtualMachine:
             (``VM::AllocStorage``, ``VM::AllocTensor``, ...), aggregated by name and
             argument shapes, with durations, percentages of the whole run and counts.
         """
-        from vm.profiling import Recorder, Report
 
         index = self._function_index(func_name)
         values = self._arguments(index, args, kwargs)
@@ -1086,6 +1083,6 @@ def _check_memory_cfg(memory_cfg: Any) -> None:
 
 def kernel_threads() -> int:
     """How many threads kernels may use (``RELAYVM_NUM_THREADS``, see vm.kernels.threads)."""
-    from vm.kernels import threads
+    from vm.kernels import threads  # deferred: numba, until kernels run
 
     return threads.threads()

@@ -1,6 +1,6 @@
 """The tensor type the VM hands back: a numpy array that also answers TVM's NDArray methods.
 
-Runtime layer (``vm``); imports numpy only.
+Runtime layer (``vm``); imports numpy and ``vm.objects``.
 
 Results stay numpy arrays, so numpy code keeps working on them unchanged; a TVM script's
 ``result.numpy()`` and ``result.asnumpy()`` work too. :class:`NDArray` is a view type: a
@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from vm.objects import ADT, Closure
 
 
 class NDArray(np.ndarray):
@@ -80,7 +82,6 @@ def as_result(value: Any) -> Any:
 
     Iterative, so a 100,000-long list needs no recursion; shared sub-values stay shared.
     """
-    from vm.objects import ADT, Closure
 
     if type(value) is np.ndarray:
         return value.view(NDArray)

@@ -42,6 +42,9 @@ from typing import Any
 
 import numpy as np
 
+import vm
+from vm.executable import Executable
+
 
 def _ray() -> Any:
     try:
@@ -55,8 +58,6 @@ def _ray() -> Any:
 
 def executable_bytes(source: Any) -> bytes:
     """The saved-file bytes of ``source``: a path, the bytes themselves, or a ``vm.Executable``."""
-    from vm.executable import Executable
-
     if isinstance(source, Executable):
         return bytes(source.save()[0])
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -120,8 +121,6 @@ class BatchPredictor:
         keep_columns: Sequence[str] = (),
         num_threads: int | None = None,
     ) -> None:
-        import vm
-
         if num_threads is None:
             num_threads = _assigned_cpus()
         if num_threads is not None:

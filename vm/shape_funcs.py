@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from vm.kernels import check_description, load_kernel
 from vm.kernels import shape_rules as sr
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
 from vm.kernels.rules import RuleError
@@ -545,8 +546,6 @@ def check_primitive(description: object) -> None:
     if is_shape_func(description):
         check_shape_func(description)
     else:
-        from vm.kernels import check_description
-
         check_description(description)
 
 
@@ -557,6 +556,5 @@ def load_primitive(description: Mapping[str, Any]) -> Any:
     """
     if is_shape_func(description):
         return load_shape_function(description)
-    from vm.kernels import load_kernel
 
     return load_kernel(description)

@@ -49,18 +49,6 @@ _ANY: TypeSpec = ("any",)
 _CONTAINERS = (tuple, list, ADT, Closure)
 
 
-def spec_is_simple(spec: TypeSpec) -> bool:
-    """Whether ``spec`` is a tensor or a (nested) tuple of tensors: checkable on its own."""
-    stack = [spec]
-    while stack:
-        item = stack.pop()
-        if item[0] == "tuple":
-            stack.extend(item[1])
-        elif item[0] != "tensor":
-            return False
-    return True
-
-
 def _children_of(spec: TypeSpec) -> tuple[TypeSpec, ...] | None:
     """The sub-specs of a spec that has any (None for leaves and legacy forms)."""
     kind = spec[0]

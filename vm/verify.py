@@ -254,8 +254,10 @@ def _check_description(index: int, name: str, description: Any) -> None:
     problem = _signature_problem(description)
     if problem is not None:
         _fail("kernel", problem, item=item)
-    from vm.kernels import KernelDescriptionError
-    from vm.shape_funcs import check_primitive  # a numba kernel's, or a shape function's
+    from vm.kernels import KernelDescriptionError  # deferred: numba, verifying needs none
+
+    # A numba kernel's description, or a shape function's.
+    from vm.shape_funcs import check_primitive  # deferred: numba, verifying needs none
 
     try:
         check_primitive(description)

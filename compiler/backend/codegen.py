@@ -43,7 +43,13 @@ from compiler.backend.kernel_desc import (
     drop_unused_inputs,
 )
 from compiler.backend.match_compiler import emit_pattern, is_irrefutable
-from compiler.backend.memory_plan import ALIGNMENT, FunctionPlan, memory_plan_enabled, plan_body
+from compiler.backend.memory_plan import (
+    ALIGNMENT,
+    STORAGE_DTYPE,
+    FunctionPlan,
+    memory_plan_enabled,
+    plan_body,
+)
 from compiler.backend.prune import prune
 from compiler.backend.type_specs import tensor_leaves, type_spec
 from compiler.ir.expr import (
@@ -65,16 +71,13 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import let_chain, post_order
-from compiler.passes.typed_rewrite import is_closure, is_primitive, known_type
+from compiler.transform.typed_rewrite import is_closure, is_primitive, known_type
 from vm.builder import ExecutableBuilder, FunctionBuilder, Label
 from vm.isa import Opcode
 from vm.kernels import KernelDescriptionError as RuntimeKernelError
 from vm.kernels import check_description
 
 __all__ = ["ALIGNMENT", "STORAGE_DTYPE", "CodegenError", "compile_module"]
-
-#: Dtype hint of a function's storage: it is a plain byte buffer shared by all outputs.
-STORAGE_DTYPE = "uint8"
 
 
 class CodegenError(ValueError):
@@ -143,6 +146,8 @@ class _ModuleContext:
         self.names = PrimitiveNames()
         self._kernels: dict[int, tuple[int, Function]] = {}
         self._checked: set[str] = set()
+        # Shape functions of dynamic kernels, described once per module (see dynamic).
+        self.shape_functions: dict[int, tuple[int, list[int], list[int], Function]] = {}
 
     def global_info(self, gvar: GlobalVar) -> tuple[int, Function]:
         try:
@@ -195,9 +200,9 @@ class _FunctionCompiler:
         self.tasks: list[Task] = []
         self.regs: list[int] = []
         self.storages: list[int] = []  # the register of each storage of the plan
-        # Kernel calls and let bindings met so far; the plan lists both in this order.
-        self._calls_seen = 0
-        self._binds_seen = 0
+        # Register of a tensor -> register of its shape vector, for tensors shaped at run
+        # time (see dynamic).
+        self.known_shapes: dict[int, int] = {}
         # Registers that may hold each object some kill clears (see memory_plan).
         self._holders: dict[int, list[int]] = {}
         self._tracked: frozenset[int] = frozenset()
@@ -270,7 +275,7 @@ class _FunctionCompiler:
             handler, arg = tasks.pop()
             handler(arg)
 
-    def _error(self, message: str) -> CodegenError:
+    def error(self, message: str) -> CodegenError:
         return CodegenError(f"in @{self.name}: {message}")
 
     # --- storage for kernel outputs ---------------------------------------------------------
@@ -284,7 +289,7 @@ class _FunctionCompiler:
             self.fb.emit(Opcode.AllocStorage, size, ALIGNMENT, STORAGE_DTYPE, storage)
             self.storages.append(storage)
 
-    def _hold(self, objects: frozenset[int], reg: int) -> None:
+    def hold(self, objects: frozenset[int], reg: int) -> None:
         """Record that ``reg`` may hold ``objects`` (only those some kill clears)."""
         for index in objects & self._tracked:
             self._holders.setdefault(index, []).append(reg)
@@ -292,15 +297,12 @@ class _FunctionCompiler:
     def _kill_after_binding(self, var: Var) -> None:
         """Emit the plan's kills for the binding of ``var`` that just completed."""
         plan: FunctionPlan = self.plan
-        index = self._binds_seen
-        self._binds_seen += 1
-        if index >= len(plan.bindings) or plan.bindings[index] is not var:
-            raise self._error(
-                f"internal error: the memory plan expected binding {index} to be of "
-                f"%{plan.bindings[index].name_hint if index < len(plan.bindings) else '?'}, "
-                f"the code generator met %{var.name_hint}"
-            )
-        kill = plan.kills.get(index)
+        try:
+            kill = plan.kill_after(var)
+        except KeyError:
+            raise self.error(
+                f"internal error: the memory plan does not know the binding of %{var.name_hint}"
+            ) from None
         if kill is None:
             return
         regs: set[int] = set()
@@ -318,12 +320,12 @@ class _FunctionCompiler:
         ty = call._checked_type
         if ty is None:
             ops = _op_names(call.op)
-            raise self._error(f"the call of operator {ops} has no type; run type inference first")
+            raise self.error(f"the call of operator {ops} has no type; run type inference first")
         leaves = tensor_leaves(ty)
         for leaf in leaves:
             if any(isinstance(d, Any) for d in leaf.shape):
                 ops = _op_names(call.op)
-                raise self._error(
+                raise self.error(
                     f"operator {ops} produces {ty}, whose shape is only known at run time; "
                     "outputs of dynamic shape are not supported by the VM compiler yet"
                 )
@@ -337,7 +339,7 @@ class _FunctionCompiler:
         if isinstance(expr, Var):
             reg = self.env.get(expr)
             if reg is None:
-                raise self._error(f"variable %{expr.name_hint} is used outside its scope")
+                raise self.error(f"variable %{expr.name_hint} is used outside its scope")
             self.regs.append(reg)
         elif isinstance(expr, Constant):
             dst = fb.reg()
@@ -346,7 +348,7 @@ class _FunctionCompiler:
         elif isinstance(expr, GlobalVar):
             index, func = self.context.global_info(expr)
             if is_closure(func):
-                raise self._error(
+                raise self.error(
                     f"closure global @{expr.name_hint} is used as a value without its "
                     "captured values"
                 )
@@ -354,18 +356,18 @@ class _FunctionCompiler:
             fb.emit(Opcode.AllocClosure, index, (), dst)
             self.regs.append(dst)
         elif isinstance(expr, Constructor):
-            raise self._error(
+            raise self.error(
                 f"constructor {expr.name_hint} is used as a value; eta-expand it "
-                "(compiler.passes.eta_expand) before code generation"
+                "(compiler.transform.eta_expand) before code generation"
             )
         elif isinstance(expr, Let):
             bindings, tail = let_chain(expr)
             steps: list[Task] = []
             for let in bindings:
                 if isinstance(let.value, Function):
-                    raise self._error(
+                    raise self.error(
                         f"%{let.var.name_hint} is bound to a local function; run lambda "
-                        "lifting (compiler.passes.lambda_lift) before code generation"
+                        "lifting (compiler.transform.lambda_lift) before code generation"
                     )
                 steps.append((self._expr, let.value))
                 steps.append((self._bind, let.var))
@@ -382,18 +384,18 @@ class _FunctionCompiler:
         elif isinstance(expr, Match):
             self._push((self._expr, expr.data), (self._match, expr))
         elif isinstance(expr, Op):
-            raise self._error(
+            raise self.error(
                 f"operator {expr.name} is used as a value; wrap it in a function, "
                 f"e.g. fn (%a, %b) {{ {expr.name}(%a, %b) }}"
             )
         elif isinstance(expr, Function):
             what = "primitive function" if is_primitive(expr) else "local function"
-            raise self._error(
+            raise self.error(
                 f"a {what} is used as a value; run primitive extraction and lambda lifting "
                 "before code generation"
             )
         else:
-            raise self._error(f"cannot compile a {type(expr).__name__}")
+            raise self.error(f"cannot compile a {type(expr).__name__}")
 
     def _bind(self, var: Var) -> None:
         self.env[var] = self.regs.pop()
@@ -411,7 +413,7 @@ class _FunctionCompiler:
         fields = self._pop(len(expr.fields))
         self.fb.emit(Opcode.AllocADT, 0, fields, dst)
         self._fields[dst] = fields
-        self._hold(self.plan.alias(expr), dst)
+        self.hold(self.plan.alias(expr), dst)
         self.regs.append(dst)
 
     def _get_field(self, expr: TupleGetItem) -> None:
@@ -424,7 +426,7 @@ class _FunctionCompiler:
             return known[index]
         dst = self.fb.reg()
         self.fb.emit(Opcode.GetField, tuple_reg, index, dst)
-        self._hold(objects, dst)
+        self.hold(objects, dst)
         return dst
 
     def _alloc_adt(self, call: Call) -> None:
@@ -432,7 +434,7 @@ class _FunctionCompiler:
         assert isinstance(ctor, Constructor)
         dst = self.fb.reg()
         self.fb.emit(Opcode.AllocADT, ctor.tag, self._pop(len(ctor.inputs)), dst)
-        self._hold(self.plan.alias(call), dst)
+        self.hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
     # --- calls -------------------------------------------------------------------------------
@@ -444,7 +446,7 @@ class _FunctionCompiler:
             self._push(*args, (self._invoke, call))
         elif isinstance(callee, Constructor):
             if len(call.args) != len(callee.inputs):
-                raise self._error(
+                raise self.error(
                     f"constructor {callee.name_hint} takes {len(callee.inputs)} fields, "
                     f"given {len(call.args)}"
                 )
@@ -452,12 +454,12 @@ class _FunctionCompiler:
         elif is_primitive(callee):
             self._push(*args, (self._invoke_packed, call))
         elif isinstance(callee, Op):
-            raise self._error(
+            raise self.error(
                 f"operator {callee.name} is called outside a primitive function; run "
-                "primitive extraction (compiler.passes.wrap_primitives) before code generation"
+                "primitive extraction (compiler.transform.wrap_primitives) before code generation"
             )
         elif isinstance(callee, Function):
-            raise self._error(
+            raise self.error(
                 "a local function is called directly; run lambda lifting before code generation"
             )
         else:
@@ -472,7 +474,7 @@ class _FunctionCompiler:
             self.fb.emit(Opcode.AllocClosure, index, args, dst)
         else:
             self.fb.emit(Opcode.Invoke, index, args, dst)
-        self._hold(self.plan.alias(call), dst)
+        self.hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
     def _invoke_closure(self, call: Call) -> None:
@@ -480,7 +482,7 @@ class _FunctionCompiler:
         closure = self.regs.pop()
         dst = self.fb.reg()
         self.fb.emit(Opcode.InvokeClosure, closure, args, dst)
-        self._hold(self.plan.alias(call), dst)
+        self.hold(self.plan.alias(call), dst)
         self.regs.append(dst)
 
     def _invoke_packed(self, call: Call) -> None:
@@ -493,7 +495,7 @@ class _FunctionCompiler:
         for param, reg, arg in zip(func.params, args, call.args):
             ty = known_type(param)
             if ty is None:
-                raise self._error(
+                raise self.error(
                     f"primitive parameter %{param.name_hint} has no type; run type inference first"
                 )
             inputs.extend(self._tensor_registers(ty, reg, plan.alias(arg)))
@@ -502,14 +504,14 @@ class _FunctionCompiler:
             self.regs.append(dynamic.emit_call(self, call, inputs))
             return
         leaves = self._output_leaves(call)
-        seen = self._calls_seen
-        self._calls_seen += 1
-        if seen >= len(plan.calls) or plan.calls[seen].call is not call:
-            raise self._error(
-                f"internal error: kernel call {seen} is not the one the memory plan expected"
-            )
+        try:
+            planned_outputs = plan.kernel_outputs(call)
+        except KeyError:
+            raise self.error(
+                "internal error: a kernel call the memory plan does not know"
+            ) from None
         outputs = []
-        for leaf, obj in zip(leaves, plan.calls[seen].outputs):
+        for leaf, obj in zip(leaves, planned_outputs):
             placed = plan.objects[obj]
             assert placed.storage is not None and placed.offset is not None
             dst = fb.reg()
@@ -521,13 +523,13 @@ class _FunctionCompiler:
                 leaf.dtype,
                 dst,
             )
-            self._hold(frozenset((obj,)), dst)
+            self.hold(frozenset((obj,)), dst)
             outputs.append(dst)
         index, kept = self.context.kernel_index(func, self.name)
         inputs = [inputs[i] for i in kept]
         fb.emit(Opcode.InvokePacked, index, inputs + outputs, len(outputs))
         assert call._checked_type is not None
-        self.regs.append(self._assemble(call._checked_type, outputs, plan.alias(call)))
+        self.regs.append(self.assemble(call._checked_type, outputs, plan.alias(call)))
 
     def _tensor_registers(self, ty: Type, reg: int, objects: frozenset[int]) -> list[int]:
         """Registers of the tensors inside a value of type ``ty`` (tuples are projected);
@@ -543,7 +545,7 @@ class _FunctionCompiler:
             stack.extend(reversed(fields))
         return out
 
-    def _assemble(self, ty: Type, outputs: list[int], objects: frozenset[int]) -> int:
+    def assemble(self, ty: Type, outputs: list[int], objects: frozenset[int]) -> int:
         """The register holding a value of type ``ty`` built from kernel outputs in order
         (``objects``: the outputs' buffers, for the kills)."""
         if isinstance(ty, TensorType):
@@ -564,7 +566,7 @@ class _FunctionCompiler:
                 fields = [done[id(f)] for f in t.fields]
                 self.fb.emit(Opcode.AllocADT, 0, fields, dst)
                 self._fields[dst] = fields
-                self._hold(objects, dst)
+                self.hold(objects, dst)
                 done[id(t)] = dst
         return done[id(ty)]
 
@@ -578,7 +580,7 @@ class _FunctionCompiler:
         otherwise, end = fb.label(), fb.label()
         fb.emit(Opcode.If, cond, one, 1, otherwise)
         merge = fb.reg()
-        self._hold(self.plan.alias(expr), merge)
+        self.hold(self.plan.alias(expr), merge)
         self._push(
             (self._expr, expr.true_branch),
             (self._branch_done, (merge, end, otherwise)),
@@ -602,7 +604,7 @@ class _FunctionCompiler:
     def _match(self, expr: Match) -> None:
         data = self.regs.pop()
         merge = self.fb.reg()
-        self._hold(self.plan.alias(expr), merge)
+        self.hold(self.plan.alias(expr), merge)
         end = self.fb.label()
         clauses: list[Clause] = []
         for clause in expr.clauses:
@@ -610,7 +612,7 @@ class _FunctionCompiler:
             if is_irrefutable(clause.lhs):
                 break  # later clauses can never run
         if not clauses:
-            raise self._error("match has no clauses")
+            raise self.error("match has no clauses")
         steps: list[Task] = []
         for i, clause in enumerate(clauses):
             last = i == len(clauses) - 1
@@ -632,7 +634,7 @@ class _FunctionCompiler:
         # the matched value.
         objects = self.plan.alias(data_expr)
         for reg in range(first, self.fb.num_registers):
-            self._hold(objects, reg)
+            self.hold(objects, reg)
         self._fail.append(fail)
 
     def _clause_done(self, arg: tuple[int, Label | None]) -> None:

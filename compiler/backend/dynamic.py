@@ -2,12 +2,14 @@
 
 Compiler layer (``compiler.backend``). The code generator (:mod:`compiler.backend.codegen`)
 hands a primitive call here when :func:`lowers_here` says so; :func:`emit_call` emits its
-bytecode and returns the register of its value. This is TVM's ``ManifestAlloc`` for
+bytecode and returns the register of its value. What it needs of the code generator is
+typed by :class:`FunctionEmitter` and :class:`ModuleEmitter`, so this module does not
+import it. This is TVM's ``ManifestAlloc`` for
 outputs of unknown shape, done at code generation time.
 
-A *view primitive* (:func:`is_view_primitive`: only ``reshape``, ``squeeze``,
-``expand_dims`` and ``nn.batch_flatten``, applied one after another to its one tensor
-parameter) never runs a kernel: it becomes ``reshape_tensor``, a view of its input that
+A *view primitive* (:func:`compiler.backend.views.is_view_primitive`: only ``reshape``,
+``squeeze``, ``expand_dims`` and ``nn.batch_flatten``, applied one after another to its one
+tensor parameter) never runs a kernel: it becomes ``reshape_tensor``, a view of its input that
 shares its memory. The new shape is a constant (``load_const``) when both shapes are
 static, else the result of the primitive's shape function. The memory plan
 (:mod:`compiler.backend.memory_plan`) knows the result refers to the input's buffer.
@@ -36,54 +38,65 @@ storage, so the caller owns what is returned).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any as AnyT
+from typing import Protocol
 
 import numpy as np
 
-from compiler.backend.kernel_desc import KernelDescriptionError, describe_primitive
+from compiler.backend.kernel_desc import KernelDescriptionError, PrimitiveNames, describe_primitive
+from compiler.backend.memory_plan import ALIGNMENT, STORAGE_DTYPE, FunctionPlan
 from compiler.backend.type_specs import tensor_leaves
+from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import Call, Expr, Function, Op, Var
 from compiler.ir.types import TensorType, Type
 from compiler.ir.visitor import post_order
-from compiler.passes.typed_rewrite import is_primitive, known_type
+from compiler.transform.typed_rewrite import known_type
+from vm.builder import ExecutableBuilder, FunctionBuilder
 from vm.isa import Opcode
+from vm.kernels import KernelDescriptionError as RuntimeKernelError
 from vm.shape_funcs import check_shape_func, shape_func_description
 
-__all__ = [
-    "VIEW_OPS",
-    "emit_call",
-    "has_dynamic_output",
-    "is_view_primitive",
-    "lowers_here",
-]
-
-#: Operators that only reinterpret the shape of a C-contiguous tensor.
-VIEW_OPS = frozenset({"reshape", "squeeze", "expand_dims", "nn.batch_flatten"})
+__all__ = ["FunctionEmitter", "ModuleEmitter", "emit_call", "has_dynamic_output", "lowers_here"]
 
 #: Bytes per element of the shape function's outputs (int64 shapes and sizes).
 _INT64_BYTES = 8
 
 
-def is_view_primitive(func: Expr) -> bool:
-    """Whether ``func`` is a primitive function that only reshapes its one tensor parameter.
+class ModuleEmitter(Protocol):
+    """What this module needs of the module being compiled (``codegen._ModuleContext``)."""
 
-    Its body must be a chain of :data:`VIEW_OPS` calls ending at the parameter, so the
-    result is the parameter's elements in the same order: a view needs no copy.
-    """
-    if not is_primitive(func) or len(func.params) != 1:  # type: ignore[attr-defined]
-        return False
-    param = func.params[0]  # type: ignore[attr-defined]
-    if not isinstance(known_type(param), TensorType):
-        return False
-    node: Expr = func.body  # type: ignore[attr-defined]
-    depth = 0
-    while isinstance(node, Call):
-        if not isinstance(node.op, Op) or node.op.name not in VIEW_OPS or len(node.args) != 1:
-            return False
-        node = node.args[0]
-        depth += 1
-    return depth > 0 and node is param
+    builder: ExecutableBuilder
+    names: PrimitiveNames
+    #: Per primitive function (by id, kept alive): its shape function's primitive index,
+    #: the kernel's output ranks and the inputs it reads by value.
+    shape_functions: dict[int, tuple[int, list[int], list[int], Function]]
+
+    def kernel_index(self, func: Function, where: str) -> tuple[int, list[int]]: ...
+
+
+class FunctionEmitter(Protocol):
+    """What this module needs of the function being compiled (``codegen._FunctionCompiler``)."""
+
+    name: str
+    fb: FunctionBuilder
+    context: ModuleEmitter
+    plan: FunctionPlan
+    #: The register of each storage of the plan.
+    storages: list[int]
+    #: Register of a tensor -> register of its shape vector, for tensors shaped at run time.
+    known_shapes: dict[int, int]
+
+    def error(self, message: str) -> Exception:
+        """The error to raise, naming the function."""
+        ...
+
+    def hold(self, objects: frozenset[int], reg: int) -> None:
+        """Record that ``reg`` may hold ``objects`` (for the plan's kills)."""
+        ...
+
+    def assemble(self, ty: Type, outputs: list[int], objects: frozenset[int]) -> int:
+        """The register of a value of type ``ty`` built from kernel outputs in order."""
+        ...
 
 
 def has_dynamic_output(call: Call) -> bool:
@@ -103,12 +116,12 @@ def lowers_here(func: Expr, call: Call) -> bool:
     return is_view_primitive(func) or has_dynamic_output(call)
 
 
-def emit_call(compiler: AnyT, call: Call, inputs: list[int]) -> int:
+def emit_call(compiler: FunctionEmitter, call: Call, inputs: list[int]) -> int:
     """Emit a primitive call that :func:`lowers_here`; returns the register of its value.
 
     Parameters
     ----------
-    compiler : compiler.backend.codegen._FunctionCompiler
+    compiler : FunctionEmitter
         The function being compiled (its builder, module context and memory plan).
     call : Call
         The call of a primitive function, type-checked.
@@ -123,26 +136,18 @@ def emit_call(compiler: AnyT, call: Call, inputs: list[int]) -> int:
     """
     func = call.op
     assert isinstance(func, Function)
-    plan_outputs = _consume_plan_entry(compiler, call)
+    try:
+        plan_outputs = compiler.plan.kernel_outputs(call)
+    except KeyError:
+        raise compiler.error(
+            "internal error: a kernel call the memory plan does not know"
+        ) from None
     if is_view_primitive(func):
         return _emit_view(compiler, func, call, inputs[0])
     return _emit_dynamic(compiler, func, call, inputs, plan_outputs)
 
 
-def _consume_plan_entry(compiler: AnyT, call: Call) -> tuple[int, ...]:
-    """Step past this call in the memory plan (it lists every kernel call in order);
-    returns the plan's objects for its outputs (none for a view)."""
-    plan = compiler.plan
-    seen = compiler._calls_seen
-    compiler._calls_seen += 1
-    if seen >= len(plan.calls) or plan.calls[seen].call is not call:
-        raise compiler._error(
-            f"internal error: kernel call {seen} is not the one the memory plan expected"
-        )
-    return plan.calls[seen].outputs
-
-
-def _emit_view(compiler: AnyT, func: Function, call: Call, source: int) -> int:
+def _emit_view(compiler: FunctionEmitter, func: Function, call: Call, source: int) -> int:
     fb = compiler.fb
     in_type = known_type(func.params[0])
     out_type = call._checked_type
@@ -156,20 +161,20 @@ def _emit_view(compiler: AnyT, func: Function, call: Call, source: int) -> int:
         shape_reg = _emit_shape_function(compiler, func, [source], [in_type])[0][0]
     dst = fb.reg()
     fb.emit(Opcode.ReshapeTensor, source, shape_reg, dst)
-    _known_shapes(compiler)[dst] = shape_reg
+    compiler.known_shapes[dst] = shape_reg
     # The view refers to its input's buffer (the plan aliases them): registers holding it
     # are cleared with that buffer's storage.
-    compiler._hold(compiler.plan.alias(call), dst)
+    compiler.hold(compiler.plan.alias(call), dst)
     return dst
 
 
 def _emit_dynamic(
-    compiler: AnyT, func: Function, call: Call, inputs: list[int], plan_outputs: tuple[int, ...]
+    compiler: FunctionEmitter,
+    func: Function,
+    call: Call,
+    inputs: list[int],
+    plan_outputs: tuple[int, ...],
 ) -> int:
-    # Imported here: codegen and memory_plan import this module.
-    from compiler.backend.codegen import STORAGE_DTYPE
-    from compiler.backend.memory_plan import ALIGNMENT
-
     fb = compiler.fb
     plan = compiler.plan
     ty = call._checked_type
@@ -197,36 +202,33 @@ def _emit_dynamic(
             storage = fb.reg()
             fb.emit(Opcode.AllocStorage, sizes[k], ALIGNMENT, STORAGE_DTYPE, storage)
             fb.emit(Opcode.AllocTensorReg, storage, 0, shapes[k], leaf.dtype, dst)
-            _known_shapes(compiler)[dst] = shapes[k]
+            compiler.known_shapes[dst] = shapes[k]
         if obj is not None:
-            compiler._hold(frozenset((obj,)), dst)
+            compiler.hold(frozenset((obj,)), dst)
         outputs.append(dst)
     read = [inputs[i] for i in kept]  # the shape function above reads them all
     fb.emit(Opcode.InvokePacked, index, read + outputs, len(outputs))
-    return compiler._assemble(ty, outputs, plan.alias(call))
+    return compiler.assemble(ty, outputs, plan.alias(call))
 
 
-def _param_type(compiler: AnyT, param: Var) -> Type:
+def _param_type(compiler: FunctionEmitter, param: Var) -> Type:
     ty = known_type(param)
     if ty is None:
-        raise compiler._error(
+        raise compiler.error(
             f"primitive parameter %{param.name_hint} has no type; run type inference first"
         )
     return ty
 
 
 def _emit_shape_function(
-    compiler: AnyT, func: Function, inputs: list[int], in_types: list[TensorType]
+    compiler: FunctionEmitter, func: Function, inputs: list[int], in_types: list[TensorType]
 ) -> tuple[list[int], list[int]]:
     """Emit the call of ``func``'s shape function on the shapes of ``inputs``; returns the
     registers of each output's shape vector and of its size in bytes."""
-    from compiler.backend.codegen import STORAGE_DTYPE
-    from compiler.backend.memory_plan import ALIGNMENT
-
     fb = compiler.fb
     builder = compiler.context.builder
     index, ranks, by_value = _shape_function_index(compiler, func)
-    known = _known_shapes(compiler)
+    known = compiler.known_shapes
     shape_inputs = []
     for position, (reg, ty) in enumerate(zip(inputs, in_types)):
         if position in by_value:
@@ -271,30 +273,15 @@ def _emit_shape_function(
     return shapes, sizes
 
 
-# Per function being compiled: register of a tensor -> register of its shape vector.
-_SHAPES: weakref.WeakKeyDictionary[AnyT, dict[int, int]] = weakref.WeakKeyDictionary()
-
-
-def _known_shapes(compiler: AnyT) -> dict[int, int]:
-    return _SHAPES.setdefault(compiler, {})
-
-
-# Per module being compiled: primitive function (by id, kept alive) -> (index, output ranks).
-_SHAPE_FUNCTIONS: weakref.WeakKeyDictionary[
-    AnyT, dict[int, tuple[int, list[int], list[int], Function]]
-]
-_SHAPE_FUNCTIONS = weakref.WeakKeyDictionary()
-
-
-def _shape_function_index(compiler: AnyT, func: Function) -> tuple[int, list[int], list[int]]:
+def _shape_function_index(
+    compiler: FunctionEmitter, func: Function
+) -> tuple[int, list[int], list[int]]:
     """The primitive index of ``func``'s shape function (described and checked once per
     module), the ranks of the kernel's outputs, and the inputs it reads by value."""
     context = compiler.context
-    table = _SHAPE_FUNCTIONS.setdefault(context, {})
+    table = context.shape_functions
     cached = table.get(id(func))
     if cached is None:
-        from vm.kernels import KernelDescriptionError as RuntimeKernelError
-
         try:
             base, kernel = describe_primitive(func)
             if is_view_primitive(func):
@@ -302,7 +289,7 @@ def _shape_function_index(compiler: AnyT, func: Function) -> tuple[int, list[int
             description = shape_func_description(kernel)
             check_shape_func(description)
         except (KernelDescriptionError, RuntimeKernelError) as err:
-            raise compiler._error(
+            raise compiler.error(
                 f"the shapes of the primitive function calling {_op_names(func)} cannot be "
                 f"computed at run time: {err}"
             ) from None

@@ -21,7 +21,7 @@ from compiler.backend.type_specs import tensor_leaves
 from compiler.ir.expr import Call, Constant, Expr, Function, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import get_def
-from compiler.passes.typed_rewrite import known_type
+from compiler.transform.typed_rewrite import known_type
 
 # A value of the graph: a value index (a tensor) or a tuple of values.
 Tree = int | tuple

@@ -85,7 +85,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compiler.backend.dynamic import is_view_primitive
+from compiler.backend.match_compiler import is_irrefutable
+from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import (
     Call,
     Constructor,
@@ -106,10 +107,15 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import free_vars, let_chain
-from compiler.passes.typed_rewrite import is_closure, is_primitive
+from compiler.transform.pass_manager import PassContext
+from compiler.transform.typed_rewrite import is_closure, is_primitive
+from vm.isa import OPCODES, Opcode, OperandKind
 
 #: Byte alignment of every kernel output inside a storage.
 ALIGNMENT = 64
+
+#: Dtype hint of a function's storage: it is a plain byte buffer shared by all outputs.
+STORAGE_DTYPE = "uint8"
 
 #: Pool and results of a function that together fit in this many bytes share one storage.
 SHARED_STORAGE_BYTES = 1 << 16
@@ -315,11 +321,12 @@ class FunctionPlan:
     objects : tuple of MemoryObject
         Every buffer and foreign value, indexed by ``MemoryObject.index``.
     calls : tuple of KernelCall
-        Every kernel call in evaluation order (the order the code generator meets them).
+        Every kernel call in evaluation order; :meth:`kernel_outputs` finds one by identity.
     bindings : tuple of Var
         The let-bound variables in the order their bindings complete.
     kills : dict of int to Kill
-        Binding index (into ``bindings``) -> what to clear right after that binding.
+        Binding index (into ``bindings``) -> what to clear right after that binding;
+        :meth:`kill_after` finds it by the bound variable.
     unplanned_bytes : int
         The storage the function would take without planning.
     """
@@ -333,6 +340,34 @@ class FunctionPlan:
     unplanned_bytes: int
     _var_alias: dict[Var, frozenset[int]] = field(default_factory=dict, repr=False)
     _node_alias: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
+    _by_call: dict[Call, KernelCall] = field(init=False, repr=False, compare=False)
+    _binding_index: dict[Var, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Expressions hash and compare by identity, so these find the plan's entry for the
+        # very node the code generator holds, whatever order it meets them in.
+        self._by_call = {entry.call: entry for entry in self.calls}
+        self._binding_index = {var: index for index, var in enumerate(self.bindings)}
+
+    def kernel_outputs(self, call: Call) -> tuple[int, ...]:
+        """The objects of a kernel call's outputs, in leaf order (none for a view).
+
+        Raises
+        ------
+        KeyError
+            If ``call`` is not a kernel call of the planned body.
+        """
+        return self._by_call[call].outputs
+
+    def kill_after(self, var: Var) -> Kill | None:
+        """What to clear right after the let binding of ``var`` (None: nothing).
+
+        Raises
+        ------
+        KeyError
+            If ``var`` is not let-bound in the planned body.
+        """
+        return self.kills.get(self._binding_index[var])
 
     @property
     def peak_bytes(self) -> int:
@@ -424,7 +459,6 @@ def memory_plan_enabled() -> bool:
     TypeError
         If the config value is not a bool.
     """
-    from compiler.transform.pass_manager import PassContext
 
     value = PassContext.current().config.get(CONFIG_KEY, True)
     if not isinstance(value, (bool, np.bool_)):
@@ -441,7 +475,6 @@ def storage_bytes(exe: AnyT) -> dict[str, int]:
     Counts every ``AllocStorage`` whose size register is written only by ``LoadConsti``
     (the only kind the code generator emits). Callees' frames are not included.
     """
-    from vm.isa import OPCODES, Opcode, OperandKind
 
     out: dict[str, int] = {}
     for function in exe.functions:
@@ -788,8 +821,6 @@ class _Liveness:
         self._push(*steps, (self._merge, (expr, 2)))
 
     def _match(self, expr: Match) -> None:
-        from compiler.backend.match_compiler import is_irrefutable
-
         data = self.values.pop()
         self._tick()
         self._use(data)

@@ -77,8 +77,11 @@ def from_onnx(
         support (all of them are listed, with their nodes) or unsupported operator modes.
     """
     _require_onnx()
-    from compiler.frontend.onnx_graph import GraphImporter, model_opset
-    from compiler.frontend.onnx_load import load_model
+    from compiler.frontend.onnx_graph import (  # deferred: onnx, an optional extra
+        GraphImporter,
+        model_opset,
+    )
+    from compiler.frontend.onnx_load import load_model  # deferred: onnx, an optional extra
 
     proto = load_model(model)
     version = model_opset(proto) if opset is None else int(opset)

@@ -3,13 +3,13 @@
 Compiler layer (``compiler.frontend``); does not import ``onnx``.
 
 ``GridSample`` (bilinear, nearest and bicubic, every padding mode): each output pixel reads
-the input at a point the grid gives in normalized coordinates ([-1, 1], x then y). The point is mapped
-to pixels (``align_corners`` decides whether -1 and 1 are the centres or the edges of the
-border pixels); a point outside the image is clamped (``border``) or reflected off the edges
-until it is inside (``reflection``); then the pixels around it are gathered from the image
-flattened to ``(N * H * W, C)`` with one ``take`` each, weighted and summed. With ``zeros``
-padding, pixels outside the image read as zero. This follows onnxruntime and onnx's
-reference evaluator, nearest rounding half to even as they do.
+the input at a point the grid gives in normalized coordinates ([-1, 1], x then y). The point
+is mapped to pixels (``align_corners`` decides whether -1 and 1 are the centres or the edges
+of the border pixels); a point outside the image is clamped (``border``) or reflected off
+the edges until it is inside (``reflection``); then the pixels around it are gathered from
+the image flattened to ``(N * H * W, C)`` with one ``take`` each, weighted and summed. With
+``zeros`` padding, pixels outside the image read as zero. This follows onnxruntime and
+onnx's reference evaluator, nearest rounding half to even as they do.
 
 ``RoiAlign`` samples ``sampling_ratio x sampling_ratio`` points per output bin of each
 region and averages (or takes the maximum of) them. Bilinear weights are separable, so

@@ -80,7 +80,7 @@ def from_pytorch(
         their count), or unsupported operator modes.
     """
     _require_torch()
-    from compiler.frontend.pytorch_graph import TorchGraphImporter
+    from compiler.frontend.pytorch_graph import TorchGraphImporter  # deferred: torch, optional
 
     importer = TorchGraphImporter(
         script_module, input_infos, dict(custom_convert_map or {}), default_dtype

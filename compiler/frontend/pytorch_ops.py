@@ -25,6 +25,7 @@ from compiler.frontend.onnx_registry import converters as onnx_converters
 from compiler.frontend.pytorch_errors import OpNotImplemented, PyTorchImportError
 from compiler.ir.expr import Expr, Tuple
 from compiler.ir.types import Any
+from compiler.typing.infer import infer_expr
 
 #: The ``ai.onnx`` opset whose semantics the ONNX converters reused here apply.
 _ONNX_OPSET = 17
@@ -191,7 +192,6 @@ class TorchNode(NodeContext):
 
     def typed(self, expr: Expr) -> Value:
         """A Relay expression built by a custom converter, with its inferred type."""
-        from compiler.typing.infer import infer_expr
 
         try:
             return Value(expr, infer_expr(expr))

@@ -16,7 +16,7 @@ from typing import Any as AnyT
 import numpy as np
 
 from compiler.frontend.onnx_context import Value
-from compiler.frontend.pytorch_ops import TorchNode, register
+from compiler.frontend.pytorch_ops import SCALAR_TYPES, TorchNode, register
 
 
 def _pair(node: TorchNode, index: int, rank: int, what: str, default: int) -> list[int]:
@@ -278,8 +278,6 @@ def _softmax(node: TorchNode) -> Value:
     x = node.tensor(0)
     dtype = node.arg(2)
     if isinstance(dtype, int) and not isinstance(dtype, bool):
-        from compiler.frontend.pytorch_ops import SCALAR_TYPES
-
         x = node.cast(x, SCALAR_TYPES.get(dtype, x.dtype))
     op = "nn.log_softmax" if "log_softmax" in node.kind else "nn.softmax"
     return node.call(op, x, axis=node.axis(node.arg(1), x.ndim))

@@ -1,7 +1,7 @@
 """Relay expressions, patterns and constructors.
 
-Compiler layer (``compiler.ir``); imports numpy and ``compiler.ir`` only (operator
-nodes are looked up lazily in ``compiler.op``).
+Compiler layer (``compiler.ir``); imports numpy and ``compiler.ir`` only (printing and the
+operator sugar go through :mod:`compiler.ir.hooks`, which the higher layers fill in).
 
 Expressions are immutable trees (DAGs, since nodes may be shared). Two fields are
 filled in after construction: ``span`` (where the parser found the node, for error
@@ -12,15 +12,20 @@ identity; use :func:`compiler.ir.structural.structural_equal` for structure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compiler.ir import hooks
 from compiler.ir.attrs import Attrs, make_attrs
-from compiler.ir.types import GlobalTypeVar, Type, TypeVar
-
-if TYPE_CHECKING:
-    from compiler.ir.types import FuncType
+from compiler.ir.types import (
+    FuncType,
+    GlobalTypeVar,
+    IncompleteType,
+    TensorType,
+    Type,
+    TypeVar,
+    normalize_dtype,
+)
 
 
 class Span:
@@ -46,9 +51,7 @@ class Node:
         self.span: Span | None = None
 
     def __str__(self) -> str:
-        from compiler.text.printer import expr_to_text
-
-        return expr_to_text(self)
+        return hooks.expr_to_text(self)
 
     def __repr__(self) -> str:
         text = str(self)
@@ -80,11 +83,9 @@ class Expr(Node):
 
     # Operator sugar, resolved through the operator registry (TVM's ExprWithOp).
     def _binary(self, name: str, other: object, reverse: bool = False) -> Call:
-        from compiler.op.registry import get_op
-
         rhs = other if isinstance(other, Expr) else const(other)
         args = [rhs, self] if reverse else [self, rhs]
-        return Call(get_op(name), args)
+        return Call(hooks.get_op(name), args)
 
     def __add__(self, other: object) -> Call:
         return self._binary("add", other)
@@ -123,9 +124,7 @@ class Expr(Node):
         return self._binary("greater_equal", other)
 
     def __neg__(self) -> Call:
-        from compiler.op.registry import get_op
-
-        return Call(get_op("negative"), [self])
+        return Call(hooks.get_op("negative"), [self])
 
     def __getitem__(self, index: int) -> TupleGetItem:
         return TupleGetItem(self, index)
@@ -274,8 +273,6 @@ class Function(Expr):
     @property
     def func_type_annotation(self) -> FuncType:
         """The declared type, with ``IncompleteType`` where nothing was annotated."""
-        from compiler.ir.types import FuncType, IncompleteType
-
         return FuncType(
             [p.type_annotation or IncompleteType() for p in self.params],
             self.ret_type or IncompleteType(),
@@ -384,8 +381,6 @@ def var(
     dtype : str
         The dtype used with ``shape`` (default ``float32``).
     """
-    from compiler.ir.types import TensorType
-
     if type_annotation is not None and shape is not None:
         raise ValueError("give either type_annotation or shape, not both")
     if isinstance(type_annotation, str):
@@ -401,8 +396,6 @@ def const(value: object, dtype: object = None) -> Constant:
     Python ``float`` becomes float32, ``int`` int32 and ``bool`` bool unless ``dtype`` is given
     (TVM's rule); numpy arrays keep their dtype.
     """
-    from compiler.ir.types import normalize_dtype
-
     if isinstance(value, Constant):
         return value
     if dtype is not None:

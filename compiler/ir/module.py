@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from compiler.ir import hooks
 from compiler.ir.expr import Constructor, Expr, Function, GlobalVar
 from compiler.ir.types import GlobalTypeVar, TypeData
+from compiler.ir.visitor import free_vars
 
 
 class IRModule:
@@ -161,8 +163,6 @@ class IRModule:
         type_defs: Mapping[str | GlobalTypeVar, TypeData] | None = None,
     ) -> IRModule:
         """A module whose ``main`` is ``expr`` (wrapped in a function over its free variables)."""
-        from compiler.ir.visitor import free_vars
-
         mod = IRModule(functions, type_defs)
         if not isinstance(expr, Function):
             expr = Function(free_vars(expr), expr)
@@ -181,9 +181,7 @@ class IRModule:
 
     def astext(self) -> str:
         """The module in the Relay text format."""
-        from compiler.text.printer import module_to_text
-
-        return module_to_text(self)
+        return hooks.module_to_text(self)
 
     def __str__(self) -> str:
         return self.astext()

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any as AnyT
 
+from compiler.ir import hooks
 from compiler.ir.expr import (
     Call,
     Clause,
@@ -45,6 +46,7 @@ from compiler.ir.expr import (
     TupleGetItem,
     Var,
 )
+from compiler.ir.module import IRModule
 from compiler.ir.types import (
     Any,
     FuncType,
@@ -57,6 +59,7 @@ from compiler.ir.types import (
     TypeData,
     TypeVar,
 )
+from compiler.ir.visitor import pattern_vars
 
 __all__ = ["structural_equal", "structural_hash"]
 
@@ -112,10 +115,8 @@ def _attrs_equal(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
 def _effective_attrs(op: object, attrs: Mapping[str, object]) -> Mapping[str, object]:
     """Operator attributes with defaults filled, so ``sum(%x)`` equals ``sum(%x, axis=None)``."""
     if isinstance(op, Op):
-        from compiler.op.registry import get_def
-
         try:
-            return get_def(op.name).normalize_attrs(attrs)
+            return hooks.normalize_op_attrs(op.name, attrs)
         except (TypeError, ValueError):
             return attrs
     return attrs
@@ -144,8 +145,6 @@ class _Equal:
         self.stack: list[tuple[object, object]] = []
 
     def run(self, lhs: object, rhs: object) -> bool:
-        from compiler.ir.module import IRModule
-
         if isinstance(lhs, IRModule) or isinstance(rhs, IRModule):
             if not (isinstance(lhs, IRModule) and isinstance(rhs, IRModule)):
                 return False
@@ -408,8 +407,6 @@ class _Hasher:
         self.keep: list[object] = []
 
     def run(self, node: object) -> int:
-        from compiler.ir.module import IRModule
-
         if isinstance(node, IRModule):
             types = sorted(
                 ((g.name_hint, d) for g, d in node.type_definitions.items()), key=lambda t: t[0]
@@ -465,8 +462,6 @@ class _Hasher:
             elif isinstance(node, Let):
                 give(node.var, ("let",))
             elif isinstance(node, Clause):
-                from compiler.ir.visitor import pattern_vars
-
                 for index, var in enumerate(pattern_vars(node.lhs)):
                     give(var, ("pvar", index))
             elif isinstance(node, FuncType):

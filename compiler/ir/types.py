@@ -1,7 +1,7 @@
 """Relay types: tensors, tuples, functions, type variables and algebraic data types.
 
-Compiler layer (``compiler.ir``); imports the standard library, numpy and the dtype list of
-``serialization``.
+Compiler layer (``compiler.ir``); imports the standard library, numpy, the dtype list of
+``serialization`` and :mod:`compiler.ir.hooks` (through which types print).
 
 Types are immutable. Structural comparison of types lives in
 :mod:`compiler.ir.structural`; ``==`` on types is identity for type variables and
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from compiler.ir import hooks
 from serialization.dtypes import DTYPE_NAMES
 
 #: Every dtype the front end accepts, by its numpy name (the list the file format allows).
@@ -39,9 +40,7 @@ class Type:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from compiler.text.printer import type_to_text
-
-        return type_to_text(self)
+        return hooks.type_to_text(self)
 
     __repr__ = __str__
 

@@ -1,8 +1,8 @@
 """Imports every operator definition module so that all operators are registered.
 
-Compiler layer (``compiler.op``). :func:`compiler.op.registry._ensure_loaded` imports this
-module the first time the registry is consulted; the definition modules register their
-operators as a side effect of being imported.
+Compiler layer (``compiler.op``). The package (``compiler/op/__init__.py``) imports this
+module, so any import of a ``compiler.op`` module leaves every operator registered; the
+definition modules register their operators as a side effect of being imported.
 """
 
 from compiler.op import (  # noqa: F401  (registration on import)

@@ -15,15 +15,15 @@ all read this one registry.
 from __future__ import annotations
 
 import enum
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.ir import hooks
 from compiler.ir.attrs import Attrs, make_attrs
 from compiler.ir.expr import Op
-from compiler.ir.types import Type
+from compiler.ir.types import Type, normalize_dtype
 from vm.kernels.rules import Attr
 
 
@@ -125,13 +125,9 @@ def _coerce_attr(op: str, spec: AttrSpec, value: object) -> object:
         if not isinstance(value, str):
             raise TypeError(f"{where} must be a string, got {value!r}")
     elif kind == "dtype":
-        from compiler.ir.types import normalize_dtype
-
         value = normalize_dtype(value)
     elif kind == "dtype_or_empty":
         # TVM's out_dtype="" convention: empty means "the input's dtype".
-        from compiler.ir.types import normalize_dtype
-
         if value != "":
             try:
                 value = normalize_dtype(value)
@@ -171,16 +167,8 @@ def register_op(opdef: OpDef) -> OpDef:
     return opdef
 
 
-def _ensure_loaded() -> None:
-    # Not "if the registry is empty": importing one definitions module directly (for a
-    # helper it exports) registers its operators only, and every other would go missing.
-    if "compiler.op.definitions" not in sys.modules:
-        import compiler.op.definitions  # noqa: F401  (registers every operator)
-
-
 def get_op(name: str) -> Op:
     """The unique :class:`Op` node for ``name``; ``ValueError`` naming close matches if unknown."""
-    _ensure_loaded()
     try:
         return _OPS[name]
     except KeyError:
@@ -194,7 +182,6 @@ Op.get = staticmethod(get_op)  # type: ignore[attr-defined]
 
 def get_def(name: str) -> OpDef:
     """The :class:`OpDef` for ``name``."""
-    _ensure_loaded()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -203,7 +190,6 @@ def get_def(name: str) -> OpDef:
 
 def list_ops() -> list[str]:
     """Every registered operator name, sorted."""
-    _ensure_loaded()
     return sorted(_REGISTRY)
 
 
@@ -213,3 +199,11 @@ def _unknown(name: str) -> str:
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"unknown operator {name!r}{hint}"
+
+
+def _normalize_op_attrs(name: str, attrs: Mapping[str, object]) -> Mapping[str, object]:
+    return get_def(name).normalize_attrs(attrs)
+
+
+# The IR's operator sugar (``x + y``) and structural equality's attribute defaults.
+hooks.register_operators(get_op, _normalize_op_attrs)

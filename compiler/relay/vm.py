@@ -27,7 +27,7 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
 4. eta-expand constructors used as values, infer types, write down the axes of each
-   ``squeeze`` without ``axis`` (:mod:`compiler.passes.squeeze_axes`);
+   ``squeeze`` without ``axis`` (:mod:`compiler.transform.squeeze_axes`);
 5. ``FuseOps``: group operator calls into primitive functions, one kernel each (fused at
    opt_level 1 and above; at opt_level 0 every operator is its own kernel);
 6. wrap any operator call still outside a primitive (when ``FuseOps`` is disabled);
@@ -45,13 +45,38 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import vm
+from compiler.backend.codegen import compile_module
+from compiler.ir.bind import bind_params_by_name
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
+from compiler.relay.target import as_target
+from compiler.transform import (
+    AlterOpLayout,
+    CombineParallelDense,
+    CombineSummedDense,
+    DeadCodeElimination,
+    EliminateCommonSubexpr,
+    FoldConstant,
+    InferType,
+    ModulePass,
+    PassContext,
+    Sequential,
+    SimplifyInference,
+    SpecializeConstantArguments,
+    SplitToSlices,
+)
+from compiler.transform.eta_expand import eta_expand
+from compiler.transform.fuse_ops import FuseOps
+from compiler.transform.lambda_lift import lambda_lift
+from compiler.transform.pass_manager import PassInfo
+from compiler.transform.primitives import wrap_primitives
+from compiler.transform.squeeze_axes import explicit_squeeze_axes
+from compiler.transform.to_anf import to_anf
 
 
 def _check_target(target: object, target_host: object = None) -> None:
     """Raise unless ``target`` and ``target_host`` name this CPU (see compiler.relay.target)."""
-    from compiler.relay.target import as_target
 
     as_target(target, target_host)
 
@@ -67,7 +92,6 @@ def _as_module(mod: object) -> IRModule:
 def _bind_params(mod: IRModule, params: Mapping[str, Any] | None) -> IRModule:
     if not params:
         return mod
-    from compiler.ir.bind import bind_params_by_name
 
     if "main" not in mod:
         raise ValueError("params were given but the module has no @main to bind them to")
@@ -78,7 +102,6 @@ def _bind_params(mod: IRModule, params: Mapping[str, Any] | None) -> IRModule:
 
 def _lowering_pass(name: str, func: Callable[[IRModule], IRModule]) -> Any:
     """A named pass for a lowering step (so pass instruments see it)."""
-    from compiler.transform import ModulePass
 
     return ModulePass(lambda mod, ctx: func(mod), opt_level=0, name=name)
 
@@ -94,7 +117,6 @@ DEFAULT_REWRITE_LEVEL = 2
 def _at_level(pass_: Any, opt_level: int) -> Any:
     """``pass_`` (a fresh object) enabled in this pipeline from ``opt_level`` on; the pass
     classes keep TVM's level for users who put them in their own ``Sequential``."""
-    from compiler.transform.pass_manager import PassInfo
 
     pass_.info = PassInfo(opt_level, pass_.info.name, pass_.info.required)
     return pass_
@@ -102,17 +124,6 @@ def _at_level(pass_: Any, opt_level: int) -> Any:
 
 def _optimizations() -> Any:
     """The optimizing passes, filtered by the current PassContext like any Sequential."""
-    from compiler.transform import (
-        AlterOpLayout,
-        CombineParallelDense,
-        CombineSummedDense,
-        EliminateCommonSubexpr,
-        FoldConstant,
-        Sequential,
-        SimplifyInference,
-        SpecializeConstantArguments,
-        SplitToSlices,
-    )
 
     # The second FoldConstant computes the weight transforms AlterOpLayout introduced.
     return Sequential(
@@ -133,10 +144,6 @@ def _optimizations() -> Any:
 
 def _lowering() -> list[Any]:
     """The steps from an optimized module to the code generator's input, in order."""
-    from compiler.passes import eta_expand, lambda_lift, to_anf, wrap_primitives
-    from compiler.passes.fuse_ops import FuseOps
-    from compiler.passes.squeeze_axes import explicit_squeeze_axes
-    from compiler.transform import InferType, Sequential
 
     return [
         _lowering_pass("EtaExpand", eta_expand),
@@ -175,7 +182,6 @@ def optimize(
     (IRModule, dict)
         The lowered, type-checked module and the parameters that were bound.
     """
-    from compiler.transform import DeadCodeElimination, PassContext
 
     _check_target(target, target_host)
     lowered = _bind_params(_as_module(mod), params)
@@ -230,7 +236,6 @@ def compile(
     compiler.backend.codegen.CodegenError
         If the program uses something the VM cannot run yet.
     """
-    from compiler.backend.codegen import compile_module
 
     lowered, _ = optimize(mod, target, target_host, params)
     return compile_module(lowered)
@@ -239,8 +244,6 @@ def compile(
 def __getattr__(name: str) -> Any:
     # TVM's relay.vm also names the runtime classes; they are vm's own, loaded on use.
     if name in ("Executable", "VirtualMachine"):
-        import vm
-
         return getattr(vm, name)
     raise AttributeError(f"module 'relay.vm' has no attribute {name!r}")
 

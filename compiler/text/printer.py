@@ -29,6 +29,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from compiler.ir import hooks
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import (
     Call,
@@ -52,6 +53,7 @@ from compiler.ir.expr import (
     TupleGetItem,
     Var,
 )
+from compiler.ir.module import IRModule
 from compiler.ir.types import (
     DTYPES,
     Any,
@@ -65,6 +67,8 @@ from compiler.ir.types import (
     TypeData,
     TypeVar,
 )
+from compiler.ir.visitor import free_vars
+from compiler.op.registry import get_def
 from compiler.text.lexer import KEYWORDS
 from compiler.text.literals import format_scalar
 from compiler.text.metadata import CONSTANT_KIND, encode_constants
@@ -98,8 +102,6 @@ def module_to_text(mod: object, show_meta_data: bool = True) -> str:
     show_meta_data : bool
         Append the ``#[metadata]`` section (needed to parse large constants back).
     """
-    from compiler.ir.module import IRModule
-
     if not isinstance(mod, IRModule):
         raise TypeError(f"module_to_text expects an IRModule, got {type(mod).__name__}")
     printer = _Printer(type_names={gtv.name_hint for gtv in mod.type_definitions})
@@ -136,6 +138,10 @@ def type_to_text(ty: Type) -> str:
     if isinstance(ty, TypeData):
         return _flatten(printer.type_def(ty))
     return run(printer.g_type(ty))
+
+
+# ``str(node)``, ``str(type)`` and ``mod.astext()`` print through these.
+hooks.register_printer(expr_to_text, type_to_text, module_to_text)
 
 
 def _flatten(doc: Doc) -> str:
@@ -324,8 +330,6 @@ class _Printer:
         return ["def ", global_name(gvar.name_hint), head, " {\n", body, "\n}\n"]
 
     def standalone(self, expr: Expr, show_free_vars: bool) -> Doc:
-        from compiler.ir.visitor import free_vars
-
         self.names = _Names(self.type_names)
         self._reset_plan()
         decls: list[Doc] = []
@@ -653,8 +657,6 @@ def _expr_children(node: Expr) -> Iterable[Expr]:
 
 def _op_attrs(op: Op, attrs: Attrs) -> list[Doc]:
     """``name=value`` for attributes that differ from the operator's defaults, in schema order."""
-    from compiler.op.registry import get_def
-
     try:
         specs = get_def(op.name).attrs
     except ValueError:

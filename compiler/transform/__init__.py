@@ -8,6 +8,25 @@ Compiler layer (``compiler.transform``). Each pass is an object with a ``name`` 
                                       relay.transform.FoldConstant()])
     with relay.transform.PassContext(opt_level=3):
         mod = seq(mod)
+
+The same package holds the lowering passes the VM compiler (:mod:`compiler.relay.vm`) runs
+after them, with type inference in between: pure ``IRModule -> IRModule`` functions, one
+per module, none mutating its input:
+
+- :func:`~compiler.transform.eta_expand.eta_expand`: constructors used as values become
+  global functions;
+- :func:`~compiler.transform.fuse_ops.fuse_ops`: operator calls are grouped into primitive
+  functions, one kernel each, by TVM's fusion rules (:mod:`compiler.transform.fuse_graph`
+  finds the groups); :class:`FuseOps` is the same as a pass object;
+- :func:`~compiler.transform.primitives.wrap_primitives`: each operator call still outside
+  a primitive gets its own;
+- :func:`~compiler.transform.to_anf.to_anf`: A-normal form, every non-atomic
+  sub-expression bound by a ``let``;
+- :func:`~compiler.transform.lambda_lift.lambda_lift`: local functions become globals,
+  closures capture free variables.
+
+:mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
+types over to rebuilt nodes, recognizing primitives and closures).
 """
 
 from compiler.transform.alter_op_layout import AlterOpLayout
@@ -16,6 +35,7 @@ from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
+from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import (
     FunctionPass,
@@ -43,6 +63,7 @@ for _pass in (
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
+    FuseOps,
     InferType,
     RemoveUnusedFunctions,
     SimplifyInference,
@@ -52,18 +73,6 @@ for _pass in (
     register_pass(_pass.__name__, _pass)
 del _pass
 
-
-def __getattr__(name: str) -> object:
-    # FuseOps lives with the lowering passes (compiler.passes.fuse_ops), which import this
-    # package's pass manager; importing it lazily keeps the two packages free of a cycle.
-    if name == "FuseOps":
-        from compiler.passes.fuse_ops import FuseOps
-
-        return FuseOps
-    raise AttributeError(f"module 'relay.transform' has no attribute {name!r}")
-
-
-register_pass("FuseOps", lambda: __getattr__("FuseOps")())  # type: ignore[operator]
 
 __all__ = [
     "AlterOpLayout",

@@ -24,6 +24,7 @@ from typing import Any as AnyT
 from compiler.ir.expr import Clause, Expr, Function, Let, Node
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import children, post_order, rebuild
+from compiler.transform.infer_type import InferType
 
 __all__ = ["BindingMutator", "is_primitive", "rewrite_module"]
 
@@ -119,7 +120,6 @@ def rewrite_module(
     """``mod`` type-checked, with every function rewritten by a fresh ``make()`` (rewriters
     read the ``_checked_type`` of the original nodes); a plain copy, not type-checked, when
     no node outside the primitive functions is ``wanted``."""
-    from compiler.transform.infer_type import InferType
 
     outside = lambda node: not is_primitive(node)  # noqa: E731
     if not any(wanted(n) for f in mod.functions.values() for n in post_order(f, descend=outside)):

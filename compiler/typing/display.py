@@ -5,7 +5,8 @@ Compiler layer (``compiler.typing``).
 Error messages must never fail, so this module does not depend on the text printer
 for types (it writes the text format's spelling itself, with ``_`` for a type not
 inferred yet) and only tries the printer for expressions, falling back to a
-depth-limited sketch such as ``add(%x, %y)`` when the printer is missing or fails.
+depth-limited sketch such as ``add(%x, %y)`` when the printer fails.
+:func:`value_type_text` is the spelling the executors' argument checks use.
 Everything here is iterative or depth-bounded.
 """
 
@@ -42,6 +43,8 @@ from compiler.ir.types import (
     TypeCall,
     TypeVar,
 )
+from compiler.op.typerel import fmt_type
+from compiler.text.printer import expr_to_text
 
 #: Longest expression text quoted in a message.
 MAX_EXPR_CHARS = 200
@@ -79,6 +82,26 @@ def type_text(ty: Type) -> str:
     return done[id(ty)]
 
 
+def value_type_text(ty: Type | None) -> str:
+    """A type as the text format writes it (without the printer), ``any value`` for None.
+
+    What argument checks name as expected (``relay.create_executor``, ``relay.build``).
+    """
+    if ty is None:
+        return "any value"
+    if isinstance(ty, TypeCall):
+        return f"{ty.func.name_hint}[{', '.join(value_type_text(a) for a in ty.args)}]"
+    if isinstance(ty, (GlobalTypeVar, TypeVar)):
+        return ty.name_hint
+    if isinstance(ty, TupleType):
+        inner = ", ".join(value_type_text(f) for f in ty.fields)
+        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
+    if isinstance(ty, FuncType):
+        args = ", ".join(value_type_text(a) for a in ty.arg_types)
+        return f"fn ({args}) -> {value_type_text(ty.ret_type)}"
+    return fmt_type(ty)
+
+
 def _one_type(t: Type, parts: list[str]) -> str:
     if isinstance(t, TensorType):
         return f"Tensor[{_shape_text(t.shape)}, {t.dtype}]"
@@ -103,10 +126,8 @@ def _one_type(t: Type, parts: list[str]) -> str:
 def expr_text(node: Node) -> str:
     """``node`` as text on one line, at most :data:`MAX_EXPR_CHARS` characters."""
     try:
-        from compiler.text.printer import expr_to_text
-
         text = expr_to_text(node, show_meta_data=False, show_free_vars=False)
-    except Exception:  # the printer is optional here: a sketch still names the node
+    except Exception:  # a node the printer rejects is still named by its sketch
         text = sketch(node)
     text = " ".join(text.split())
     if len(text) > MAX_EXPR_CHARS:

@@ -8,7 +8,8 @@ import pytest
 
 import vm
 from compiler import relay
-from compiler.executor import check_graph_program, convert_arguments
+from compiler.build import check_graph_program
+from compiler.executor import convert_arguments
 from compiler.interpreter import InterpreterClosure, InterpreterError
 from vm.objects import ADT
 

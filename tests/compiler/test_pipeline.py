@@ -14,7 +14,7 @@ from compiler import relay
 from compiler.backend.kernel_desc import MAX_READABLE_NAME, kernel_base_name
 from compiler.ir.expr import Call, Constant, Function, Let
 from compiler.ir.visitor import post_order
-from compiler.passes.typed_rewrite import is_primitive
+from compiler.transform.typed_rewrite import is_primitive
 from vm.isa import Opcode
 
 T = relay.transform

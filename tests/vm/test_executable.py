@@ -12,6 +12,7 @@ from tests.vm.executable_samples import (
     kernel_executable,
     tiny_executable,
 )
+from vm.canonical import canonical_description, canonical_type_spec
 from vm.errors import (
     ExecutableLoadError,
     InvalidExecutableError,
@@ -19,7 +20,7 @@ from vm.errors import (
     UnknownFunctionError,
     VMError,
 )
-from vm.executable import Executable, canonical_description, canonical_type_spec
+from vm.executable import Executable
 from vm.isa import Opcode
 from vm.program import Instruction, Primitive, VMFunction
 

@@ -21,8 +21,8 @@ from compiler.ir.expr import Function
 from compiler.ir.types import TensorType, TupleType
 from compiler.ir.visitor import post_order
 from compiler.op.registry import get_def, get_op, list_ops
-from compiler.passes import wrap_primitives
-from compiler.passes.typed_rewrite import is_primitive
+from compiler.transform.primitives import wrap_primitives
+from compiler.transform.typed_rewrite import is_primitive
 from compiler.typing import infer_types
 from vm.kernels import KernelDescriptionError, supported_ops
 from vm.shape_funcs import (

@@ -36,7 +36,8 @@ from llvmlite import binding, ir
 from numba import carray, cfunc, literal_unroll, njit, types
 from numba.extending import intrinsic
 
-from vm.kernels import atomics, conv_loops, packed, threads, winograd
+from vm.kernels import atomics, conv_loops, packed, winograd
+from vm.kernels.openblas import openblas
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -79,7 +80,7 @@ def _numpy_gemm(dtype: np.dtype):
 
 def _resolve() -> dict[str, int]:
     """Addresses for the three symbols: OpenBLAS's functions, or Python fallbacks."""
-    library = threads.openblas()
+    library = openblas()
     if library is not None:
         for single, double in _ILP64_NAMES:
             try:

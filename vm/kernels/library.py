@@ -53,6 +53,7 @@ _LIBRARY_MODULES = (
     "gemm.py",
     "helpers.py",
     "newshape.py",
+    "openblas.py",
     "packed.py",
     "panels.py",
     "pool_loops.py",

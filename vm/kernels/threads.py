@@ -1,6 +1,7 @@
 """Worker threads that share big matrix products with the calling thread.
 
-Runtime layer (``vm.kernels``); standard library and ctypes.
+Runtime layer (``vm.kernels``); standard library, ctypes, numba and :mod:`vm.kernels.gemm`
+(whose shared products and sleep/wake-up steps the workers run).
 
 numpy's OpenBLAS parallelizes a product with threads that busy-wait for each other. On a
 machine whose cores are shared (other processes, or another library's thread pool that
@@ -44,7 +45,6 @@ import ctypes
 import itertools
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,43 +52,14 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from numba.core.types import int64
 
-from vm.kernels import spin
-
-_SYMBOL = "openblas_set_num_threads_local"
+from vm.kernels import gemm, spin
+from vm.kernels.openblas import SET_THREADS_LOCAL, openblas
 
 #: The most threads used without ``RELAYVM_NUM_THREADS``: products are cut into a few chunks
 #: per thread, and polling workers cost a core each while they wait.
 DEFAULT_MAX_THREADS = 8
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
-
-
-def openblas() -> ctypes.CDLL | None:
-    """numpy's OpenBLAS, if numpy uses an OpenBLAS with thread-local thread control."""
-    with _LOCK:
-        if "library" not in _STATE:
-            _STATE["library"] = _find_openblas()
-        return _STATE["library"]  # type: ignore[return-value]
-
-
-def _find_openblas() -> ctypes.CDLL | None:
-    import numpy  # noqa: F401  (loads the BLAS library, so it shows in the process map)
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
-            paths = {line.split()[-1] for line in handle if "openblas" in line.lower()}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        if not os.path.isfile(path):
-            continue
-        try:
-            library = ctypes.CDLL(path)
-            getattr(library, _SYMBOL)
-        except (OSError, AttributeError):
-            continue
-        return library
-    return None
 
 
 def _thread_count() -> int:
@@ -134,7 +105,7 @@ def _setter() -> Callable[[int], int] | None:
     setter = _STATE.get("setter", False)
     if setter is False:
         library = openblas()
-        setter = None if library is None else getattr(library, _SYMBOL)
+        setter = None if library is None else getattr(library, SET_THREADS_LOCAL)
         if setter is not None:
             setter.restype = ctypes.c_int
             setter.argtypes = [ctypes.c_int]
@@ -247,8 +218,6 @@ _PIPE_STEPS = (("going_to_sleep", ()), ("woken", ()), ("has_work", ()), ("wake",
 
 
 def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | None) -> None:
-    from vm.kernels import gemm
-
     setter = _setter()
     if setter is not None:
         setter(1)
@@ -292,8 +261,6 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
 
 
 def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
-    from vm.kernels import gemm
-
     with _LOCK:
         if "jobs" not in _STATE:
             jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -331,8 +298,6 @@ def start() -> None:
 
 
 def _wake(count: int) -> None:
-    from vm.kernels import gemm
-
     if "wake" in _STATE and gemm.sleeping() > 0:
         gemm.wake(count)
 
@@ -341,9 +306,7 @@ def _forget_pool() -> None:
     """In a forked child the workers do not exist: start a new pool when one is needed."""
     for key in ("jobs", "posted", "workers", "wake", "caller_cpu"):
         _STATE.pop(key, None)
-    gemm = sys.modules.get("vm.kernels.gemm")
-    if gemm is not None:
-        gemm.reset()
+    gemm.reset()
 
 
 if hasattr(os, "register_at_fork"):

@@ -7,7 +7,7 @@ import pytest
 from compiler import relay
 from compiler.backend.codegen import CodegenError, compile_module
 from compiler.relay.vm import optimize
-from tests.compiler.passes.util import HEADER, parse
+from tests.compiler.transform.util import HEADER, parse
 from vm.isa import Opcode
 
 

@@ -16,13 +16,14 @@ import pytest
 import vm
 from compiler import relay
 from compiler.backend import memory_plan as mp
-from compiler.backend.dynamic import has_dynamic_output, is_view_primitive, lowers_here
+from compiler.backend.dynamic import has_dynamic_output, lowers_here
 from compiler.backend.kernel_desc import describe_primitive
+from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import Call, Function
 from compiler.ir.visitor import post_order
-from compiler.passes.typed_rewrite import is_primitive
 from compiler.relay.vm import optimize
-from tests.compiler.passes.util import parse
+from compiler.transform.typed_rewrite import is_primitive
+from tests.compiler.transform.util import parse
 from vm.builder import ExecutableBuilder
 from vm.isa import Opcode
 from vm.shape_funcs import is_shape_func, shape_func_description

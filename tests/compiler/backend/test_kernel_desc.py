@@ -12,7 +12,7 @@ from compiler.backend.kernel_desc import (
 )
 from compiler.ir.expr import Function
 from compiler.typing import infer_types
-from tests.compiler.passes.util import parse
+from tests.compiler.transform.util import parse
 from vm.kernels import check_description
 
 

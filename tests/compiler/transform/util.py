@@ -34,6 +34,19 @@ def assert_same(actual: IRModule, expected: IRModule | str) -> None:
     )
 
 
+def assert_same_untyped(actual: IRModule, expected: IRModule | str) -> None:
+    """Fail unless ``actual`` is structurally equal to ``expected`` as written, untyped.
+
+    For the lowering passes (fusion, A-normal form, lambda lifting, ...), whose tests compare
+    exactly what the pass produced, annotations included.
+    """
+    want = parse(expected) if isinstance(expected, str) else expected
+    assert relay.structural_equal(actual, want), (
+        "pass output differs from the expected program.\n"
+        f"--- actual:\n{actual}\n--- expected:\n{want}"
+    )
+
+
 def run(mod: IRModule, *args: object) -> object:
     """``main(*args)`` on the reference interpreter."""
     return relay.create_executor("debug", mod).evaluate()(*args)

@@ -24,6 +24,7 @@ from numba import njit
 
 from tests.vm.kernels.workers import assert_shared, needs_workers, wait_until, workers_polling
 from vm.kernels import blas, gemm, threads
+from vm.kernels.openblas import openblas
 
 RNG = np.random.default_rng(5)
 ROOT = Path(__file__).resolve().parents[3]
@@ -77,7 +78,7 @@ def test_empty_operands_give_zeros_or_nothing(m, n, k):
     np.testing.assert_array_equal(out, np.zeros((m, n)))
 
 
-@pytest.mark.skipif(threads.openblas() is None, reason="numpy does not use OpenBLAS")
+@pytest.mark.skipif(openblas() is None, reason="numpy does not use OpenBLAS")
 def test_the_thread_count_is_restored_after_a_call():
     setter = threads._setter()
     previous = setter(3)

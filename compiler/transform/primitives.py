@@ -1,6 +1,6 @@
 """Primitive extraction: every operator call becomes a call of a primitive function.
 
-Compiler layer (``compiler.passes``).
+Compiler layer (``compiler.transform``).
 
 ``add(%x, 1f)`` becomes::
 
@@ -8,7 +8,7 @@ Compiler layer (``compiler.passes``).
 
 A primitive function is the unit the code generator turns into one kernel and one
 ``InvokePacked``. Its body is a small dataflow graph of operator calls over its
-parameters; :func:`compiler.passes.fuse_ops` builds primitives of several operators the
+parameters; :func:`compiler.transform.fuse_ops` builds primitives of several operators the
 same way. In the VM pipeline this pass runs after fusion and only finds operator calls
 when ``FuseOps`` was disabled; it is also the simplest way to lower a module unfused.
 Tuple literals given to an operator (the input of ``concatenate``) are passed field by
@@ -25,7 +25,7 @@ from compiler.ir.expr import Call, Expr, Function, Node, Op, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType
 from compiler.ir.visitor import ExprMutator
-from compiler.passes.typed_rewrite import carry_type, is_primitive, known_type, with_type
+from compiler.transform.typed_rewrite import carry_type, is_primitive, known_type, with_type
 
 
 def wrap_primitives(mod: IRModule) -> IRModule:

@@ -15,8 +15,8 @@ import pytest
 from compiler import relay
 from compiler.ir.expr import Call, Function
 from compiler.ir.visitor import post_order
-from compiler.passes.fuse_ops import fuse_ops
-from compiler.passes.typed_rewrite import is_primitive
+from compiler.transform.fuse_ops import fuse_ops
+from compiler.transform.typed_rewrite import is_primitive
 from tests.compiler.transform.util import assert_results_match, assert_same, parse
 
 RNG = np.random.default_rng(5)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from compiler import relay
 from compiler.ir.expr import Function
-from compiler.passes import lambda_lift, to_anf
-from compiler.passes.typed_rewrite import is_closure
+from compiler.transform.lambda_lift import lambda_lift
+from compiler.transform.to_anf import to_anf
+from compiler.transform.typed_rewrite import is_closure
 from compiler.typing import infer_types
-from tests.compiler.passes.util import assert_same, parse
+from tests.compiler.transform.util import assert_same, parse
 
 
 def lift(text: str):  # type: ignore[no-untyped-def]

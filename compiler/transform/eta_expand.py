@@ -1,6 +1,6 @@
 """Eta-expansion of constructors used as values: ``@foldr(Cons, Nil(), %xs)`` gets a real function.
 
-Compiler layer (``compiler.passes``).
+Compiler layer (``compiler.transform``).
 
 A constructor is only code when it is called (it becomes ``AllocADT``). Where one is
 passed around as a value, this pass substitutes a global wrapper function, one per
@@ -31,7 +31,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import TypeCall, TypeVar
 from compiler.ir.visitor import ExprMutator, children, rebuild
-from compiler.passes.typed_rewrite import carry_type, is_primitive, substitute_type
+from compiler.transform.typed_rewrite import carry_type, is_primitive, substitute_type
 
 
 def eta_expand(mod: IRModule) -> IRModule:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from compiler.ir.expr import Call, Function, Op
 from compiler.ir.visitor import post_order
-from compiler.passes import wrap_primitives
-from compiler.passes.typed_rewrite import is_primitive
+from compiler.transform.primitives import wrap_primitives
+from compiler.transform.typed_rewrite import is_primitive
 from compiler.typing import infer_types
-from tests.compiler.passes.util import assert_same, parse
+from tests.compiler.transform.util import assert_same, parse
 
 
 def wrap(text: str):  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler import relay
-from compiler.passes.squeeze_axes import explicit_squeeze_axes, static_unit_axes
+from compiler.transform.squeeze_axes import explicit_squeeze_axes, static_unit_axes
 from compiler.typing import infer_types
 
 

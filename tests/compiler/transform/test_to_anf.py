@@ -6,9 +6,8 @@ from compiler import relay
 from compiler.ir.expr import Call, Function, GlobalVar, If, Let, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import let_chain
-from compiler.passes import to_anf
-from compiler.passes.to_anf import is_atom, to_anf_expr
-from tests.compiler.passes.util import assert_same, parse
+from compiler.transform.to_anf import is_atom, to_anf, to_anf_expr
+from tests.compiler.transform.util import assert_same, parse
 
 IDENTITY = "def @f(%x: float32) -> float32 { %x }\n"
 

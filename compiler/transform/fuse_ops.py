@@ -1,7 +1,7 @@
 """``FuseOps``: group operator calls into primitive functions, the units that become kernels.
 
-Compiler layer (``compiler.passes``). The grouping rules (TVM's, from the operators'
-fusion patterns) live in :mod:`compiler.passes.fuse_graph`; this module rewrites the
+Compiler layer (``compiler.transform``). The grouping rules (TVM's, from the operators'
+fusion patterns) live in :mod:`compiler.transform.fuse_graph`; this module rewrites the
 program from the groups it finds.
 
 Every operator call ends up inside a ``Primitive=1`` function called where the group's
@@ -40,9 +40,10 @@ from compiler.ir.expr import Call, Constant, Expr, Function, Let, Node, Tuple, T
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, Type
 from compiler.ir.visitor import ExprMutator, post_order
-from compiler.passes.fuse_graph import DEFAULT_MAX_DEPTH, ForwardGraph, FuseNode, partition
-from compiler.passes.typed_rewrite import carry_type, is_primitive, known_type, with_type
+from compiler.transform.fuse_graph import DEFAULT_MAX_DEPTH, ForwardGraph, FuseNode, partition
 from compiler.transform.pass_manager import Pass, PassContext
+from compiler.transform.typed_rewrite import carry_type, is_primitive, known_type, with_type
+from compiler.typing import infer_types
 
 __all__ = ["CONSTANT_SHARE_LIMIT", "MAX_DEPTH_CONFIG", "FuseOps", "fuse_ops"]
 
@@ -75,8 +76,6 @@ def fuse_ops(
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"FuseOps max_depth must be a positive int, got {max_depth!r}")
     if not _is_typed(mod):
-        from compiler.typing import infer_types
-
         mod = infer_types(mod)
     out = mod.copy()
     for gvar, func in mod.functions.items():

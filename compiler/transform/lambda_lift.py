@@ -1,6 +1,6 @@
 """Lambda lifting with closure conversion: every nested function becomes a global.
 
-Compiler layer (``compiler.passes``).
+Compiler layer (``compiler.transform``).
 
 Run it on A-normal form (where every local function is the value of a ``let``), after
 type inference (captured variables are annotated with their inferred types). The output
@@ -38,7 +38,7 @@ from compiler.ir.expr import Call, Expr, Function, GlobalVar, Let, Node, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, Type
 from compiler.ir.visitor import ExprMutator, children, free_vars, post_order
-from compiler.passes.typed_rewrite import (
+from compiler.transform.typed_rewrite import (
     carry_type,
     is_primitive,
     known_type,

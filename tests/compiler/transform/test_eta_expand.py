@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from compiler.ir.expr import Call, Clause, Constructor, GlobalVar, Pattern
 from compiler.ir.visitor import children, post_order
-from compiler.passes import eta_expand
+from compiler.transform.eta_expand import eta_expand
 from compiler.typing import infer_types
-from tests.compiler.passes.util import assert_same, parse
+from tests.compiler.transform.util import assert_same, parse
 
 LIST = "type List[A] { Cons(A, List[A]), Nil }\n"
 FOLD = """

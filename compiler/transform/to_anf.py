@@ -1,6 +1,6 @@
 """A-normal form: every non-atomic sub-expression is bound by a ``let``.
 
-Compiler layer (``compiler.passes``).
+Compiler layer (``compiler.transform``).
 
 After this pass a function body is a chain of ``let`` bindings ending in an atom, and
 every call, tuple, projection, ``if`` and ``match`` operates on atoms only, so each value
@@ -38,7 +38,7 @@ from compiler.ir.expr import (
 )
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import rebuild
-from compiler.passes.typed_rewrite import carry_type, is_primitive, known_type, with_type
+from compiler.transform.typed_rewrite import carry_type, is_primitive, known_type, with_type
 
 ATOMS = (Var, GlobalVar, Constant, Op, Constructor)
 

@@ -1,6 +1,6 @@
 """Operator fusion, the analysis half: a dataflow graph, its post-dominator tree, and groups.
 
-Compiler layer (``compiler.passes``). :mod:`compiler.passes.fuse_ops` rewrites the program
+Compiler layer (``compiler.transform``). :mod:`compiler.transform.fuse_ops` rewrites the program
 from the groups found here.
 
 The graph (TVM's ``IndexedForwardGraph``) has one node per expression that can join a
@@ -69,7 +69,7 @@ from compiler.ir.expr import (
 )
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.registry import OpPattern, get_def
-from compiler.passes.typed_rewrite import is_primitive, known_type
+from compiler.transform.typed_rewrite import is_primitive, known_type
 
 ELEMWISE = OpPattern.ELEMWISE
 BROADCAST = OpPattern.BROADCAST
@@ -370,7 +370,7 @@ def partition(graph: ForwardGraph, fuse: bool, max_depth: int = DEFAULT_MAX_DEPT
     fuse : bool
         Whether to fuse operators at all; without fusion each operator is its own group,
         except that a tuple literal used only by one operator call joins that call (so
-        the kernel reads the fields, as :func:`compiler.passes.wrap_primitives` does).
+        the kernel reads the fields, as :func:`compiler.transform.wrap_primitives` does).
     max_depth : int
         The most nodes a group may hold.
     """

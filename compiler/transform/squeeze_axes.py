@@ -1,6 +1,6 @@
 """Explicit squeeze axes: ``squeeze(%x)`` without ``axis`` names the axes its type removes.
 
-Compiler layer (``compiler.passes``); runs on a type-checked module, before fusion.
+Compiler layer (``compiler.transform``); runs on a type-checked module, before fusion.
 
 The type relation removes only dimensions known to be 1 (as TVM's does): ``squeeze`` of a
 ``Tensor[(?, 1, 3)]`` is a ``Tensor[(?, 3)]``, even when the ``?`` is 1 at run time. A
@@ -16,7 +16,7 @@ from compiler.ir.expr import Call, Node, Op
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, Type
 from compiler.ir.visitor import ExprMutator
-from compiler.passes.typed_rewrite import carry_type, known_type
+from compiler.transform.typed_rewrite import carry_type, known_type
 
 __all__ = ["explicit_squeeze_axes", "static_unit_axes"]
 

@@ -1,6 +1,6 @@
 """Helpers the passes share: known types of expressions, type-preserving rewrites, type variables.
 
-Compiler layer (``compiler.passes``).
+Compiler layer (``compiler.transform``).
 
 The passes rebuild only the nodes whose children change. A rebuilt node is a new object
 without a ``checked_type``; since every pass here preserves meaning, the rebuilt node has

@@ -19,6 +19,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -220,6 +220,7 @@ def trace(exe: Any, func_name: str = "main") -> _Trace:
             if not stack:
                 out.result = _result_ids(value, where)
                 return out
+            assert frame.ret_dst is not None  # only the entry frame has none, popped last
             stack[-1].regs[frame.ret_dst] = value
         elif op is Opcode.Move:
             r[ops.dst] = r[ops.src]
@@ -618,6 +619,8 @@ class AotModule:
     >>> y = module.run(x)                                  # doctest: +SKIP
     """
 
+    _shared: _Shared
+
     def __init__(self, module: Any, device: Any = None, func_name: str = "main") -> None:
         check_devices(device, "the AOT executor")
         if isinstance(module, AotModule):
@@ -1000,13 +1003,14 @@ def _kernel_error(
 ) -> VMError:
     """A VMError naming the kernel call that raised ``error``."""
     tb = error.__traceback__
-    lineno = None
+    lineno: int | None = None
     while tb is not None:
         if tb.tb_frame.f_code is code:
             lineno = tb.tb_lineno
             break
         tb = tb.tb_next
-    name, where = lines.get(lineno, ("a kernel", f"@{func_name}"))
+    unknown = ("a kernel", f"@{func_name}")
+    name, where = lines.get(lineno, unknown) if lineno is not None else unknown
     message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     result = VMError(f"AOT @{func_name}: kernel {name} ({where}) failed: {message}")
     result.function = func_name

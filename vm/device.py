@@ -32,6 +32,8 @@ class Device:
     """
 
     __slots__ = ("device_id", "device_type")
+    device_type: int
+    device_id: int
 
     def __init__(self, device_type: int = CPU_DEVICE_TYPE, device_id: int = 0) -> None:
         if isinstance(device_type, bool) or device_type != CPU_DEVICE_TYPE:

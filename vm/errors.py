@@ -77,4 +77,10 @@ class UnknownFunctionError(KeyError, ValueError):
 
 class VMError(RuntimeError):
     """A failure while running a valid program (no match clause, a kernel's bad index,
-    call depth exceeded). The virtual machine stays usable afterwards."""
+    call depth exceeded). The virtual machine stays usable afterwards.
+
+    ``function`` and ``pc`` name where it happened, when that is known.
+    """
+
+    function: str | None = None
+    pc: int | None = None

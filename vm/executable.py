@@ -56,6 +56,12 @@ class Executable:
     """
 
     __slots__ = ("_by_tag", "_constants", "_constructors", "_functions", "_index", "_primitives")
+    _functions: tuple[VMFunction, ...]
+    _constants: tuple[np.ndarray, ...]
+    _primitives: tuple[Primitive, ...]
+    _constructors: tuple[ConstructorInfo, ...]
+    _index: dict[str, int]
+    _by_tag: Mapping[int, ConstructorInfo]
 
     def __init__(
         self,
@@ -299,13 +305,14 @@ class KernelLibrary:
     """
 
     __slots__ = ("_kernels",)
+    _kernels: tuple[tuple[str, str], ...]
 
     def __init__(self, kernels: Iterable[tuple[str, str]]) -> None:
-        pairs = tuple(tuple(k) for k in kernels)
+        pairs: tuple[Any, ...] = tuple(tuple(k) for k in kernels)
         for i, pair in enumerate(pairs):
             if len(pair) != 2 or not all(isinstance(p, str) for p in pair):
                 raise TypeError(f"kernels[{i}] must be a (name, digest) pair of str, got {pair!r}")
-        object.__setattr__(self, "_kernels", pairs)
+        object.__setattr__(self, "_kernels", pairs)  # each checked above to be a pair
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a KernelLibrary is immutable")

@@ -602,13 +602,13 @@ class VirtualMachine:
                 self._inputs[index] = values
             return values
         self._claim_state("invoke with no arguments")
-        values = self._inputs.get(index)
-        if values is None:
+        stored = self._inputs.get(index)
+        if stored is None:
             if index in self._partial_inputs:
                 raise TypeError(self._no_inputs_message(index, "invoke"))
             error = signature.count_error(0)
             raise TypeError(f"{error}, and no inputs were set with set_input")
-        return values
+        return stored
 
     def _owns_state(self) -> bool:
         """Whether this thread may use the stateful API (claiming it if nobody has)."""

@@ -102,7 +102,7 @@ class Report:
     ) -> Report:
         """The report of one profiled run that took ``total_ns`` in all."""
         total_us = total_ns / 1e3
-        calls = []
+        calls: list[dict[str, Any]] = []
         for (name, shapes), (count, elapsed_ns) in recorder.totals.items():
             duration = elapsed_ns / 1e3
             calls.append(

@@ -173,14 +173,14 @@ def check_settings(
             raise TypeError(f"{name} must be an int, got {value!r}")
         if value < least:
             raise ValueError(f"{name} must be at least {least}, got {value}")
-    for name, value in (
+    for name, ms in (
         ("min_repeat_ms", min_repeat_ms),
         ("cooldown_interval_ms", cooldown_interval_ms),
     ):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name} must be a number of milliseconds, got {value!r}")
-        if not value >= 0:
-            raise ValueError(f"{name} must be non-negative, got {value}")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number of milliseconds, got {ms!r}")
+        if not ms >= 0:
+            raise ValueError(f"{name} must be non-negative, got {ms}")
     return {
         "number": int(number),
         "repeat": int(repeat),

@@ -114,6 +114,7 @@ def _interrupted_invoke(machine, data, k: int):
         sys.setprofile(None)
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_an_interrupted_invoke_raises_keyboard_interrupt_or_returns_the_answer(network) -> None:
     machine, data, want = network
     _events(machine, data)  # the first profiled run may import or build something once

@@ -271,6 +271,7 @@ def _interrupted_run(tasks: list, k: int) -> bool:
     return False
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_an_interrupted_caller_leaves_no_task_behind_and_gets_its_affinity_back() -> None:
     threads.run([lambda: None] * 2)  # the pool exists
     if threads.threads() <= 1:

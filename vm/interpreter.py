@@ -27,10 +27,8 @@ Decisions where TVM is loose
 ----------------------------
 - Kernels are loaded when the machine is created (all of them), so the first
   ``invoke`` costs no compilation and a kernel that cannot be built fails early.
-  Measured: compiling a new kernel takes 1-7 s; from numba's disk cache the first
-  kernel of a process takes about 0.2 s (numba's own start-up) and each further one
-  about 7 ms; a second machine on the same executable reuses the loaded kernels and
-  is ready in about 0.5 ms. The first ``invoke`` then takes about 50 us.
+  Kernels come from numba's disk cache after the first build, and a second machine on
+  the same executable reuses the loaded ones (figures in benchmarks/NOTES.md).
 - Arguments are checked against the parameter types (Relay does not check).
 - ``invoke`` with arguments also records them as the function's inputs, as TVM
   does, so a later ``invoke(name)`` with no arguments reuses them.

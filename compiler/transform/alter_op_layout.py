@@ -27,13 +27,13 @@ weights:
 
   im2col and a product by the weight packed in 32-wide panels, in register tiles
   (``vm.kernels.packed``) instead of OpenBLAS, which re-packs the weight on every call
-  (ResNet-18's 3x3 on 7x7: 1.73 -> 1.37 ms, the stride-2 ones 0.85 -> 0.71 ms).
+  (faster on every ResNet-18 layer; benchmarks/NOTES.md).
 * A float32 ``nn.dense`` with a constant weight of at least :data:`MIN_DENSE_WEIGHTS`
   elements becomes ``nn.contrib_dense_pack(data, layout_transform(weight, "NC",
   "NC32n"), units=...)``: the runtime multiplies by weights packed in 32-wide panels in
   register tiles (``vm.kernels.packed``), where OpenBLAS would re-pack the weight on
-  every call; measured on one core, 56-58 GMAC/s against OpenBLAS's 41-50 on an MLP's
-  products, and as fast for a single row. A float64 one becomes
+  every call (faster on an MLP's products, as fast for a single row; figures in
+  benchmarks/NOTES.md). A float64 one becomes
   ``nn.matmul(data, transpose(weight))``: BLAS multiplies by a row-major
   ``(in_features, units)`` matrix 1.2x (64 rows) to 2x (8 rows) faster than by the
   transpose of a ``(units, in_features)`` one, as it need not gather the weight's
@@ -69,8 +69,8 @@ MIN_CHANNELS = 8
 #: 49 tiles; 7x7 outputs stay with im2col and BLAS).
 MIN_TILES = 40
 #: Fewest multiply-adds per output element (input channels times kernel taps) for which a
-#: convolution's product runs by its packed weight (measured on ResNet-18's layers, which
-#: all gain, from the 1x1 downsample of 64 channels, 7-13%, to the 3x3 on 7x7, 20%).
+#: convolution's product runs by its packed weight (every ResNet-18 layer gains;
+#: benchmarks/NOTES.md).
 MIN_PACKED_DEPTH = 64
 #: Fewest weight elements for which a dense layer is given a packed or transposed weight:
 #: smaller products go to BLAS by the ``(units, in_features)`` weight as it is (or, below

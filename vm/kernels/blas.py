@@ -311,10 +311,9 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
     _packed_columns(source, w, out)
 
 
-#: Column blocks from which :func:`vm.kernels.gemm.packed_conv` pays. Measured with two
-#: threads against im2col then product: ResNet-18's first convolution (112 blocks) 1.53-1.76
-#: -> 1.30-1.36 ms, its stride-2 3x3 by 64x128 (4 blocks) 0.61-0.67 ms either way, its
-#: 1x1 stride-2 convolutions of one or two blocks about twice as slow: too few blocks to share.
+#: Column blocks from which :func:`vm.kernels.gemm.packed_conv` pays: with one or two
+#: blocks there is too little to share between threads and im2col then a product wins
+#: (ResNet-18's layers, benchmarks/NOTES.md).
 MIN_CONV_BLOCKS = 4
 
 

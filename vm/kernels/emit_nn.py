@@ -35,9 +35,8 @@ from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tup
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
 RULES = RuleSet()
 
-#: Multiply-adds from which BLAS (called without the GIL) beats a compiled loop. Measured
-#: on float32 dense products: 128 (2x8x8) 0.10 us by BLAS against 0.07 in loops, 1280
-#: (1x128x10) 0.12 against 0.56, 32768 1.1 against 14.
+#: Multiply-adds from which BLAS (called without the GIL) beats a compiled loop, whose
+#: call costs less below it (float32 dense products, benchmarks/NOTES.md).
 BLAS_MIN_FLOPS = 256
 
 _BLAS_DTYPES = frozenset({"float32", "float64"})

@@ -4,16 +4,14 @@ of :data:`PANEL` output features, the ``NC32n`` layout of ``nn.contrib_dense_pac
 Runtime layer (``vm.kernels``); imports numpy, numba and llvmlite.
 
 OpenBLAS copies ("packs") both operands into its own panel layout on every call. For a
-constant weight that copy is wasted work, and on the products of a batch-64 MLP (K = 512
-to 784, N = 512) it is what separates OpenBLAS (41-50 GMAC/s on one core of this machine)
-from the core's peak of about 58. A weight folded at compile time into ``(N / 32, K, 32)``
-panels is read in order, and each panel is multiplied by :data:`ROWS` rows of ``a`` at a
-time by :func:`tile`: an LLVM loop over K whose ``ROWS x 2`` accumulators are 16-lane
-vectors held in registers, one fused multiply-add per (row, vector) and K step. numba's
-compiler has no vector type and does not vectorise that loop on its own (its scalar form
-ran at 4-10 GMAC/s), so the loop is written as LLVM IR through a numba intrinsic; numba
-caches it on disk with the functions that call it. Measured on one core (the product
-alone): 56-58 GMAC/s on the MLP's shapes, against OpenBLAS's 41-50.
+constant weight that copy is wasted work, and on the products of a batch-64 MLP it is what
+separates OpenBLAS from the core's peak (benchmarks/NOTES.md). A weight folded at compile
+time into ``(N / 32, K, 32)`` panels is read in order, and each panel is multiplied by
+:data:`ROWS` rows of ``a`` at a time by :func:`tile`: an LLVM loop over K whose ``ROWS x 2``
+accumulators are 16-lane vectors held in registers, one fused multiply-add per (row, vector)
+and K step. numba's compiler has no vector type and does not vectorise that loop on its own
+(its scalar form is several times slower), so the loop is written as LLVM IR through a numba
+intrinsic; numba caches it on disk with the functions that call it.
 
 LLVM lowers the 16-lane vectors to whatever the host has (two 8-lane halves on AVX2); the
 number of rows per tile is smaller there, so the accumulators still fit the registers.

@@ -24,9 +24,8 @@ While a job of Python tasks runs, its caller and the workers are bound to CPUs o
 own (the caller to one no worker takes), as TVM binds its pool's threads; each thread
 gets its affinity back when the job is done, so no thread stays bound, and threads other
 libraries start later inherit nothing. Unbound, the tasks lost 2x on a virtual machine:
-after the process had been idle for 0.2 s, every hand-over of the GIL between a caller
-and a worker woke the other on the waker's CPU (the idle vCPU counts as unavailable), so
-the two shared one CPU for a whole ResNet-18 run (60-80 ms instead of 26). Products that
+after an idle spell, every hand-over of the GIL between a caller and a worker woke the
+other on the waker's CPU, so the two shared one CPU (benchmarks/NOTES.md). Products that
 compiled code shares need no GIL and no binding. ``RELAYVM_BIND_THREADS=0`` turns
 binding off.
 

@@ -54,8 +54,7 @@ from compiler.typing.display import value_type_text
 from vm.aot import AotModule
 from vm.args import scalar_to_array
 from vm.graph_executor import GraphModule
-from vm.interpreter import VirtualMachine
-from vm.ndarray import as_result
+from vm.interpreter import VirtualMachine, export
 from vm.objects import ADT
 from vm.objects import Closure as VMClosure
 
@@ -488,7 +487,7 @@ class _MainCallable:
         )
         # Tensors come back as vm.NDArray (numpy arrays with TVM's .numpy()/.asnumpy()),
         # whichever executor produced them.
-        return as_result(self._run(values))
+        return export(self._run(values))
 
     def __repr__(self) -> str:
         sig = ", ".join(

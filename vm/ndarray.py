@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from vm.objects import ADT, Closure
-
 
 class NDArray(np.ndarray):
     """A numpy array with TVM's ``numpy()``, ``asnumpy()`` and ``copyfrom``/``copyto``.
@@ -74,45 +72,3 @@ def as_ndarray(array: np.ndarray) -> NDArray:
     if type(array) is NDArray:
         return array
     return array.view(NDArray)
-
-
-def as_result(value: Any) -> Any:
-    """``value`` with every plain numpy array inside it (tuples, ADT fields, captured values)
-    viewed as an :class:`NDArray`; containers are rebuilt only where something changed.
-
-    Iterative, so a 100,000-long list needs no recursion; shared sub-values stay shared.
-    """
-
-    if type(value) is np.ndarray:
-        return value.view(NDArray)
-    containers = (tuple, ADT, Closure)
-    if not isinstance(value, containers):
-        return value
-    done: dict[int, Any] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        item, expanded = stack.pop()
-        key = id(item)
-        if key in done:
-            continue
-        children = (
-            item.fields
-            if isinstance(item, ADT)
-            else item.captured
-            if isinstance(item, Closure)
-            else item
-        )
-        if not expanded:
-            stack.append((item, True))
-            stack.extend((c, False) for c in children if isinstance(c, containers))
-            continue
-        new = [c.view(NDArray) if type(c) is np.ndarray else done.get(id(c), c) for c in children]
-        if all(a is b for a, b in zip(new, children)):
-            done[key] = item
-        elif isinstance(item, ADT):
-            done[key] = ADT(item.tag, new, item.constructor)
-        elif isinstance(item, Closure):
-            done[key] = Closure(item.func_index, new, item.name)
-        else:
-            done[key] = tuple(new)
-    return done[id(value)]

@@ -7,7 +7,7 @@ import pytest
 
 import vm
 from compiler import relay
-from vm.ndarray import as_result
+from vm.interpreter import export
 
 # ---- returns ------------------------------------------------------------------------------------
 
@@ -38,10 +38,10 @@ def test_copyfrom_and_copyto():
     np.testing.assert_array_equal(target, [1.0, 2.0])
 
 
-def test_as_result_views_every_tensor_without_copying():
+def test_export_views_every_tensor_without_copying():
     x = np.ones(3, np.float32)
     adt = vm.ADT(1, [x, (x,)], "Box")
-    result = as_result((x, adt))
+    result = export((x, adt))
     assert type(result[0]) is vm.NDArray and np.shares_memory(result[0], x)
     assert type(result[1][0]) is vm.NDArray and type(result[1][1][0]) is vm.NDArray
 

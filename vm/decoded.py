@@ -142,6 +142,10 @@ class Program:
         ``id`` of a decoded code list -> its function index (for messages).
     counting : bool
         True in the count mode, where decoded pc ``2i + 1`` runs instruction ``i``.
+    fresh_results : list of bool
+        Per function, whether every ``ret`` returns a register only ``alloc_tensor`` writes:
+        such a result is a new, writable NDArray, and goes to the caller without
+        :func:`vm.interpreter.export`'s walk.
     """
 
     codes: list[list[tuple]]
@@ -155,6 +159,7 @@ class Program:
     tags: dict[int, np.ndarray] = field(default_factory=dict)
     owners: dict[int, int] = field(default_factory=dict)
     counting: bool = False
+    fresh_results: list[bool] = field(default_factory=list)
     #: What the interpreter loop reads from the program, in one tuple: unpacked at the
     #: start of a run in one step instead of five attribute lookups. The lists and the
     #: dict are shared with the fields above, which are filled in place, never replaced.

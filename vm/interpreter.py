@@ -660,7 +660,8 @@ class VirtualMachine:
         else:
             values = self._arguments(index, args, kwargs)
         program = self._program
-        return export(run(program, program.codes[index], [*values, *program.pads[index]]))
+        result = run(program, program.codes[index], [*values, *program.pads[index]])
+        return result if program.fresh_results[index] else export(result)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """``invoke("main", *args, **kwargs)``."""

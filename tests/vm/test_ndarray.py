@@ -91,6 +91,22 @@ def test_invoke_results_are_ndarrays_from_kernels_inputs_and_constants():
     np.testing.assert_array_equal(machine.invoke("main", data)[2].numpy(), [5.0, 6.0])
 
 
+def test_a_lone_result_is_a_writable_ndarray_whether_made_here_or_passed_in():
+    # x + x is returned straight from the VM's allocation; the identity function hands
+    # back its read-only input, which must still be copied into a writable NDArray.
+    x = relay.var("x", shape=(2,), dtype="float32")
+    doubled = _vm_of(relay.IRModule.from_expr(relay.Function([x], x + x)))
+    same = _vm_of(relay.IRModule.from_expr(relay.Function([x], x)))
+    data = np.array([1.0, 2.0], np.float32)
+    data.flags.writeable = False
+    made, echoed = doubled.invoke("main", data), same.invoke("main", data)
+    assert type(made) is vm.NDArray and type(echoed) is vm.NDArray
+    assert made.flags.writeable and echoed.flags.writeable
+    assert not np.shares_memory(echoed, data)
+    np.testing.assert_array_equal(made.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(echoed.numpy(), data)
+
+
 def test_an_ndarray_result_passed_back_in_is_accepted_as_is():
     x = relay.var("x", shape=(2,), dtype="float32")
     machine = _vm_of(relay.IRModule.from_expr(relay.Function([x], x + x)))

@@ -101,6 +101,14 @@ def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     return tuple(out)
 
 
+def broadcast_to_shape(dims: Shape, target: Shape) -> Shape:
+    """``target``, after checking that ``dims`` broadcasts to it (``broadcast_to``)."""
+    offset = len(target) - len(dims)
+    if offset < 0 or any(d not in (1, target[offset + k]) for k, d in enumerate(dims)):
+        raise RuleError(f"cannot broadcast {fmt_shape(dims)} to shape {fmt_shape(target)}")
+    return target
+
+
 def expect(found: int, expected: int, what: str) -> None:
     """``found`` equals ``expected``; the message names ``what``."""
     if found != expected:

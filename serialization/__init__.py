@@ -24,6 +24,7 @@ from serialization.framing import Document, DocumentFormat, read_document, write
 from serialization.model_library import (
     MODEL_LIBRARY_VERSION,
     ModelLibrary,
+    ModelLibraryParts,
     UnsupportedInModelLibraryFormatError,
     export_model_library_format,
     read_model_library_format,
@@ -41,6 +42,7 @@ __all__ = [
     "DocumentFormat",
     "FormatError",
     "ModelLibrary",
+    "ModelLibraryParts",
     "UnsupportedInModelLibraryFormatError",
     "VersionError",
     "atomic_write",

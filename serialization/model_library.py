@@ -1,7 +1,9 @@
 """Model Library Format: one tar holding a compiled module, its parameters, source and metadata.
 
-Lowest layer (``serialization``); standard library and the parameter codec only. Modules
-are taken by duck typing, so this layer never imports ``vm`` or ``compiler``.
+Lowest layer (``serialization``); standard library and the parameter codec only. A built
+module says what goes into its archive through one method, ``model_library_parts()``,
+returning plain data (:class:`ModelLibraryParts`): this layer never imports ``vm`` or
+``compiler`` and never guesses at their objects' attributes.
 
 TVM users hand Model Library Format (MLF) archives to deployment tools; ours is the layout
 of TVM's version 1 and stores relayvm's executable as the host "library"::
@@ -82,6 +84,44 @@ class UnsupportedInModelLibraryFormatError(TypeError):
     TVM's name for the same refusal (``tvm.micro.UnsupportedInModelLibraryFormatError``);
     a ``TypeError`` too, since it is the argument's kind that is wrong.
     """
+
+
+@dataclass(frozen=True)
+class ModelLibraryParts:
+    """What a built module puts into an archive, as plain data.
+
+    A module that can be exported has a method ``model_library_parts()`` returning one
+    (``vm``'s graph executor factory and ``vm.Executable`` do).
+
+    Attributes
+    ----------
+    model_name : str
+        The module's name; the members are named after it.
+    runtime : str
+        ``"graph"`` or ``"vm"``: what runs the executable.
+    executable : bytes
+        The executable's file bytes (the code of ``Executable.save()``).
+    params : mapping of str to numpy.ndarray
+        The parameters (empty for a VM executable, whose weights are constants).
+    target : str
+        The target it was compiled for.
+    graph_json : str or None
+        The graph-executor JSON: required for ``"graph"``, absent for ``"vm"``.
+    relay_text : str or None
+        The module's Relay text, when known.
+    memory : list of dict or None
+        The storage entries of ``metadata["memory"]`` for a VM module (for a graph module
+        they are read off the graph).
+    """
+
+    model_name: str
+    runtime: str
+    executable: bytes = field(repr=False)
+    params: Mapping[str, np.ndarray] = field(repr=False)
+    target: str = "cpu"
+    graph_json: str | None = field(default=None, repr=False)
+    relay_text: str | None = field(default=None, repr=False)
+    memory: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -226,58 +266,43 @@ def read_model_library_format(source: str | os.PathLike[str] | bytes) -> ModelLi
 
 def _describe(module: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The members other than metadata.json, and the module-specific metadata."""
-    if callable(getattr(module, "get_graph_json", None)):
-        name = _model_name(getattr(module, "libmod_name", "default"))
-        graph_json = module.get_graph_json()
-        try:
-            graph = _parse_graph(graph_json, "graph JSON")
-        except FormatError as err:  # the caller's module is wrong, not a file
-            raise ValueError(f"graph JSON: {err.detail}") from None
-        lib = module.get_lib()
-        params = module.get_params()
-        members = {
-            f"codegen/host/lib/{name}.rvm": _executable_bytes(lib),
-            f"parameters/{name}.params": save_param_dict(params),
-            "runtime-config/graph/graph.json": graph_json.encode("utf-8"),
-        }
-        memory = _storage_map(graph)
-        runtime = "graph"
-        source = getattr(module, "ir_mod", None)
-    elif callable(getattr(module, "save", None)) and hasattr(module, "constant_values"):
-        name = _model_name(getattr(module, "mod_name", "default"))
-        members = {
-            f"codegen/host/lib/{name}.rvm": _executable_bytes(module),
-            f"parameters/{name}.params": save_param_dict({}),
-        }
-        memory = [
-            {"storage_id": index, "size_bytes": int(np.asarray(value).nbytes)}
-            for index, value in enumerate(module.constant_values)
-        ]
-        runtime = "vm"
-        source = getattr(module, "ir_mod", None)
-    else:
+    parts_of = getattr(type(module), "model_library_parts", None)
+    if not callable(parts_of):
         raise UnsupportedInModelLibraryFormatError(
             "export_model_library_format takes what relay.build returns (a graph executor "
             f"factory) or a vm.Executable, got {type(module).__name__}"
         )
-    if source is not None:
-        members["relay.txt"] = str(source).encode("utf-8")
-    target = str(getattr(module, "target", "cpu") or "cpu")
+    parts = parts_of(module)
+    if not isinstance(parts, ModelLibraryParts) or parts.runtime not in _RUNTIMES:
+        raise TypeError(
+            f"{type(module).__name__}.model_library_parts() must return ModelLibraryParts "
+            f"with a runtime in {_RUNTIMES}, got {type(parts).__name__}"
+        )
+    name = _model_name(parts.model_name)
+    members = {
+        f"codegen/host/lib/{name}.rvm": bytes(parts.executable),
+        f"parameters/{name}.params": save_param_dict(dict(parts.params)),
+    }
+    if parts.runtime == "graph":
+        if parts.graph_json is None:
+            raise TypeError(f"{type(module).__name__}: a graph module's parts need graph_json")
+        try:
+            graph = _parse_graph(parts.graph_json, "graph JSON")
+        except FormatError as err:  # the caller's module is wrong, not a file
+            raise ValueError(f"graph JSON: {err.detail}") from None
+        members["runtime-config/graph/graph.json"] = parts.graph_json.encode("utf-8")
+        memory = _storage_map(graph)
+    else:
+        memory = list(parts.memory or [])
+    if parts.relay_text is not None:
+        members["relay.txt"] = parts.relay_text.encode("utf-8")
     metadata = {
         "model_name": name,
         "memory": memory,
-        "target": {"1": target},
-        "runtimes": [runtime],
+        "target": {"1": str(parts.target or "cpu")},
+        "runtimes": [parts.runtime],
     }
     return members, metadata
-
-
-def _executable_bytes(executable: Any) -> bytes:
-    """The executable's file bytes, from ``save()`` returning them or TVM's ``(code, lib)``."""
-    saved = executable.save()
-    if isinstance(saved, tuple):
-        saved = saved[0]
-    return bytes(saved)
 
 
 def _model_name(name: Any) -> str:

@@ -26,6 +26,7 @@ from serialization.atomic import atomic_write
 from serialization.errors import FormatError
 from serialization.formats import KERNEL_LIBRARY_FORMAT
 from serialization.framing import read_document, write_document
+from serialization.model_library import ModelLibraryParts
 from serialization.ndarray import allowed_dtype
 from vm import text
 from vm.canonical import canonical_description, canonical_type_spec
@@ -222,6 +223,22 @@ class Executable:
         if path is not None:
             atomic_write(path, data)
         return bytearray(data), self.lib
+
+    def model_library_parts(self) -> ModelLibraryParts:
+        """What a Model Library Format archive holds for this executable
+        (``serialization.export_model_library_format``): its file, no parameters (weights
+        are constants), and one storage entry per constant, the only memory fixed before
+        running since the VM plans the rest while it runs."""
+        return ModelLibraryParts(
+            model_name="default",
+            runtime="vm",
+            executable=bytes(encode(self)),
+            params={},
+            memory=[
+                {"storage_id": index, "size_bytes": int(value.nbytes)}
+                for index, value in enumerate(self._constants)
+            ],
+        )
 
     @staticmethod
     def load_exec(

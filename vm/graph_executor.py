@@ -34,6 +34,7 @@ import numpy as np
 from serialization import (
     ALLOWED_DTYPES,
     FormatError,
+    ModelLibraryParts,
     load_param_dict,
     read_model_library_format,
     save_param_dict,
@@ -140,6 +141,20 @@ class GraphExecutorFactoryModule:
     def get_lib(self) -> Any:
         """The :class:`vm.Executable` holding the graph's kernels."""
         return self.lib
+
+    def model_library_parts(self) -> ModelLibraryParts:
+        """What a Model Library Format archive holds for this factory
+        (``serialization.export_model_library_format``)."""
+        code, _ = self.lib.save()
+        return ModelLibraryParts(
+            model_name=self.libmod_name,
+            runtime="graph",
+            executable=bytes(code),
+            params=self.params,
+            target=str(self.target),
+            graph_json=self.graph_json,
+            relay_text=None if self.ir_mod is None else str(self.ir_mod),
+        )
 
     def get_executor_config(self) -> str:
         """The executor configuration (the graph JSON), as TVM's factories name it."""

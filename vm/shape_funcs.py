@@ -40,7 +40,8 @@ element counts of a reshape, window sizes) with the helpers of
 :mod:`vm.kernels.shape_rules`; :func:`op_output_shapes` turns a rejection into a
 :class:`ShapeFuncError`, a ``ValueError`` naming the operator and the shapes, which the
 machine reports as a ``vm.VMError``. The data-dependent rules (:data:`VALUE_RULES`: shapes
-read from argument values, the ``dyn.*`` operators and ``arange``) are here.
+read from argument values, the ``dyn.*`` operators and ``arange``) are rows of the same
+table, defined beside their kernels in ``emit_layout``.
 :func:`output_shapes` walks a (fused) kernel description node by node.
 """
 
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,8 +57,8 @@ import numpy as np
 from vm.kernels import check_description, load_kernel
 from vm.kernels import shape_rules as sr
 from vm.kernels.description import Description, KernelDescriptionError, parse_description
-from vm.kernels.rules import RuleError
-from vm.kernels.table import RULES, SHAPE_RULES
+from vm.kernels.rules import RuleError, ValueRule
+from vm.kernels.table import RULES, SHAPE_RULES, VALUE_SHAPES
 
 __all__ = [
     "SHAPE_FUNC_KEY",
@@ -86,105 +87,13 @@ class ShapeFuncError(ValueError):
     """Input shapes an operator cannot take; the message names the operator and the shapes."""
 
 
-# ---- data-dependent rules ----------------------------------------------------------------------
-
-#: ``rule(arg_shapes, arg_values, attrs, out_ranks) -> output shapes``, where ``arg_values``
-#: holds the arrays of the arguments in :data:`VALUE_ARGS` (``None`` for the others).
-ValueRule = Callable[[list[Shape], list[Any], Mapping[str, Any], tuple[int, ...]], list[Shape]]
-
 #: Operators whose output shapes depend on the *values* of some arguments (TVM's
 #: data-dependent shape functions): operator -> the positions of those arguments. The
 #: shape function receives these arguments' arrays instead of their shapes.
-VALUE_ARGS: dict[str, tuple[int, ...]] = {
-    "dyn.reshape": (1,),
-    "dyn.broadcast_to": (1,),
-    "dyn.zeros": (0,),
-    "dyn.ones": (0,),
-    "dyn.full": (1,),
-    "dyn.strided_slice": (1, 2, 3),
-    "arange": (0, 1, 2),
-}
+VALUE_ARGS: dict[str, tuple[int, ...]] = {name: args for name, (args, _) in VALUE_SHAPES.items()}
 
-VALUE_RULES: dict[str, ValueRule] = {}
-
-
-def _value_rule(*names: str) -> Callable[[ValueRule], ValueRule]:
-    def register(fn: ValueRule) -> ValueRule:
-        for name in names:
-            VALUE_RULES[name] = fn
-        return fn
-
-    return register
-
-
-def _int_values(value: Any, name: str) -> tuple[int, ...]:
-    array = np.asarray(value)
-    if array.dtype.kind not in "iu":
-        raise RuleError(f"argument {name} must hold integers, found dtype {array.dtype}")
-    return tuple(int(v) for v in array.reshape(-1).tolist())
-
-
-def _sizes(value: Any, name: str) -> Shape:
-    dims = _int_values(value, name)
-    if any(d < 0 for d in dims):
-        raise RuleError(f"argument {name}={sr.fmt_shape(dims)} holds a negative size")
-    return dims
-
-
-@_value_rule("dyn.reshape")
-def _dyn_reshape(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
-    return [sr.reshape_shape(shapes[0], _int_values(values[1], "newshape"))]
-
-
-@_value_rule("dyn.broadcast_to")
-def _dyn_broadcast_to(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple):
-    return SHAPE_RULES["broadcast_to"]([shapes[0]], {"shape": _sizes(values[1], "shape")}, ranks)
-
-
-@_value_rule("dyn.zeros", "dyn.ones")
-def _dyn_init(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
-    return [_sizes(values[0], "shape")]
-
-
-@_value_rule("dyn.full")
-def _dyn_full(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
-    sr.rank(shapes[0], 0, 0, "fill_value")
-    return [_sizes(values[1], "shape")]
-
-
-@_value_rule("dyn.strided_slice")
-def _dyn_strided_slice(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple):
-    begin = _int_values(values[1], "begin")
-    end = _int_values(values[2], "end")
-    strides = _int_values(values[3], "strides")
-    if len(strides) == 1:
-        strides = strides * len(begin)
-    if len(end) != len(begin) or len(strides) != len(begin):
-        raise RuleError(
-            f"begin {sr.fmt_shape(begin)}, end {sr.fmt_shape(end)} and strides "
-            f"{sr.fmt_shape(strides)} must have one entry per sliced axis"
-        )
-    plain = {
-        "begin": begin,
-        "end": end,
-        "strides": strides,
-        "axes": None,
-        "slice_mode": attrs["slice_mode"],
-    }
-    return SHAPE_RULES["strided_slice"]([shapes[0]], plain, ranks)
-
-
-@_value_rule("arange")
-def _arange(shapes: list[Shape], values: list[Any], attrs: Any, ranks: tuple) -> list[Shape]:
-    for name, shape in zip(("start", "stop", "step"), shapes):
-        sr.rank(shape, 0, 0, name)
-    start, stop, step = (np.asarray(v).item() for v in values)
-    try:
-        return [(sr.arange_length(start, stop, step),)]
-    except (OverflowError, ValueError):
-        raise RuleError(
-            f"the bounds start={start}, stop={stop}, step={step} are not finite"
-        ) from None
+#: Operator -> its data-dependent shape rule (defined with its kernel, in ``emit_layout``).
+VALUE_RULES: dict[str, ValueRule] = {name: rule for name, (_, rule) in VALUE_SHAPES.items()}
 
 
 def shape_func_ops() -> list[str]:

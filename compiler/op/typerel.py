@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from compiler.ir.types import Any, Dim, FuncType, TensorType, TupleType, Type
 from compiler.op.registry import OpTypeError
+from vm.kernels import shape_rules as sr
 from vm.kernels.rules import RuleError, norm_axes, norm_axis
 
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
@@ -117,23 +118,21 @@ def require_same_dtype(op: str, named: Sequence[tuple[str, TensorType]]) -> str:
 
 
 def broadcast_dim(a: Dim, b: Dim) -> Dim | None:
-    """One broadcast dimension, or ``None`` when ``a`` and ``b`` cannot broadcast.
+    """One broadcast dimension, or ``None`` when ``a`` and ``b`` cannot broadcast
+    (:func:`vm.kernels.shape_rules.broadcast_dim`, the run-time shape rules' own rule).
 
     ``?`` against 1 stays ``?``; ``?`` against ``k != 1`` is ``k`` (the run time must agree).
     """
+    try:
+        dim = sr.broadcast_dim(None if isinstance(a, Any) else a, None if isinstance(b, Any) else b)
+    except RuleError:
+        return None
+    if dim is not None:
+        return dim
+    # An unknown result keeps the unknown operand (two unknowns need not be the same size).
     if isinstance(a, Any) and isinstance(b, Any):
         return Any()
-    if isinstance(a, Any):
-        return a if b == 1 else b
-    if isinstance(b, Any):
-        return b if a == 1 else a
-    if a == b:
-        return a
-    if a == 1:
-        return b
-    if b == 1:
-        return a
-    return None
+    return a if isinstance(a, Any) else b
 
 
 def broadcast_shapes(op: str, lhs: TensorType, rhs: TensorType) -> tuple[Dim, ...]:

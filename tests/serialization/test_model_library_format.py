@@ -31,6 +31,7 @@ import serialization
 from serialization import (
     MODEL_LIBRARY_VERSION,
     FormatError,
+    ModelLibraryParts,
     UnsupportedInModelLibraryFormatError,
     export_model_library_format,
     read_model_library_format,
@@ -75,35 +76,40 @@ GRAPH = {
 
 
 class FakeLib:
-    """What an executable offers export: TVM's ``(code, lib)`` pair and its constants."""
+    """An executable as export sees it: its file bytes and one storage entry per constant."""
 
     def __init__(self, payload: bytes = b"RVM\x00executable bytes") -> None:
         self.payload = payload
-        self.constant_values = (np.zeros(5, "float32"), np.ones((2, 2), "int64"))
 
-    def save(self) -> tuple[bytearray, None]:
-        return bytearray(self.payload), None
+    def model_library_parts(self) -> ModelLibraryParts:
+        return ModelLibraryParts(
+            model_name="default",
+            runtime="vm",
+            executable=self.payload,
+            params={},
+            memory=[{"storage_id": 0, "size_bytes": 20}, {"storage_id": 1, "size_bytes": 32}],
+        )
 
 
 class FakeFactory:
-    """What a ``relay.build`` result offers export."""
+    """A ``relay.build`` result as export sees it."""
 
     def __init__(self, name: str = "default", graph: dict | None = None) -> None:
-        self.libmod_name = name
-        self.target = "cpu"
+        self.name = name
         self.ir_mod = "def @main(%x: Tensor[(2, 3), float32]) { nn.relu(%x + 1f) }"
         self.graph = json.dumps(GRAPH if graph is None else graph)
         self.lib = FakeLib()
         self.params = {"p0": np.full((2, 3), 1.0, "float32")}
 
-    def get_graph_json(self) -> str:
-        return self.graph
-
-    def get_lib(self) -> FakeLib:
-        return self.lib
-
-    def get_params(self) -> dict:
-        return dict(self.params)
+    def model_library_parts(self) -> ModelLibraryParts:
+        return ModelLibraryParts(
+            model_name=self.name,
+            runtime="graph",
+            executable=self.lib.payload,
+            params=self.params,
+            graph_json=self.graph,
+            relay_text=self.ir_mod,
+        )
 
 
 def members_of(data: bytes) -> dict[str, tarfile.TarInfo]:
@@ -246,15 +252,6 @@ def test_vm_executable_archive_has_no_graph_and_lists_its_constants_as_storage(t
     ]
 
 
-def test_an_executable_saved_as_tvms_code_and_lib_pair_is_stored_as_its_code(tmp_path):
-    class PairLib(FakeLib):
-        def save(self):
-            return bytearray(self.payload), None
-
-    path = export_model_library_format(PairLib(b"code bytes"), tmp_path / "vm.tar")
-    assert read_model_library_format(path).executable == b"code bytes"
-
-
 def test_members_are_named_after_the_module(tmp_path):
     path = export_model_library_format(FakeFactory("resnet-18.v1"), tmp_path / "m.tar")
     assert "parameters/resnet-18.v1.params" in members_of(path.read_bytes())
@@ -291,6 +288,26 @@ def test_export_rejects_what_is_not_a_module(tmp_path, module):
     with pytest.raises(UnsupportedInModelLibraryFormatError, match=r"relay\.build.*vm\.Execut"):
         export_model_library_format(module, tmp_path / "m.tar")
     assert not (tmp_path / "m.tar").exists()
+
+
+def test_export_rejects_parts_that_are_not_model_library_parts(tmp_path):
+    class Wrong:
+        def model_library_parts(self):
+            return {"runtime": "vm"}
+
+    with pytest.raises(TypeError, match=r"Wrong\.model_library_parts\(\) must return"):
+        export_model_library_format(Wrong(), tmp_path / "m.tar")
+    assert not (tmp_path / "m.tar").exists()
+
+
+def test_export_rejects_a_graph_module_without_its_graph(tmp_path):
+    class NoGraph(FakeFactory):
+        def model_library_parts(self):
+            parts = super().model_library_parts()
+            return ModelLibraryParts(parts.model_name, "graph", parts.executable, parts.params)
+
+    with pytest.raises(TypeError, match="need graph_json"):
+        export_model_library_format(NoGraph(), tmp_path / "m.tar")
 
 
 @pytest.mark.parametrize("name", ["", "a/b", "..", "../x", "a b", "é"])

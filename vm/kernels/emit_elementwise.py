@@ -527,12 +527,7 @@ def _run_bias_add(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 def _run_broadcast_to(
     shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 ) -> list[sr.Shape]:
-    target = sr.ints(attrs["shape"])
-    dims = shapes[0]
-    offset = len(target) - len(dims)
-    if offset < 0 or any(d not in (1, target[offset + k]) for k, d in enumerate(dims)):
-        raise RuleError(f"cannot broadcast {sr.fmt_shape(dims)} to shape {sr.fmt_shape(target)}")
-    return [target]
+    return [sr.broadcast_to_shape(shapes[0], sr.ints(attrs["shape"]))]
 
 
 @RULES.shape("zeros", "ones", "full")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from vm.kernels import dtypes
 from vm.kernels import shape_rules as sr
 from vm.kernels.newshape import newshape_plan, newshape_rank
@@ -1226,3 +1228,88 @@ def _run_topk(shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple) ->
         out[axis] = min(k, data[axis])
     both = attrs["ret_type"] == "both"
     return [tuple(out), tuple(out)] if both else [tuple(out)]
+
+
+# --- data-dependent run-time shape rules (run by vm.shape_funcs) ------------------------------
+
+
+def _int_values(value: Any, name: str) -> tuple[int, ...]:
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise RuleError(f"argument {name} must hold integers, found dtype {array.dtype}")
+    return tuple(int(v) for v in array.reshape(-1).tolist())
+
+
+def _sizes(value: Any, name: str) -> sr.Shape:
+    dims = _int_values(value, name)
+    if any(d < 0 for d in dims):
+        raise RuleError(f"argument {name}={sr.fmt_shape(dims)} holds a negative size")
+    return dims
+
+
+@RULES.value_shape("dyn.reshape", args=(1,))
+def _run_dyn_reshape(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    return [sr.reshape_shape(shapes[0], _int_values(values[1], "newshape"))]
+
+
+@RULES.value_shape("dyn.broadcast_to", args=(1,))
+def _run_dyn_broadcast_to(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    return [sr.broadcast_to_shape(shapes[0], _sizes(values[1], "shape"))]
+
+
+@RULES.value_shape("dyn.zeros", "dyn.ones", args=(0,))
+def _run_dyn_init(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    return [_sizes(values[0], "shape")]
+
+
+@RULES.value_shape("dyn.full", args=(1,))
+def _run_dyn_full(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    sr.rank(shapes[0], 0, 0, "fill_value")
+    return [_sizes(values[1], "shape")]
+
+
+@RULES.value_shape("dyn.strided_slice", args=(1, 2, 3))
+def _run_dyn_strided_slice(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    begin = _int_values(values[1], "begin")
+    end = _int_values(values[2], "end")
+    strides = _int_values(values[3], "strides")
+    if len(strides) == 1:
+        strides = strides * len(begin)
+    if len(end) != len(begin) or len(strides) != len(begin):
+        raise RuleError(
+            f"begin {sr.fmt_shape(begin)}, end {sr.fmt_shape(end)} and strides "
+            f"{sr.fmt_shape(strides)} must have one entry per sliced axis"
+        )
+    plain = {
+        "begin": begin,
+        "end": end,
+        "strides": strides,
+        "axes": None,
+        "slice_mode": attrs["slice_mode"],
+    }
+    return _run_strided_slice([shapes[0]], plain, ranks)
+
+
+@RULES.value_shape("arange", args=(0, 1, 2))
+def _run_arange(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    for name, shape in zip(("start", "stop", "step"), shapes, strict=False):
+        sr.rank(shape, 0, 0, name)
+    start, stop, step = (np.asarray(v).item() for v in values)
+    try:
+        return [(sr.arange_length(start, stop, step),)]
+    except (OverflowError, ValueError):
+        raise RuleError(
+            f"the bounds start={start}, stop={stop}, step={step} are not finite"
+        ) from None

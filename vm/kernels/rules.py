@@ -310,6 +310,12 @@ class OpRule:
 ShapeRule = Callable[[list[tuple[int, ...]], Mapping[str, Any], tuple[int, ...]], list]
 
 
+#: A data-dependent run-time shape rule: ``rule(arg_shapes, arg_values, attrs, out_ranks)
+#: -> output shapes``, where ``arg_values`` holds the arrays of the arguments the rule reads
+#: by value (``None`` for the others).
+ValueRule = Callable[[list[tuple[int, ...]], list[Any], Mapping[str, Any], tuple[int, ...]], list]
+
+
 class RuleSet:
     """The rules one ``emit_*`` module defines, in order, and its operators' run-time shape
     rules; :mod:`vm.kernels.table` gathers every module's set into the operator table."""
@@ -317,6 +323,7 @@ class RuleSet:
     def __init__(self) -> None:
         self.rules: list[OpRule] = []
         self.shapes: dict[str, ShapeRule] = {}
+        self.value_shapes: dict[str, tuple[tuple[int, ...], ValueRule]] = {}
 
     def shape(self, *names: str) -> Callable[[ShapeRule], ShapeRule]:
         """Decorator: the run-time shape rule of operators ``names``."""
@@ -326,6 +333,20 @@ class RuleSet:
                 if name in self.shapes:
                     raise ValueError(f"shape rule {name} is registered twice")
                 self.shapes[name] = fn
+            return fn
+
+        return add
+
+    def value_shape(self, *names: str, args: tuple[int, ...]) -> Callable[[ValueRule], ValueRule]:
+        """Decorator: the data-dependent run-time shape rule of operators ``names``, whose
+        output shapes depend on the values of the arguments at positions ``args`` (TVM's
+        data-dependent shape functions)."""
+
+        def add(fn: ValueRule) -> ValueRule:
+            for name in names:
+                if name in self.shapes or name in self.value_shapes:
+                    raise ValueError(f"shape rule {name} is registered twice")
+                self.value_shapes[name] = (args, fn)
             return fn
 
         return add

@@ -56,6 +56,29 @@ def prod(dims: Sequence[int]) -> int:
     return total
 
 
+def broadcast_dim(a: int | None, b: int | None) -> int | None:
+    """numpy's rule for one dimension, where ``None`` is a size not known until run time
+    (the compiler's ``?``).
+
+    ``?`` against 1 stays ``?``; ``?`` against ``k != 1`` is ``k`` (the run time must
+    agree). The compiler's type relations and the run-time shape rules both use it.
+
+    Raises
+    ------
+    RuleError
+        If two known sizes differ and neither is 1.
+    """
+    if a is None:
+        return b if b is not None and b != 1 else None
+    if b is None:
+        return a if a != 1 else None
+    if a == b or b == 1:
+        return a
+    if a == 1:
+        return b
+    raise RuleError(f"dimension {a} vs {b}")
+
+
 def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     """numpy broadcasting of ``shapes`` (right-aligned); :class:`RuleError` if they do not."""
     ndim = max((len(s) for s in shapes), default=0)
@@ -66,17 +89,24 @@ def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
             k = p - (ndim - len(s))
             if k < 0:
                 continue
-            d = s[k]
-            if d == dim or d == 1:
-                continue
-            if dim != 1:
+            try:
+                known = broadcast_dim(dim, s[k])  # never None: every size here is known
+            except RuleError:
                 raise RuleError(
                     f"cannot broadcast {' and '.join(fmt_shape(x) for x in shapes)}: "
-                    f"dimension {p} of the result would be both {dim} and {d}"
-                )
-            dim = d
+                    f"dimension {p} of the result would be both {dim} and {s[k]}"
+                ) from None
+            dim = dim if known is None else known
         out.append(dim)
     return tuple(out)
+
+
+def broadcast_to_shape(dims: Shape, target: Shape) -> Shape:
+    """``target``, after checking that ``dims`` broadcasts to it (``broadcast_to``)."""
+    offset = len(target) - len(dims)
+    if offset < 0 or any(d not in (1, target[offset + k]) for k, d in enumerate(dims)):
+        raise RuleError(f"cannot broadcast {fmt_shape(dims)} to shape {fmt_shape(target)}")
+    return target
 
 
 def expect(found: int, expected: int, what: str) -> None:

@@ -22,7 +22,7 @@ from vm.kernels import (
     emit_reduce,
     emit_spatial,
 )
-from vm.kernels.rules import OpRule, ShapeRule
+from vm.kernels.rules import OpRule, ShapeRule, ValueRule
 
 _MODULES = (
     emit_activation,
@@ -57,12 +57,26 @@ def _gather_shapes() -> dict[str, ShapeRule]:
     return shapes
 
 
+def _gather_value_shapes() -> dict[str, tuple[tuple[int, ...], ValueRule]]:
+    shapes: dict[str, tuple[tuple[int, ...], ValueRule]] = {}
+    for module in _MODULES:
+        for name, entry in module.RULES.value_shapes.items():
+            if name in shapes or name in SHAPE_RULES or name not in RULES:
+                raise ValueError(f"shape rule {name} is registered twice or has no kernel rule")
+            shapes[name] = entry
+    return shapes
+
+
 #: Operator name -> its rule.
 RULES: dict[str, OpRule] = _gather()
 
 #: Operator name -> its run-time shape rule (every operator whose output shapes follow from
-#: its input shapes; the data-dependent ones are in :mod:`vm.shape_funcs`).
+#: its input shapes).
 SHAPE_RULES: dict[str, ShapeRule] = _gather_shapes()
+
+#: Operator name -> (the positions of the arguments read by value, its data-dependent
+#: run-time shape rule): the ``dyn.*`` operators and ``arange``.
+VALUE_SHAPES: dict[str, tuple[tuple[int, ...], ValueRule]] = _gather_value_shapes()
 
 
 def get_rule(name: str) -> OpRule | None:

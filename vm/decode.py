@@ -47,7 +47,9 @@ from vm.program import Instruction, VMFunction
 
 _ndarray = np.ndarray
 #: Tensors the VM makes are NDArrays from the start: constructing one costs what a plain
-#: array costs, so results need no conversion when they leave the VM.
+#: array costs, so results need no conversion when they leave the VM. The strided views
+#: of storage groups are the exception: indexing a subclass's view costs about 25 ns
+#: more per tensor, so they are plain, and a returned tensor is never in one.
 _tensor = NDArray
 _empty = np.empty
 _UINT8 = np.dtype(np.uint8)
@@ -527,7 +529,7 @@ def _alloc_storage(d: Decoder, ops: dict[str, Any]) -> tuple:
     groups = [
         (g.slot, g.shape, g.dtype, g.base, g.strides) for g in d.plan.at_storage.get(d.pc, ())
     ]
-    ndarray = _tensor
+    ndarray = _ndarray  # returned tensors are never in a group (see vm.groups)
     if groups:
 
         def alloc(regs: list) -> None:

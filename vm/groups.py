@@ -61,11 +61,14 @@ def plan_groups(function: VMFunction, facts: Facts) -> GroupPlan:
     sources: dict[int, list[int]] = {}  # storage register -> pcs of alloc_storage writing it
     tensors: dict[tuple[int, tuple[int, ...], str], list[tuple[int, int]]] = {}
     code = function.instructions
+    # A returned tensor is allocated on its own, as the NDArray the caller receives; group
+    # views are plain arrays, whose items index faster than a subclass's.
+    returned = {operands(i)["result"] for i in code if i.opcode is Opcode.Ret}
     for pc, instruction in enumerate(code):
         ops = operands(instruction)
         if instruction.opcode is Opcode.AllocStorage:
             sources.setdefault(ops["dst"], []).append(pc)
-        elif instruction.opcode is Opcode.AllocTensor:
+        elif instruction.opcode is Opcode.AllocTensor and ops["dst"] not in returned:
             key = (ops["storage"], tuple(ops["shape"]), ops["dtype"])
             tensors.setdefault(key, []).append((ops["offset"], pc))
     next_slot = function.register_file_size

@@ -427,11 +427,12 @@ def test_killing_a_grouped_storage_also_drops_its_hidden_view():
 
     b = ExecutableBuilder()
     f = b.function("reuse", [], [], ("tensor", (2,), "float32"))
-    size, st, t0, t1 = f.reg(), f.reg(), f.reg(), f.reg()
-    f.emit(O.LoadConsti, 16, size)
+    size, st, t0, t1, t2 = f.reg(), f.reg(), f.reg(), f.reg(), f.reg()
+    f.emit(O.LoadConsti, 24, size)
     f.emit(O.AllocStorage, size, 64, "float32", st)
     f.emit(O.AllocTensor, st, 0, (2,), "float32", t0)
-    f.emit(O.AllocTensor, st, 8, (2,), "float32", t1)
+    f.emit(O.AllocTensor, st, 16, (2,), "float32", t2)
+    f.emit(O.AllocTensor, st, 8, (2,), "float32", t1)  # returned: never in a group
     f.emit(O.KillRegister, st)
     f.emit(O.Ret, t1)
     b.add_function(f)
@@ -440,8 +441,9 @@ def test_killing_a_grouped_storage_also_drops_its_hidden_view():
     registers = [object() for _ in program.pads[0]]
     size_of_frame = exe.functions[0].register_file_size
     assert len(registers) == size_of_frame + 1  # one hidden view for the group
-    kill = program.codes[0][4]
+    kill = program.codes[0][5]
     kill[1](registers)
     assert registers[st] is None and registers[size_of_frame] is None
     assert registers[t1] is not None
-    assert vm.VirtualMachine(exe).invoke("reuse").shape == (2,)
+    result = vm.VirtualMachine(exe).invoke("reuse")
+    assert type(result) is vm.NDArray and result.shape == (2,)

@@ -307,6 +307,18 @@ def _topk(node: NodeContext) -> list[Value]:
     return [node.item(out, 0), node.item(out, 1)]
 
 
+@register("NonZero")
+def _nonzero(node: NodeContext) -> Value:
+    x = node.input(0)
+    if x.static is not None:
+        return node.const(np.asarray(np.nonzero(np.asarray(x.static)), dtype="int64"))
+    if x.ndim == 0:
+        raise node.unsupported("a scalar input (NonZero of rank 0) is not supported")
+    # argwhere gives one row per element; ONNX wants one row per axis, as int64.
+    rows = node.call("cast", node.call("argwhere", x), dtype="int64")
+    return node.call("transpose", rows, axes=(1, 0))
+
+
 @register("ReverseSequence")
 def _reverse_sequence(node: NodeContext) -> Value:
     x, lengths = node.input(0), _int_indices(node, node.input(1))

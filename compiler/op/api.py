@@ -27,7 +27,8 @@ from vm.kernels.table import get_rule
 F = TypeVar("F", bound=Callable[..., object])
 
 __all__ = [  # the operator builders, sorted
-    "abs", "add", "all", "any", "arange", "argmax", "argmin", "argsort", "broadcast_to", "cast",
+    "abs", "add", "all", "any", "arange", "argmax", "argmin", "argsort", "argwhere",
+    "broadcast_to", "cast",
     "ceil", "clip", "concatenate", "copy", "cos", "divide", "equal", "erf", "exp",
     "expand_dims", "floor", "floor_divide", "floor_mod", "full", "full_like", "greater",
     "greater_equal", "layout_transform", "less", "less_equal", "log", "logical_and",
@@ -591,6 +592,13 @@ def _as_list(value: object) -> object:
 def shape_of(data: object, dtype: str = SCHEMA) -> Call:
     """The shape of ``data`` as a one-dimensional tensor."""
     return call_op("shape_of", [data], dtype=dtype)
+
+
+def argwhere(condition: object) -> Call:
+    """The index of every nonzero element of ``condition``, one row each in C order: a
+    ``Tensor[(?, ndim), int32]`` whose row count is known only when it runs (TVM's
+    ``relay.argwhere``)."""
+    return call_op("argwhere", [condition])
 
 
 @schema_defaults("ndarray_size")

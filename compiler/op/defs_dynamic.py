@@ -298,6 +298,34 @@ define(
 )
 
 
+# --- argwhere ----------------------------------------------------------------------------------
+
+
+def _argwhere_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """argwhere(condition): the index of every nonzero element, one row each, in C order."""
+    condition = tensor_arg("argwhere", arg_types[0], "condition")
+    if condition.ndim == 0:
+        raise OpTypeError(
+            f"argwhere: argument condition must have rank at least 1, found {fmt_type(condition)}"
+        )
+    return TensorType((Any(), condition.ndim), "int32")  # type: ignore[arg-type]
+
+
+def _argwhere(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    (condition,) = args
+    return np.argwhere(condition).astype(np.int32)
+
+
+define(
+    "argwhere",
+    ("condition",),
+    _argwhere_rel,
+    _argwhere,
+    OPAQUE,
+    doc="the indices of the nonzero elements of condition, one row per element",
+)
+
+
 # --- argsort, topk -----------------------------------------------------------------------------
 
 

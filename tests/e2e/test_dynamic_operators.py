@@ -141,6 +141,16 @@ def test_arange_with_tensor_bounds() -> None:
         floats.check(np.float32(stop_value), expected=np.arange(stop_value, dtype="float32"))
 
 
+def test_argwhere_sizes_its_rows_from_the_values_of_each_input() -> None:
+    x = relay.var("x", shape=(ANY, 3))
+    run = runner([x], relay.argwhere(x))
+    for shape in ((4, 3), (1, 3), (0, 3)):
+        data = RNG.integers(0, 2, size=shape).astype("float32")
+        run.check(data, expected=np.argwhere(data).astype("int32"))
+    run.check(np.zeros((5, 3), "float32"), expected=np.zeros((0, 2), "int32"))
+    run.check(np.ones((2, 3), "float32"), expected=np.argwhere(np.ones((2, 3))).astype("int32"))
+
+
 def test_topk_and_argsort_along_any_axis_of_any_shape() -> None:
     x = relay.var("x", shape=(ANY, ANY))
     topk = relay.topk(x, k=3, axis=1)

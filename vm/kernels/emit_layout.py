@@ -904,6 +904,43 @@ RULES.register(
 )
 
 
+def _argwhere_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_rank("condition", args[0], 1)
+    return (Spec("int32", 2),)
+
+
+def _argwhere_emit(ctx: EmitCtx) -> None:
+    """Two passes: count the nonzero elements and check the count against the output's
+    rows before writing any, so an output sized differently is an error, not a write past
+    its end."""
+    src = ctx.src
+    cond, out = ctx.args[0], ctx.outs[0]
+    dims = ctx.arg_dims[0]
+    count, row = src.fresh("n"), src.fresh("row")
+    src.line(f"{count} = 0")
+    with src.loops(dims) as names, src.block(f"if {cond}[{index(names)}] != 0:"):
+        src.line(f"{count} += 1")
+    src.line(f"h.expect({ctx.out_dims[0][0]}, {count}, {ctx.what('number of nonzero elements')})")
+    src.line(f"{row} = 0")
+    with src.loops(dims) as names, src.block(f"if {cond}[{index(names)}] != 0:"):
+        for axis, name in enumerate(names):
+            src.line(f"{out}[{row}, {axis}] = np.int32({name})")
+        src.line(f"{row} += 1")
+
+
+RULES.register(
+    OpRule(
+        "argwhere",
+        1,
+        (),
+        _argwhere_infer,
+        lambda ctx: [_output_dims(2)],
+        emit=_argwhere_emit,
+        numeric=True,
+    )
+)
+
+
 # --- argsort, topk -----------------------------------------------------------------------------
 
 
@@ -1313,3 +1350,12 @@ def _run_arange(
         raise RuleError(
             f"the bounds start={start}, stop={stop}, step={step} are not finite"
         ) from None
+
+
+@RULES.value_shape("argwhere", args=(0,))
+def _run_argwhere(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    condition = np.asarray(values[0])
+    sr.rank(shapes[0], 1, None, "condition")
+    return [(int(np.count_nonzero(condition)), len(shapes[0]))]

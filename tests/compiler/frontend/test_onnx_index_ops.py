@@ -12,6 +12,7 @@ pytest.importorskip("onnx")
 
 from onnx import helper
 
+import vm
 from compiler import relay
 from compiler.frontend import OnnxImportError, OpNotImplemented
 from tests.compiler.frontend._onnx_helpers import (
@@ -139,6 +140,28 @@ def test_topk_with_constant_k(largest, axis, opset):
     check_against_ort(
         *single_op("TopK", {"x": randn(4, 6)}, attrs, constants, outputs=2, opset=opset)
     )
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 2)])
+def test_nonzero_lists_the_indices_one_row_per_axis(shape):
+    x = RNG.integers(0, 2, size=shape).astype("float32")
+    both(*single_op("NonZero", {"x": x}))
+    both(*single_op("NonZero", {"x": x.astype(bool)}))
+
+
+def test_nonzero_runs_any_input_through_one_executable():
+    proto, _ = single_op("NonZero", {"x": np.zeros((3, 4), "int32")})
+    mod, params = relay.frontend.from_onnx(proto)
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    for x in (np.eye(3, 4, dtype="int32"), np.zeros((3, 4), "int32"), np.ones((3, 4), "int32")):
+        got = machine.invoke("main", x).numpy()
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, np.array(np.nonzero(x)))
+
+
+def test_nonzero_of_a_constant_is_folded():
+    proto, feeds = single_op("NonZero", {}, constants={"c": np.array([[0, 2], [3, 0]], "int64")})
+    both(proto, feeds)
 
 
 def test_topk_with_k_as_an_attribute_before_opset_10():

@@ -102,6 +102,18 @@ def test_argsort_and_topk_are_stable(dtype: str) -> None:
     check(program, results)
 
 
+@pytest.mark.parametrize("dtype", ["bool", "float16", "int8", "float32"])
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 4), (0, 3), (2, 1, 2, 1, 3)])
+def test_argwhere_lists_the_nonzero_elements_in_c_order(dtype: str, shape: tuple) -> None:
+    condition = data(shape, dtype)
+    if dtype == "float32" and condition.size:
+        condition.reshape(-1)[0] = np.nan  # nonzero, as in numpy
+        condition.reshape(-1)[-1] = -0.0  # zero
+    for values in (condition, np.zeros(shape, dtype)):
+        program = Program([values])
+        check(program, program.add("argwhere", [0]))
+
+
 # --- traps ---------------------------------------------------------------------------------------
 
 
@@ -127,3 +139,11 @@ def test_outputs_contradicting_the_input_values_are_refused() -> None:
             [data((2, 1), "float32"), ints(3, 4)],
             [np.zeros((3, 4), "float32")],
         )
+
+
+def test_argwhere_refuses_an_output_with_the_wrong_number_of_rows() -> None:
+    condition = np.array([[1, 0], [0, 1]], "int32")
+    program = Program([condition])
+    (result,) = program.add("argwhere", [0])
+    with pytest.raises(ValueError, match="number of nonzero elements: expected 2, found 3"):
+        run(program.description([result]), [condition], [np.zeros((3, 2), "int32")])

@@ -1,8 +1,9 @@
 """Direct loops for depthwise and narrow grouped float convolutions (NCHW data, OIHW weights).
 
-Runtime layer (``vm.kernels``); imports numpy and numba only. The generated kernels call
-these functions (as ``dwc``) from :mod:`vm.kernels.emit_conv` for every ``nn.conv2d`` with
-``groups > 1`` whose groups read few input channels each.
+Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and :mod:`vm.kernels.gemm`
+(whose slot shares a float32 image's groups with the worker threads). The generated
+kernels call these functions (as ``dwc``) from :mod:`vm.kernels.emit_conv` for every
+``nn.conv2d`` with ``groups > 1`` whose groups read few input channels each.
 
 A depthwise layer does ``kh * kw`` multiply-adds per output element and reads each input
 element about as often, so it is bound by loads, not by arithmetic: per group and image,
@@ -16,16 +17,24 @@ compiles for the CPU it runs on). 3x3 kernels (most depthwise layers) sum all ni
 per output element in registers; kernels 3 or 5 wide sum one row of taps at a time; other
 sizes take one tap at a time. Depthwise layers with short output rows (MobileNet's 7x7
 stages) instead run channels-last (:func:`image_channels_last`), the innermost
-loop across channels. The caller applies the fused epilogue to each group's
-output channels right after :func:`group_image` returns (to the image after
-:func:`image_channels_last`), while they are in cache.
+loop across channels. :func:`image_groups` runs every group of one image, shared
+between the calling thread and the polling workers (a job of
+:func:`vm.kernels.gemm.share_callback`, no GIL) when the image is big enough; the caller
+then applies the fused epilogue to the image, as after :func:`image_channels_last`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import binding
+from numba import carray, cfunc, njit, types
 from numba import uint64 as _u
+
+from vm.kernels import atomics, gemm
+
+#: Multiply-adds of one image below which its groups run on the calling thread alone:
+#: handing a job to the workers costs a few microseconds.
+SPLIT_WORK = 1 << 17
 
 
 @njit(nogil=True, cache=True)
@@ -97,7 +106,18 @@ def _fill(x, pad, n, g, cg, sh, sw, pt, pl, rows, phase):
 
 
 @njit(nogil=True, cache=True)
-def group_image(x, w3, out3, pad, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def tap_shifts(kw, sw, dw, out_w):
+    """Where each tap column starts within a padded row of :func:`group_image`'s workspace
+    (its column phase, then its shift): the same for every group of a convolution."""
+    phase = _geometry(1, kw, 1, sw, 1, dw, 1, out_w)[1]
+    shifts = np.empty(kw, np.int64)
+    for j in range(kw):
+        shifts[j] = ((j * dw) % sw) * phase + (j * dw) // sw
+    return shifts
+
+
+@njit(nogil=True, cache=True)
+def group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """Output channels of group ``g`` of image ``n`` of a grouped float convolution.
 
     Parameters
@@ -112,6 +132,8 @@ def group_image(x, w3, out3, pad, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, o
     pad : ndarray
         Flat workspace of :func:`workspace_size` elements, zero wherever a previous call
         did not write (zero-filled once per kernel call is enough).
+    shifts : ndarray
+        :func:`tap_shifts` of the convolution.
     n, g : int
         Image and group.
     kh, kw, sh, sw, pt, pl, dh, dw : int
@@ -123,25 +145,40 @@ def group_image(x, w3, out3, pad, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, o
     cg = k // (kh * kw)
     rows, phase = _geometry(kh, kw, sh, sw, dh, dw, out_h, out_w)
     row_len = sw * phase
-    _fill(x, pad, n, g, cg, sh, sw, pt, pl, rows, phase)
     wf = w3.reshape(w3.size)
     of = out3.reshape(out3.size)
     out_channels = out3.shape[1]
     plane = out_h * out_w
-    # Where tap column j starts within a padded row (its phase, then its shift).
-    shifts = np.empty(kw, np.int64)
-    for j in range(kw):
-        shifts[j] = ((j * dw) % sw) * phase + (j * dw) // sw
+    if kh == 3 and kw == 3 and sw == 2 and dw == 1:
+        # Stride 2 (MobileNet's downsampling): splitting the columns by phase gathers
+        # every other element, which costs more than the taps; the rows are copied whole
+        # and the taps read every other element instead, loads LLVM vectorizes with
+        # shuffles since the stride is a constant.
+        cols = (out_w - 1) * 2 + 3
+        _fill(x, pad, n, g, cg, sh, 1, pt, pl, rows, cols)
+        line = np.empty(2 * out_w, pad.dtype)
+        for m in range(og):
+            o = g * og + m
+            ob = (n * out_channels + o) * plane
+            for c in range(cg):
+                _taps3x3_stride2(pad, wf, of, (o * cg + c) * 9, c, rows, cols, ob, sh, dh,
+                                 out_h, out_w, c, line)  # fmt: skip
+        return
+    _fill(x, pad, n, g, cg, sh, sw, pt, pl, rows, phase)
     for m in range(og):
         o = g * og + m
         ob = (n * out_channels + o) * plane
+        if kh == 3 and kw == 3:
+            # The first channel's taps write the plane, the others add to it: no pass
+            # zeroing it first.
+            for c in range(cg):
+                wb = (o * cg + c) * 9
+                _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w, c)
+            continue
         for q in range(_u(plane)):
             of[_u(ob) + q] = 0
         for c in range(cg):
             wb = (o * cg + c) * kh * kw
-            if kh == 3 and kw == 3:
-                _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w)
-                continue
             width = _u(out_w)
             for r in range(out_h):
                 d = _u(ob + r * out_w)
@@ -179,8 +216,9 @@ def group_image(x, w3, out3, pad, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, o
 
 
 @njit(nogil=True, cache=True)
-def _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w):
-    """Add one input channel's 3x3 taps to an output plane, all nine per element at once."""
+def _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w, add):
+    """One input channel's 3x3 taps, all nine per element at once, written to an output
+    plane (``add`` false) or added to it."""
     w00, w01, w02 = wf[wb], wf[wb + 1], wf[wb + 2]
     w10, w11, w12 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
     w20, w21, w22 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
@@ -192,6 +230,20 @@ def _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w
         a0 = _u((c * rows + r * sh) * row_len + shifts[0])
         a1 = a0 + step
         a2 = a1 + step
+        if not add:
+            for q in range(width):
+                of[d + q] = (
+                    w00 * pad[a0 + q]
+                    + w01 * pad[a0 + s1 + q]
+                    + w02 * pad[a0 + s2 + q]
+                    + w10 * pad[a1 + q]
+                    + w11 * pad[a1 + s1 + q]
+                    + w12 * pad[a1 + s2 + q]
+                    + w20 * pad[a2 + q]
+                    + w21 * pad[a2 + s1 + q]
+                    + w22 * pad[a2 + s2 + q]
+                )
+            continue
         for q in range(width):
             of[d + q] += (
                 w00 * pad[a0 + q]
@@ -207,89 +259,248 @@ def _taps3x3(pad, wf, of, wb, shifts, c, rows, row_len, ob, sh, dh, out_h, out_w
 
 
 @njit(nogil=True, cache=True)
-def channels_last_size(channels, kh, kw, sh, sw, dh, dw, out_h, out_w):
-    """Elements of the ``pad`` workspace :func:`image_channels_last` needs.
+def _taps3x3_stride2(pad, wf, of, wb, c, rows, cols, ob, sh, dh, out_h, out_w, add, line):
+    """:func:`_taps3x3` with a column stride of 2, on whole padded rows of ``cols``.
 
-    Parameters
-    ----------
-    channels : int
-        Output channels (input channels times the channel multiplier).
-    kh, kw, sh, sw, dh, dw : int
-        Kernel size, strides and dilation.
-    out_h, out_w : int
-        Output height and width.
-
-    Returns
-    -------
-    int
-        The size of the flat, zero-filled array to pass as ``pad``.
+    Every column of a row is computed at stride 1 into ``line`` (at least ``2 * out_w``
+    elements), then every other one is kept: twice the multiply-adds, but in contiguous
+    loads that vectorize, where reading every other element in the sum does not (LLVM
+    makes each such load a gather here, 2.8 GFLOP/s against about 35).
     """
-    rows = (out_h - 1) * sh + (kh - 1) * dh + 1
-    cols = (out_w - 1) * sw + (kw - 1) * dw + 1
-    return rows * cols * channels
+    w00, w01, w02 = wf[wb], wf[wb + 1], wf[wb + 2]
+    w10, w11, w12 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
+    w20, w21, w22 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
+    step = _u(dh * cols)
+    width = _u(out_w)
+    full = _u(2 * out_w - 1)
+    # Unsigned constants: uint64 plus a plain int would be a float64 index.
+    one, two = _u(1), _u(2)
+    for r in range(out_h):
+        d = _u(ob + r * out_w)
+        a0 = _u((c * rows + r * sh) * cols)
+        a1 = a0 + step
+        a2 = a1 + step
+        for e in range(full):
+            line[e] = (
+                w00 * pad[a0 + e]
+                + w01 * pad[a0 + e + one]
+                + w02 * pad[a0 + e + two]
+                + w10 * pad[a1 + e]
+                + w11 * pad[a1 + e + one]
+                + w12 * pad[a1 + e + two]
+                + w20 * pad[a2 + e]
+                + w21 * pad[a2 + e + one]
+                + w22 * pad[a2 + e + two]
+            )
+        if add:
+            for q in range(width):
+                of[d + q] += line[two * q]
+        else:
+            for q in range(width):
+                of[d + q] = line[two * q]
 
 
 @njit(nogil=True, cache=True)
-def image_channels_last(x, w3, out3, pad, acc, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+                         out_w):  # fmt: skip
+    """Input channels ``first:last`` of image ``n`` of a depthwise convolution, vectorized
+    across their output channels (see :func:`image_channels_last`).
+
+    The channels are copied into a zero-bordered channels-last workspace of their own, the
+    taps summed across the channel run, and the result written back to NCHW, so ranges
+    run independently on any thread.
+    """
+    _, channels, height, width = x.shape
+    _, og, _ = w3.shape
+    lanes = _u((last - first) * og)
+    rows = (out_h - 1) * sh + (kh - 1) * dh + 1
+    cols = (out_w - 1) * sw + (kw - 1) * dw + 1
+    xf = x.reshape(x.size)
+    wf = w3.reshape(w3.size)
+    of = out3.reshape(out3.size)
+    pad = np.zeros(rows * cols * (last - first) * og, x.dtype)
+    w0, w1 = max(0, -pl), min(width, cols - pl)
+    for c in range(first, last):
+        lane = _u((c - first) * og)
+        for ih in range(max(0, -pt), min(height, rows - pt)):
+            src = ((n * channels + c) * height + ih) * width
+            for iw in range(w0, w1):
+                d = _u((ih + pt) * cols + iw + pl) * lanes + lane
+                v = xf[_u(src + iw)]
+                for m in range(_u(og)):
+                    pad[d + m] = v
+    taps = kh * kw
+    # The weights tap-major, so each tap's channel run is contiguous.
+    wt = np.empty(taps * (last - first) * og, wf.dtype)
+    for k in range(lanes):
+        o = first * og + k
+        for t in range(taps):
+            wt[_u(t) * lanes + k] = wf[o * taps + t]
+    plane = out_h * out_w
+    acc = np.empty(plane * (last - first) * og, x.dtype)
+    if kh == 3 and kw == 3:
+        # All nine taps per element at once, in registers: one store per output.
+        t1, t2, t3, t4 = lanes, _u(2) * lanes, _u(3) * lanes, _u(4) * lanes
+        t5, t6, t7, t8 = _u(5) * lanes, _u(6) * lanes, _u(7) * lanes, _u(8) * lanes
+        c1, c2 = _u(dw) * lanes, _u(2 * dw) * lanes
+        r1, r2 = _u(dh * cols) * lanes, _u(2 * dh * cols) * lanes
+        for r in range(out_h):
+            for q in range(out_w):
+                a = _u(r * out_w + q) * lanes
+                s0 = _u((r * sh) * cols + q * sw) * lanes
+                s3, s6 = s0 + r1, s0 + r2
+                for o in range(lanes):
+                    acc[a + o] = (
+                        wt[o] * pad[s0 + o]
+                        + wt[t1 + o] * pad[s0 + c1 + o]
+                        + wt[t2 + o] * pad[s0 + c2 + o]
+                        + wt[t3 + o] * pad[s3 + o]
+                        + wt[t4 + o] * pad[s3 + c1 + o]
+                        + wt[t5 + o] * pad[s3 + c2 + o]
+                        + wt[t6 + o] * pad[s6 + o]
+                        + wt[t7 + o] * pad[s6 + c1 + o]
+                        + wt[t8 + o] * pad[s6 + c2 + o]
+                    )
+    else:
+        for r in range(out_h):
+            for q in range(out_w):
+                a = _u(r * out_w + q) * lanes
+                for o in range(lanes):
+                    acc[a + o] = 0
+                for i in range(kh):
+                    for j in range(kw):
+                        s_ = _u((r * sh + i * dh) * cols + q * sw + j * dw) * lanes
+                        t = _u(i * kw + j) * lanes
+                        for o in range(lanes):
+                            acc[a + o] += wt[t + o] * pad[s_ + o]
+    oc = out3.shape[1]
+    for k in range(lanes):
+        d = _u((n * oc + first * og) * plane) + k * _u(plane)
+        for p in range(_u(plane)):
+            of[d + p] = acc[p * lanes + k]
+
+
+@njit(nogil=True)
+def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     """Image ``n`` of a depthwise convolution (one input channel per group, any channel
-    multiplier), vectorized across channels.
+    multiplier), vectorized across channels; split between threads by channels when the
+    image is big enough and the data float32.
 
     Small output planes leave too short a row for the per-group loops to fill a vector
-    register, so this copies the image into a zero-bordered channels-last workspace and
-    runs the innermost loop over the channels instead, then writes the result back to
+    register, so runs of channels are copied into zero-bordered channels-last workspaces
+    and the innermost loop runs over the channels instead; the result is written back to
     NCHW. Output channel ``o`` reads input channel ``o // multiplier``.
 
     Parameters
     ----------
     x, w3, out3 : ndarray
         As for :func:`group_image`, with one input channel per group.
-    pad : ndarray
-        Flat workspace of :func:`channels_last_size` elements, zero wherever a previous
-        call did not write.
-    acc : ndarray
-        Flat workspace of ``out_h * out_w * channels`` elements (any contents).
-    n : int
-        Image.
     kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w : int
         As for :func:`group_image`.
+    n : int
+        Image.
     """
-    _, channels, height, width = x.shape
-    groups, og, _ = w3.shape
-    oc = groups * og
-    rows = (out_h - 1) * sh + (kh - 1) * dh + 1
-    cols = (out_w - 1) * sw + (kw - 1) * dw + 1
-    xf = x.reshape(x.size)
-    wf = w3.reshape(w3.size)
-    of = out3.reshape(out3.size)
-    lanes = _u(oc)
-    w0, w1 = max(0, -pl), min(width, cols - pl)
-    for c in range(channels):
-        for ih in range(max(0, -pt), min(height, rows - pt)):
-            src = ((n * channels + c) * height + ih) * width
-            for iw in range(w0, w1):
-                d = _u(((ih + pt) * cols + iw + pl) * oc + c * og)
-                v = xf[_u(src + iw)]
-                for m in range(_u(og)):
-                    pad[d + m] = v
-    plane = out_h * out_w
-    taps = kh * kw
-    # The weights tap-major, so each tap's channel run is contiguous.
-    wt = np.empty(taps * oc, wf.dtype)
-    for o in range(oc):
-        for t in range(taps):
-            wt[t * oc + o] = wf[o * taps + t]
-    for r in range(out_h):
-        for q in range(out_w):
-            a = _u((r * out_w + q) * oc)
-            for o in range(lanes):
-                acc[a + o] = 0
-            for i in range(kh):
-                for j in range(kw):
-                    s = _u(((r * sh + i * dh) * cols + q * sw + j * dw) * oc)
-                    t = _u((i * kw + j) * oc)
-                    for o in range(lanes):
-                        acc[a + o] += wt[t + o] * pad[s + o]
-    for o in range(oc):
-        d = _u((n * oc + o) * plane)
-        for p in range(_u(plane)):
-            of[d + p] = acc[p * lanes + _u(o)]
+    channels = x.shape[1]
+    groups, og, k = w3.shape
+    work = groups * og * k * out_h * out_w
+    if (
+        work >= SPLIT_WORK
+        and channels > 1
+        and x.itemsize == 4
+        and x.flags.c_contiguous
+        and w3.flags.c_contiguous
+        and out3.flags.c_contiguous
+    ):
+        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+                     np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
+                     out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
+                     np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
+                     np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
+        # Chunks of at least 16 channels, so each keeps a vector register's width.
+        if gemm.share_callback(_channels_handler(), max(channels // 16, 1), arguments):
+            return
+    _channels_last_range(x, w3, out3, n, 0, channels, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+                         out_w)  # fmt: skip
+
+
+@njit(nogil=True)
+def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """Every group of image ``n`` (:func:`group_image`), split between threads by groups
+    when the image is big enough and the data float32.
+
+    Parameters
+    ----------
+    x, w3, out3 : ndarray
+        As for :func:`group_image`.
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w : int
+        As for :func:`group_image`.
+    n : int
+        Image.
+    """
+    groups, og, k = w3.shape
+    cg = k // (kh * kw)
+    work = groups * og * k * out_h * out_w
+    if (
+        work >= SPLIT_WORK
+        and groups > 1
+        and x.itemsize == 4
+        and x.flags.c_contiguous
+        and w3.flags.c_contiguous
+        and out3.flags.c_contiguous
+    ):
+        # float32 (the only float of 4 bytes) in C order: what the callback reads.
+        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+                     np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
+                     out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
+                     np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
+                     np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
+        if gemm.share_callback(_groups_handler(), groups, arguments):
+            return
+    pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
+    shifts = tap_shifts(kw, sw, dw, out_w)
+    for g in range(groups):
+        group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+
+
+@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+def _groups_chunk(slot, index, parts):
+    """Groups ``index`` of ``parts`` of the float32 image that :func:`image_groups` shares
+    through :func:`vm.kernels.gemm.share_callback`; each chunk has its own workspace."""
+    a = gemm.argument
+    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
+    groups, og, k = a(slot, 6), a(slot, 7), a(slot, 8)
+    w3 = carray(gemm.floats(a(slot, 5)), (groups, og, k))
+    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
+    kh, kw, sh, sw = a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15)
+    pt, pl, dh, dw = a(slot, 16), a(slot, 17), a(slot, 18), a(slot, 19)
+    out_h, out_w, n = a(slot, 20), a(slot, 21), a(slot, 22)
+    cg = k // (kh * kw)
+    pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), np.float32)
+    shifts = tap_shifts(kw, sw, dw, out_w)
+    for g in range(groups * index // parts, groups * (index + 1) // parts):
+        group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+
+
+binding.add_symbol("relayvm_depthwise_groups_chunk", _groups_chunk.address)
+_groups_handler = atomics.symbol_address("relayvm_depthwise_groups_chunk")
+
+
+@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+def _channels_chunk(slot, index, parts):
+    """Channels ``index`` of ``parts`` of the float32 image that
+    :func:`image_channels_last` shares (in runs of 16, the last run taking the rest)."""
+    a = gemm.argument
+    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
+    w3 = carray(gemm.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
+    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
+    runs = max(x.shape[1] // 16, 1)
+    first = x.shape[1] * (runs * index // parts) // runs
+    last = x.shape[1] * (runs * (index + 1) // parts) // runs
+    if first < last:
+        _channels_last_range(x, w3, out3, a(slot, 22), first, last, a(slot, 12), a(slot, 13),
+                             a(slot, 14), a(slot, 15), a(slot, 16), a(slot, 17), a(slot, 18),
+                             a(slot, 19), a(slot, 20), a(slot, 21))  # fmt: skip
+
+
+binding.add_symbol("relayvm_depthwise_channels_chunk", _channels_chunk.address)
+_channels_handler = atomics.symbol_address("relayvm_depthwise_channels_chunk")

@@ -185,7 +185,7 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
         f"{out_h}, {out_w})"
     )
     if groups > 1:
-        _grouped_emit(ctx, x, w3, o3, cg, og, b, call)
+        _grouped_emit(ctx, x, w3, o3, cg, b, call)
         return
     winograd = None
     if groups == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1):
@@ -214,50 +214,35 @@ DIRECT_MAX_GROUP_CHANNELS = 4
 
 #: Depthwise outputs narrower than this many columns run channels-last
 #: (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too short to fill a
-#: vector register, the channels are not (MobileNet's 7x7 stages). From 14 columns on the
-#: two layout copies cost more than the short rows.
-CHANNELS_LAST_MAX_WIDTH = 10
+#: vector register, the channels are not (MobileNet's 7x7 and 14x14 stages). From 28
+#: columns on, the two layout copies cost more than the short rows (benchmarks/NOTES.md).
+CHANNELS_LAST_MAX_WIDTH = 16
 
 
-def _grouped_emit(
-    ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, og: str, b: str, call: str
-) -> None:
+def _grouped_emit(ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, b: str, call: str) -> None:
     """A float convolution with ``groups > 1``: depthwise with narrow outputs, direct loops
     across channels per image; groups of at most :data:`DIRECT_MAX_GROUP_CHANNELS` input
-    channels, direct loops per (image, group), each group's output channels then running
-    through the fused epilogue while in cache; otherwise ``call`` (im2col and products)
-    for each image ``b``."""
+    channels, direct loops per group, the groups of an image shared between threads
+    (:func:`vm.kernels.depthwise.image_groups`); otherwise ``call`` (im2col and products)
+    for each image ``b``. The fused epilogue runs on each image once it is complete."""
     s = ctx.src
     n, o, out_h, out_w = ctx.out_dims[0]
-    groups = ctx.attrs["groups"]
     (_, _, kh, kw) = ctx.arg_dims[1]
     sh, sw = pair("strides", ctx.attrs["strides"])
     dh, dw = pair("dilation", ctx.attrs["dilation"])
     top, left, _, _ = padding4(ctx.attrs["padding"])
-    geometry = ", ".join(plain(v) for v in (sh, sw, dh, dw))
     window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
-    g, pad, acc = s.fresh("g"), s.fresh("pad"), s.fresh("acc")
-    with s.block(f"if {cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}:"):
-        size = f"dwc.channels_last_size({o}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
-        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
-        s.line(f"{acc} = np.empty({out_h} * {out_w} * {o}, {x}.dtype)")
-        with s.block(f"for {b} in range({n}):"):
-            s.line(
-                f"dwc.image_channels_last({x}, {w3}, {o3}, {pad}, {acc}, {b}, {kh}, {kw}, "
-                f"{window}, {out_h}, {out_w})"
-            )
-            if ctx.epilogue is not None:
-                ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
-    with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"):
-        size = f"dwc.workspace_size({cg}, {kh}, {kw}, {geometry}, {out_h}, {out_w})"
-        s.line(f"{pad} = np.zeros({size}, {x}.dtype)")
-        with s.block(f"for {b} in range({n}):"), s.block(f"for {g} in range({groups}):"):
-            s.line(
-                f"dwc.group_image({x}, {w3}, {o3}, {pad}, {b}, {g}, {kh}, {kw}, {window}, "
-                f"{out_h}, {out_w})"
-            )
-            if ctx.epilogue is not None:
-                ctx.epilogue([b, f"{g} * {og}", "0", "0"], ["1", og, out_h, out_w])
+    narrow = f"{cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}"
+    with s.block(f"if {narrow}:"), s.block(f"for {b} in range({n}):"):
+        s.line(
+            f"dwc.image_channels_last({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})"
+        )
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
+    with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"), s.block(f"for {b} in range({n}):"):
+        s.line(f"dwc.image_groups({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})")
+        if ctx.epilogue is not None:
+            ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
     with s.block("else:"), s.block(f"for {b} in range({n}):"):
         s.line(call)
         if ctx.epilogue is not None:

@@ -7,9 +7,10 @@ grouped convolutions with 2 and 4 channels per group (direct loops) and 8 and 16
 and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
 asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64
 and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
-norm with hardswish, squeeze-excite's sigmoid-multiply) applied per group, and the
+norm with hardswish, squeeze-excite's sigmoid-multiply) applied per image, and the
 plain path when a chain broadcasts the convolution beyond its shape. The generated source
-shows the direct loops and the per-group epilogue.
+shows the direct loops and the epilogue; the groups of a big float32 image shared with the
+polling workers give the same bits as the caller computing them alone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import numpy as np
 import pytest
 
 from tests.vm.kernels.harness import SUMS, Program, check
-from vm.kernels import load_kernel
+from tests.vm.kernels.workers import assert_shared, needs_workers
+from vm.kernels import depthwise as dwc
+from vm.kernels import gemm, load_kernel
+from vm.kernels.emit_conv import CHANNELS_LAST_MAX_WIDTH
 
 RNG = np.random.default_rng(15)
 
@@ -51,6 +55,10 @@ CASES = [
         {"padding": (0, 2, 1, 0), "strides": (2, 2), "dilation": (2, 2)},
     ),
     ((1, 2, 6, 30), 2, 1, (2, 7), {"padding": (1, 3), "dilation": (2, 1)}),
+    # 3x3 with a column stride of 2 on wide rows: whole rows, every other column kept.
+    ((1, 4, 9, 45), 4, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
+    ((2, 3, 10, 41), 3, 2, (3, 3), {"padding": (0, 1, 1, 0), "strides": (1, 2)}),
+    ((1, 8, 12, 40), 2, 3, (3, 3), {"padding": (1, 1), "strides": (3, 2), "dilation": (2, 1)}),
     ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
     ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),
@@ -82,10 +90,57 @@ def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
     program, value = make(CASES[0], "float32")
     (value,) = program.add("nn.relu", [value])
     source = load_kernel(program.description([value])).path.read_text()
-    assert "dwc.group_image(" in source
+    assert "dwc.image_groups(" in source
     assert "dwc.image_channels_last(" in source
     assert "as its epilogue" in source
     check(program, [value], tolerances=SUMS)
+
+
+@needs_workers
+@pytest.mark.parametrize(("cg", "og", "stride"), [(1, 1, 1), (1, 2, 2), (4, 4, 1)])
+def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride):
+    groups, size = 24, 40
+    x = tensor("float32", 2, groups * cg, size, size)
+    w3 = tensor("float32", groups, og, cg * 9)
+    out_size = (size - 1) // stride + 1
+    geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
+    assert groups * og * cg * 9 * out_size**2 >= dwc.SPLIT_WORK
+    alone = np.empty((2, groups * og, out_size * out_size), "float32")
+    gemm.SLOT[gemm._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    try:
+        dwc.image_groups(x, w3, alone, *geometry, 1)
+    finally:
+        gemm.SLOT[gemm._BUSY] = 0
+    shared = np.full_like(alone, np.nan)
+    assert_shared(
+        lambda: dwc.image_groups(x, w3, shared, *geometry, 1),
+        lambda: np.testing.assert_array_equal(shared[1], alone[1]),
+    )
+
+
+@needs_workers
+@pytest.mark.parametrize(("channels", "og", "stride"), [(200, 1, 1), (97, 2, 2)])
+def test_the_channels_of_a_narrow_image_shared_with_the_workers_give_the_same_bits(
+    channels, og, stride
+):
+    size = 9 if stride == 1 else 17
+    x = tensor("float32", 2, channels, size, size)
+    w3 = tensor("float32", channels, og, 9)
+    out_size = (size - 1) // stride + 1
+    geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
+    assert out_size < CHANNELS_LAST_MAX_WIDTH
+    assert channels * og * 9 * out_size**2 >= dwc.SPLIT_WORK
+    alone = np.empty((2, channels * og, out_size * out_size), "float32")
+    gemm.SLOT[gemm._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    try:
+        dwc.image_channels_last(x, w3, alone, *geometry, 1)
+    finally:
+        gemm.SLOT[gemm._BUSY] = 0
+    shared = np.full_like(alone, np.nan)
+    assert_shared(
+        lambda: dwc.image_channels_last(x, w3, shared, *geometry, 1),
+        lambda: np.testing.assert_array_equal(shared[1], alone[1]),
+    )
 
 
 def mobilenet_block(activation: str, dtype: str = "float32") -> tuple[Program, int]:

@@ -136,6 +136,15 @@ def _matmul_integer(node: NodeContext) -> Value:
     return node.call("cast", product, dtype="int32")
 
 
+@register("ConvInteger")
+def _conv_integer(node: NodeContext) -> Value:
+    x, w = node.input(0), node.input(1)
+    x_shifted = _shifted(node, x, node.optional(2), 1, "x_zero_point")
+    w_shifted = _shifted(node, w, node.optional(3), 0, "w_zero_point")
+    accumulator = _conv(_with_inputs(node, "Conv", [x_shifted, w_shifted, None]))
+    return node.call("cast", accumulator, dtype="int32")
+
+
 @register("QLinearMatMul")
 def _qlinear_matmul(node: NodeContext) -> Value:
     a, b = node.input(0), node.input(3)

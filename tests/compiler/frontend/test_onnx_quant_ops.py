@@ -1,7 +1,7 @@
 """ONNX quantization operators imported by from_onnx agree with onnxruntime and, without it,
 with onnx's numpy reference (returns): QuantizeLinear and DequantizeLinear per tensor and per
-axis, uint8 and int8; MatMulInteger; QLinearMatMul; QLinearConv with per-channel weight
-scales and a bias. Bad scales get errors naming them (invalid)."""
+axis, uint8 and int8; MatMulInteger; ConvInteger; QLinearMatMul; QLinearConv with
+per-channel weight scales and a bias. Bad scales get errors naming them (invalid)."""
 
 from __future__ import annotations
 
@@ -108,6 +108,26 @@ def test_qlinear_conv_with_per_channel_scales_and_a_bias():
         input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"],
     )  # fmt: skip
     check(proto, feeds)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv_integer_with_zero_points(per_channel):
+    x, w = ints("uint8", 2, 3, 8, 7), ints("uint8", 5, 3, 3, 3)
+    w_zero = ints("uint8", 5) if per_channel else np.array(9, "uint8")
+    constants = {"w": w, "xz": np.array(130, "uint8"), "wz": w_zero}
+    proto, feeds = single_op(
+        "ConvInteger", {"x": x}, {"pads": [1, 0, 1, 2], "strides": [1, 2]}, constants,
+        input_order=["x", "w", "xz", "wz"],
+    )  # fmt: skip
+    if per_channel:  # onnxruntime takes a per-tensor weight zero point only
+        check_against_reference(proto, feeds, rtol=0, atol=0)
+    else:
+        check(proto, feeds)
+
+
+def test_conv_integer_without_zero_points():
+    x, w = ints("uint8", 1, 2, 6, 6), ints("uint8", 3, 2, 2, 2)
+    check(*single_op("ConvInteger", {"x": x}, {}, {"w": w}))
 
 
 # ---- invalid ------------------------------------------------------------------------------------

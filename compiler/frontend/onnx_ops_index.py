@@ -286,6 +286,15 @@ def _hardmax(node: NodeContext) -> Value:
 @register("TopK")
 def _topk(node: NodeContext) -> list[Value]:
     x = node.input(0)
+    axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
+    largest = bool(int(node.attr("largest", 1))) if node.opset >= 11 else True
+    if node.opset >= 10 and node.input(1).static is None:
+        # k known only when the model runs: dyn.topk sizes its outputs then.
+        out = node.call(
+            "dyn.topk", x, node.input(1), axis=axis, ret_type="both", is_ascend=not largest,
+            dtype="int64",
+        )  # fmt: skip
+        return [node.item(out, 0), node.item(out, 1)]
     if node.opset < 10:
         k = int(node.attr("k", -1))
     else:
@@ -293,13 +302,11 @@ def _topk(node: NodeContext) -> list[Value]:
         if len(k_values) != 1:
             raise node.error(f"k must hold one value, found {len(k_values)}")
         k = k_values[0]
-    axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
     size = x.shape[axis]
     if k < 0 or (isinstance(size, int) and k > size):
         raise node.error(f"k={k} must be between 0 and the length {size} of axis {axis}")
     if k == 0:
         raise node.unsupported("k=0 (empty outputs) is not supported")
-    largest = bool(int(node.attr("largest", 1))) if node.opset >= 11 else True
     # sorted=0 lets any order through; the sorted one is such an order.
     out = node.call(
         "topk", x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64"

@@ -633,11 +633,16 @@ def topk(
     is_ascend: bool = SCHEMA, dtype: str = SCHEMA,
 ) -> Call:  # fmt: skip
     """The ``k`` largest (or, with ``is_ascend``, smallest) elements along ``axis`` and their
-    indices; ``k < 1`` keeps them all. ``ret_type="both"`` gives a tuple (values, indices)."""
+    indices; ``k < 1`` keeps them all. ``ret_type="both"`` gives a tuple (values, indices).
+    A ``k`` computed at run time (an integer scalar expression) gives ``dyn.topk``, whose
+    kept length is known when it runs, as in TVM."""
     if isinstance(k, Constant):
         k = int(k.data)
     if isinstance(k, Expr):
-        raise ValueError("topk: k must be an int or a constant; a run-time k is not supported")
+        return call_op(
+            "dyn.topk", [data, k], axis=axis, ret_type=ret_type, is_ascend=bool(is_ascend),
+            dtype=dtype,
+        )  # fmt: skip
     return call_op(
         "topk", [data], k=k, axis=axis, ret_type=ret_type, is_ascend=bool(is_ascend), dtype=dtype
     )

@@ -411,3 +411,42 @@ define(
     OPAQUE,
     doc="the k largest (is_ascend=False) or smallest values along axis and their indices",
 )
+
+
+def _dyn_topk_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
+    """dyn.topk(data, k; axis, ret_type, is_ascend, dtype): topk with ``k`` a scalar (or
+    one-element) integer tensor, so the length along ``axis`` is known only when it runs."""
+    k = tensor_arg("dyn.topk", arg_types[1], "k")
+    require_dtype("dyn.topk", k, "k", "int")
+    if k.ndim > 1 or (k.ndim == 1 and k.shape[0] != 1):
+        raise OpTypeError(f"dyn.topk: argument k must be a scalar, found {fmt_type(k)}")
+    static = _topk_rel(arg_types[:1], Attrs({**dict(attrs), "k": 0}))
+    axis = normalize_axis("dyn.topk", attrs["axis"], len(_first(static).shape))  # type: ignore[arg-type]
+
+    def unknown_along_axis(ty: TensorType) -> TensorType:
+        shape = list(ty.shape)
+        shape[axis] = Any()
+        return TensorType(shape, ty.dtype)
+
+    if isinstance(static, TupleType):
+        return TupleType([unknown_along_axis(f) for f in static.fields])  # type: ignore[arg-type]
+    return unknown_along_axis(static)  # type: ignore[arg-type]
+
+
+def _first(ty: Type) -> TensorType:
+    return ty.fields[0] if isinstance(ty, TupleType) else ty  # type: ignore[return-value]
+
+
+def _dyn_topk(args: Sequence[np.ndarray], attrs: Attrs) -> object:
+    x, k = args
+    return _topk([x], Attrs({**dict(attrs), "k": int(np.asarray(k).reshape(-1)[0])}))
+
+
+define(
+    "dyn.topk",
+    ("data", "k"),
+    _dyn_topk_rel,
+    _dyn_topk,
+    OPAQUE,
+    doc="topk with k given as a tensor: the kept length is known when it runs",
+)

@@ -179,6 +179,26 @@ def test_topk_and_argsort_along_any_axis_of_any_shape() -> None:
         )
 
 
+def test_topk_with_k_given_at_run_time_keeps_that_many() -> None:
+    x = relay.var("x", shape=(ANY, 6))
+    k = relay.var("k", shape=(), dtype="int32")
+    top = relay.topk(x, k, axis=1)
+    run = runner([x, k], relay.Tuple([top[0], top[1]]))
+    data = RNG.integers(0, 4, size=(3, 6)).astype("float32")  # ties: order must be stable
+    order = np.argsort(-data, axis=1, kind="stable")
+    for keep in (1, 4, 6, 9, 0):
+        kept = order[:, : min(keep, 6)] if keep >= 1 else order
+        run.check(
+            data,
+            np.int32(keep),
+            expected=(np.take_along_axis(data, kept, axis=1), kept.astype("int32")),
+        )
+    smallest = runner([x, k], relay.topk(x, k, axis=0, ret_type="indices", is_ascend=True))
+    smallest.check(
+        data, np.int32(2), expected=np.argsort(data, axis=0, kind="stable")[:2].astype("int32")
+    )
+
+
 def test_dynamic_operators_print_and_parse_back() -> None:
     x = relay.var("x", shape=(ANY, ANY))
     shape = relay.var("shape", shape=(2,), dtype="int64")

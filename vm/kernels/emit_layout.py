@@ -1060,6 +1060,47 @@ RULES.register(
 )
 
 
+def _dyn_topk_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
+    require_kind("k", args[1], "int")
+    require_rank("k", args[1], 0, 1)
+    return _topk_infer(args[:1], attrs, declared)
+
+
+def _dyn_topk_emit(ctx: EmitCtx) -> None:
+    """topk with ``k`` a tensor: the outputs are sized by the shape function from k's value,
+    and the kernel checks that size against the same rule before writing."""
+    axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
+    n = ctx.arg_dims[0][axis]
+    k = ctx.src.fresh("k")
+    if ctx.arg_specs[1].ndim == 0:
+        ctx.src.line(f"{k} = np.int64({ctx.args[1]}[()])")
+    else:
+        ctx.fail_if(f"{ctx.arg_dims[1][0]} != 1", "k must hold one value")
+        ctx.src.line(f"{k} = np.int64({ctx.args[1]}[0])")
+    keep = ctx.out_dims[0][axis]
+    ctx.src.line(f"h.expect({keep}, min({k}, {n}) if {k} >= 1 else {n}, {ctx.what('k')})")
+    _topk_emit(ctx)
+
+
+RULES.register(
+    OpRule(
+        "dyn.topk",
+        2,
+        (
+            Attr("axis", "int", -1),
+            Attr("ret_type", "str", "both", choices=("both", "values", "indices")),
+            Attr("is_ascend", "bool", False),
+            Attr("dtype", "dtype", "int32"),
+        ),
+        _dyn_topk_infer,
+        # Both outputs (values, indices) have the shape the shape function gave output 0.
+        lambda ctx: [_output_dims(ctx.out_specs[0].ndim)] * len(ctx.out_specs),
+        emit=_dyn_topk_emit,
+        numeric=True,
+    )
+)
+
+
 # --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
 
 
@@ -1359,3 +1400,18 @@ def _run_argwhere(
     condition = np.asarray(values[0])
     sr.rank(shapes[0], 1, None, "condition")
     return [(int(np.count_nonzero(condition)), len(shapes[0]))]
+
+
+@RULES.value_shape("dyn.topk", args=(1,))
+def _run_dyn_topk(
+    shapes: list[sr.Shape], values: list[Any], attrs: Any, ranks: tuple
+) -> list[sr.Shape]:
+    ks = _int_values(values[1], "k")
+    if len(ks) != 1:
+        raise RuleError(f"argument k must hold one value, found {len(ks)}")
+    dims = list(shapes[0])
+    axis = sr.axis_of(attrs["axis"], len(dims))
+    if ks[0] >= 1:
+        dims[axis] = min(ks[0], dims[axis])
+    count = 2 if attrs["ret_type"] == "both" else 1
+    return [tuple(dims)] * count

@@ -164,6 +164,23 @@ def test_nonzero_of_a_constant_is_folded():
     both(proto, feeds)
 
 
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_with_k_fed_at_run_time_runs_every_k_through_one_executable(largest):
+    x = randn(4, 7)
+    proto, _ = single_op(
+        "TopK", {"x": x, "k": np.array([3], "int64")}, {"axis": 1, "largest": largest},
+        outputs=2, opset=11,
+    )  # fmt: skip
+    both(proto, {"x": x, "k": np.array([3], "int64")})
+    mod, params = relay.frontend.from_onnx(proto)
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    order = np.argsort(x if not largest else -x, axis=1, kind="stable")
+    for keep in (1, 5, 7):
+        values, indices = machine.invoke("main", x, np.array([keep], "int64"))
+        np.testing.assert_array_equal(indices.numpy(), order[:, :keep])
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order[:, :keep], 1))
+
+
 def test_topk_with_k_as_an_attribute_before_opset_10():
     both(*single_op("TopK", {"x": randn(3, 5)}, {"k": 2}, outputs=2, opset=9))
 

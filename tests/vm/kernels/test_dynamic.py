@@ -114,6 +114,16 @@ def test_argwhere_lists_the_nonzero_elements_in_c_order(dtype: str, shape: tuple
         check(program, program.add("argwhere", [0]))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "int8", "float64"])
+def test_dyn_topk_keeps_k_read_from_a_tensor(dtype: str) -> None:
+    # One node per kernel: a data-dependent operator is never fused (its shape is out0's).
+    for k in (ints(2), ints(9, dtype="int32"), np.array(0, "int64"), np.array(3, "int32")):
+        program = Program([data((4, 6), dtype), k])
+        check(program, program.add("dyn.topk", [0, 1]))
+        program = Program([data((4, 6), dtype), k])
+        check(program, program.add("dyn.topk", [0, 1], axis=0, is_ascend=True, ret_type="indices"))
+
+
 # --- traps ---------------------------------------------------------------------------------------
 
 
@@ -147,3 +157,14 @@ def test_argwhere_refuses_an_output_with_the_wrong_number_of_rows() -> None:
     (result,) = program.add("argwhere", [0])
     with pytest.raises(ValueError, match="number of nonzero elements: expected 2, found 3"):
         run(program.description([result]), [condition], [np.zeros((3, 2), "int32")])
+
+
+def test_dyn_topk_refuses_outputs_sized_for_another_k() -> None:
+    program = Program([data((2, 5), "float32"), ints(2)])
+    (values, _) = program.add("dyn.topk", [0, 1])
+    with pytest.raises(ValueError, match="k: expected 2, found 3"):
+        run(
+            program.description([values]),
+            program.inputs,
+            [np.zeros((2, 3), "float32")],
+        )

@@ -381,6 +381,40 @@ def _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh
 
 
 @njit(nogil=True)
+def _share(handler, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """Offer image ``n`` to the polling workers as ``extent`` items of the C callback at
+    ``handler`` (:func:`vm.kernels.gemm.share_callback`); False, doing nothing, when the
+    image is too small to pay for it, the data is not float32 in C order (what the
+    callbacks read), or no worker takes it."""
+    groups, og, k = w3.shape
+    if (
+        groups * og * k * out_h * out_w < SPLIT_WORK
+        or extent < 2
+        or x.itemsize != 4
+        or not (x.flags.c_contiguous and w3.flags.c_contiguous and out3.flags.c_contiguous)
+    ):
+        return False
+    arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+                 np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
+                 out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
+                 np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
+                 np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
+    return gemm.share_callback(handler, extent, arguments)
+
+
+@njit(nogil=True)
+def _job(slot):
+    """The arrays and geometry :func:`_share` put in the slot, for a chunk callback."""
+    a = gemm.argument
+    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
+    w3 = carray(gemm.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
+    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
+    geometry = (a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15), a(slot, 16), a(slot, 17),
+                a(slot, 18), a(slot, 19), a(slot, 20), a(slot, 21))  # fmt: skip
+    return (x, w3, out3) + geometry + (a(slot, 22),)
+
+
+@njit(nogil=True)
 def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     """Image ``n`` of a depthwise convolution (one input channel per group, any channel
     multiplier), vectorized across channels; split between threads by channels when the
@@ -401,24 +435,11 @@ def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_
         Image.
     """
     channels = x.shape[1]
-    groups, og, k = w3.shape
-    work = groups * og * k * out_h * out_w
-    if (
-        work >= SPLIT_WORK
-        and channels > 1
-        and x.itemsize == 4
-        and x.flags.c_contiguous
-        and w3.flags.c_contiguous
-        and out3.flags.c_contiguous
-    ):
-        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
-                     np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
-                     out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
-                     np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
-                     np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
-        # Chunks of at least 16 channels, so each keeps a vector register's width.
-        if gemm.share_callback(_channels_handler(), max(channels // 16, 1), arguments):
-            return
+    # Chunks of at least 16 channels, so each keeps a vector register's width.
+    runs = max(channels // 16, 1)
+    if _share(_channels_handler(), runs, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+              out_w, n):  # fmt: skip
+        return
     _channels_last_range(x, w3, out3, n, 0, channels, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                          out_w)  # fmt: skip
 
@@ -437,25 +458,11 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     n : int
         Image.
     """
-    groups, og, k = w3.shape
+    groups, _, k = w3.shape
     cg = k // (kh * kw)
-    work = groups * og * k * out_h * out_w
-    if (
-        work >= SPLIT_WORK
-        and groups > 1
-        and x.itemsize == 4
-        and x.flags.c_contiguous
-        and w3.flags.c_contiguous
-        and out3.flags.c_contiguous
-    ):
-        # float32 (the only float of 4 bytes) in C order: what the callback reads.
-        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
-                     np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
-                     out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
-                     np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
-                     np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
-        if gemm.share_callback(_groups_handler(), groups, arguments):
-            return
+    if _share(_groups_handler(), groups, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+              out_w, n):  # fmt: skip
+        return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
     shifts = tap_shifts(kw, sw, dw, out_w)
     for g in range(groups):
@@ -466,14 +473,8 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
 def _groups_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the float32 image that :func:`image_groups` shares
     through :func:`vm.kernels.gemm.share_callback`; each chunk has its own workspace."""
-    a = gemm.argument
-    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
-    groups, og, k = a(slot, 6), a(slot, 7), a(slot, 8)
-    w3 = carray(gemm.floats(a(slot, 5)), (groups, og, k))
-    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
-    kh, kw, sh, sw = a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15)
-    pt, pl, dh, dw = a(slot, 16), a(slot, 17), a(slot, 18), a(slot, 19)
-    out_h, out_w, n = a(slot, 20), a(slot, 21), a(slot, 22)
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
+    groups, _, k = w3.shape
     cg = k // (kh * kw)
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), np.float32)
     shifts = tap_shifts(kw, sw, dw, out_w)
@@ -489,17 +490,13 @@ _groups_handler = atomics.symbol_address("relayvm_depthwise_groups_chunk")
 def _channels_chunk(slot, index, parts):
     """Channels ``index`` of ``parts`` of the float32 image that
     :func:`image_channels_last` shares (in runs of 16, the last run taking the rest)."""
-    a = gemm.argument
-    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
-    w3 = carray(gemm.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
-    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
     runs = max(x.shape[1] // 16, 1)
     first = x.shape[1] * (runs * index // parts) // runs
     last = x.shape[1] * (runs * (index + 1) // parts) // runs
     if first < last:
-        _channels_last_range(x, w3, out3, a(slot, 22), first, last, a(slot, 12), a(slot, 13),
-                             a(slot, 14), a(slot, 15), a(slot, 16), a(slot, 17), a(slot, 18),
-                             a(slot, 19), a(slot, 20), a(slot, 21))  # fmt: skip
+        _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+                             out_w)  # fmt: skip
 
 
 binding.add_symbol("relayvm_depthwise_channels_chunk", _channels_chunk.address)

@@ -96,26 +96,32 @@ def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
     check(program, [value], tolerances=SUMS)
 
 
-@needs_workers
-@pytest.mark.parametrize(("cg", "og", "stride"), [(1, 1, 1), (1, 2, 2), (4, 4, 1)])
-def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride):
-    groups, size = 24, 40
-    x = tensor("float32", 2, groups * cg, size, size)
-    w3 = tensor("float32", groups, og, cg * 9)
-    out_size = (size - 1) // stride + 1
-    geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
-    assert groups * og * cg * 9 * out_size**2 >= dwc.SPLIT_WORK
-    alone = np.empty((2, groups * og, out_size * out_size), "float32")
+def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
+    """``run`` (image_groups or image_channels_last) gives the same bits on the calling
+    thread alone as when the polling workers share the image."""
+    alone = np.empty(out_shape, "float32")
     gemm.SLOT[gemm._BUSY] = 1  # as while another job holds the slot: the caller works alone
     try:
-        dwc.image_groups(x, w3, alone, *geometry, 1)
+        run(x, w3, alone, *geometry, 1)
     finally:
         gemm.SLOT[gemm._BUSY] = 0
     shared = np.full_like(alone, np.nan)
     assert_shared(
-        lambda: dwc.image_groups(x, w3, shared, *geometry, 1),
+        lambda: run(x, w3, shared, *geometry, 1),
         lambda: np.testing.assert_array_equal(shared[1], alone[1]),
     )
+
+
+@needs_workers
+@pytest.mark.parametrize(("cg", "og", "stride"), [(1, 1, 1), (1, 2, 2), (4, 4, 1)])
+def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride):
+    groups, size = 24, 40
+    out_size = (size - 1) // stride + 1
+    geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
+    assert groups * og * cg * 9 * out_size**2 >= dwc.SPLIT_WORK
+    x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
+    out_shape = (2, groups * og, out_size * out_size)
+    _same_bits_alone_and_shared(dwc.image_groups, x, w3, out_shape, geometry)
 
 
 @needs_workers
@@ -124,23 +130,13 @@ def test_the_channels_of_a_narrow_image_shared_with_the_workers_give_the_same_bi
     channels, og, stride
 ):
     size = 9 if stride == 1 else 17
-    x = tensor("float32", 2, channels, size, size)
-    w3 = tensor("float32", channels, og, 9)
     out_size = (size - 1) // stride + 1
     geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
     assert out_size < CHANNELS_LAST_MAX_WIDTH
     assert channels * og * 9 * out_size**2 >= dwc.SPLIT_WORK
-    alone = np.empty((2, channels * og, out_size * out_size), "float32")
-    gemm.SLOT[gemm._BUSY] = 1  # as while another job holds the slot: the caller works alone
-    try:
-        dwc.image_channels_last(x, w3, alone, *geometry, 1)
-    finally:
-        gemm.SLOT[gemm._BUSY] = 0
-    shared = np.full_like(alone, np.nan)
-    assert_shared(
-        lambda: dwc.image_channels_last(x, w3, shared, *geometry, 1),
-        lambda: np.testing.assert_array_equal(shared[1], alone[1]),
-    )
+    x, w3 = tensor("float32", 2, channels, size, size), tensor("float32", channels, og, 9)
+    out_shape = (2, channels * og, out_size * out_size)
+    _same_bits_alone_and_shared(dwc.image_channels_last, x, w3, out_shape, geometry)
 
 
 def mobilenet_block(activation: str, dtype: str = "float32") -> tuple[Program, int]:

@@ -30,7 +30,7 @@ BRIEF_OPS = [
 #: Shapes as values, data-dependent shapes and sorting (TVM's VM tests, issue 14).
 DYNAMIC_OPS = [
     "shape_of", "ndarray_size", "dyn.reshape", "dyn.broadcast_to", "dyn.zeros", "dyn.ones",
-    "dyn.full", "dyn.strided_slice", "arange", "argsort", "topk",
+    "dyn.full", "dyn.strided_slice", "arange", "argsort", "topk", "argwhere", "dyn.topk",
 ]  # fmt: skip
 
 #: The neural-network operators of the performance milestone (issue 4).

@@ -49,7 +49,7 @@ from vm.errors import UnknownFunctionError, VMError
 from vm.executable import Executable
 from vm.interpreter import load_kernels
 from vm.isa import Opcode
-from vm.ndarray import NDArray
+from vm.ndarray import NDArray, caller_owned
 from vm.program import Instruction, VMFunction
 from vm.timing import check_settings, measure, preprocessor
 from vm.value_types import TypeContext
@@ -687,7 +687,7 @@ class AotModule:
             *views,
             NDArray,  # "empty": results are the VM's tensor type, as invoke's are
             np.ndarray,
-            _own,
+            caller_owned,  # "own": an input or constant returned as the result
             fail,
             prepare,
             missing,
@@ -989,13 +989,6 @@ def _arena(storages: list[int]) -> tuple[np.ndarray, list[int]]:
     raw = np.empty(total + ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start : start + total], offsets
-
-
-def _own(value: np.ndarray) -> np.ndarray:
-    """An input or constant returned as the result: the caller gets a writable array (a
-    constant, read-only, is copied; an input comes back as the caller's own array), viewed
-    as an NDArray."""
-    return (value if value.flags.writeable else value.copy()).view(NDArray)
 
 
 def _kernel_error(

@@ -67,6 +67,13 @@ class Facts:
     vm_allocated: set[int]  # written only by alloc_tensor / alloc_tensor_reg
     storage: set[int]  # written only by alloc_storage
     consti: dict[int, int]  # written only by load_consti of this value
+    returned: set[int]  # read by a ret
+
+    @property
+    def returns_fresh_tensor(self) -> bool:
+        """Whether every ``ret`` returns a register only ``alloc_tensor`` writes: the result
+        is then a new, writable tensor, caller-owned as it is."""
+        return bool(self.returned) and self.returned <= self.vm_allocated
 
 
 def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
@@ -104,7 +111,8 @@ def analyse(function: VMFunction, constants: Sequence[np.ndarray]) -> Facts:
             values = {ops["value"] for _, ops in items}
             if len(values) == 1:
                 consti[reg] = values.pop()
-    return Facts(tensor_type, vm_allocated, storage, consti)
+    returned = {operands(i)["result"] for i in code if i.opcode is Opcode.Ret}
+    return Facts(tensor_type, vm_allocated, storage, consti, returned)
 
 
 def analyse_program(

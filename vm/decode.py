@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from vm.dataflow import Facts, analyse_program, operands
+from vm.dataflow import analyse_program, operands
 from vm.decoded import Kind, Program
 from vm.explain import KernelArgumentError, call_hook, shape_from, type_text, value_text
 from vm.fusion import fuse
@@ -105,9 +105,7 @@ class Decoder:
             kernels=self.kernels,
             primitive_names=[p.name for p in exe.primitives],
             exe=exe,
-            fresh_results=[
-                _returns_fresh_tensor(f, facts) for f, facts in zip(functions, self.facts_of)
-            ],
+            fresh_results=[facts.returns_fresh_tensor for facts in self.facts_of],
         )
         self.program = program
         self.constants = exe.constant_values
@@ -218,13 +216,6 @@ def _returns_result(code: Sequence[Instruction], pc: int, dst: int) -> bool:
         return False
     last, last_ops = following[1]
     return last is Opcode.Ret and last_ops["result"] == ops["dst"]
-
-
-def _returns_fresh_tensor(function: VMFunction, facts: Facts) -> bool:
-    """Whether every ``ret`` of ``function`` returns a register that only ``alloc_tensor``
-    writes: its result is then a new writable NDArray, already caller-owned."""
-    results = [operands(i)["result"] for i in function.instructions if i.opcode is Opcode.Ret]
-    return bool(results) and all(r in facts.vm_allocated for r in results)
 
 
 def _no_arguments(registers: list) -> tuple:

@@ -63,7 +63,7 @@ def plan_groups(function: VMFunction, facts: Facts) -> GroupPlan:
     code = function.instructions
     # A returned tensor is allocated on its own, as the NDArray the caller receives; group
     # views are plain arrays, whose items index faster than a subclass's.
-    returned = {operands(i)["result"] for i in code if i.opcode is Opcode.Ret}
+    returned = facts.returned
     for pc, instruction in enumerate(code):
         ops = operands(instruction)
         if instruction.opcode is Opcode.AllocStorage:

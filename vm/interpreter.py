@@ -58,7 +58,7 @@ from vm.errors import UnknownFunctionError, VMError
 from vm.executable import Executable
 from vm.explain import HookError, call_hook, format_instruction, vm_error
 from vm.instrument import VMInstrumentReturnKind
-from vm.ndarray import NDArray
+from vm.ndarray import NDArray, caller_owned
 from vm.objects import ADT, Closure
 from vm.profiling import Recorder, Report
 from vm.timing import check_settings, measure, preprocessor
@@ -340,10 +340,8 @@ def export(value: Any) -> Any:
     every tensor is an :class:`vm.NDArray` (those the VM allocated already are; inputs and
     constants handed back are viewed as one)."""
     kind = type(value)
-    if kind is NDArray:
-        return value if value.flags.writeable else value.copy()
-    if kind is _ndarray:
-        return (value if value.flags.writeable else value.copy()).view(NDArray)
+    if kind is NDArray or kind is _ndarray:
+        return caller_owned(value)
     if not isinstance(value, (tuple, ADT, Closure)) or _all_exported(value):
         return value
     return _export_containers(value)
@@ -404,9 +402,7 @@ def _export_containers(value: Any) -> Any:
         for child in children:
             kind = type(child)
             if kind is NDArray or kind is _ndarray:
-                new = child if child.flags.writeable else child.copy()
-                if kind is _ndarray:
-                    new = new.view(NDArray)
+                new = caller_owned(child)
             elif isinstance(child, (tuple, ADT, Closure)):
                 new = done[id(child)]
             else:

@@ -67,8 +67,10 @@ class NDArray(np.ndarray):
 TENSOR_TYPES = (np.ndarray, NDArray)
 
 
-def as_ndarray(array: np.ndarray) -> NDArray:
-    """``array`` viewed as an :class:`NDArray` (no copy); an NDArray is returned as it is."""
-    if type(array) is NDArray:
-        return array
-    return array.view(NDArray)
+def caller_owned(array: np.ndarray) -> NDArray:
+    """``array`` as a tensor handed back to a caller: writable (a read-only array, a
+    constant or a read-only input, is copied) and an :class:`NDArray` (a plain array is
+    viewed as one, without a copy)."""
+    if not array.flags.writeable:
+        array = array.copy()
+    return array if type(array) is NDArray else array.view(NDArray)

@@ -46,6 +46,14 @@ def _along(node: NodeContext, param: Value, x: Value, axis: int, what: str) -> V
     return node.call("reshape", param, newshape=shape)
 
 
+def _quantization_axis(node: NodeContext) -> int:
+    """The ``axis`` of a QuantizeLinear/DequantizeLinear node; blocked quantization (opset
+    21's ``block_size``) is refused."""
+    if node.opset >= 21 and int(node.attr("block_size", 0)):
+        raise node.unsupported("blocked quantization (block_size) is not supported")
+    return int(node.attr("axis", 1))
+
+
 def _zero_point(node: NodeContext, index: int, dtype: str) -> Value:
     zero = node.optional(index)
     return zero if zero is not None else node.scalar(0, dtype)
@@ -64,9 +72,7 @@ def _quantize(node: NodeContext, value: Value, zero: Value, dtype: str) -> Value
 @register("QuantizeLinear")
 def _quantize_linear(node: NodeContext) -> Value:
     x = node.input(0)
-    axis = int(node.attr("axis", 1))
-    if node.opset >= 21 and int(node.attr("block_size", 0)):
-        raise node.unsupported("blocked quantization (block_size) is not supported")
+    axis = _quantization_axis(node)
     zero = node.optional(2)
     if zero is not None:
         dtype = zero.dtype
@@ -82,9 +88,7 @@ def _quantize_linear(node: NodeContext) -> Value:
 @register("DequantizeLinear")
 def _dequantize_linear(node: NodeContext) -> Value:
     x = node.input(0)
-    axis = int(node.attr("axis", 1))
-    if node.opset >= 21 and int(node.attr("block_size", 0)):
-        raise node.unsupported("blocked quantization (block_size) is not supported")
+    axis = _quantization_axis(node)
     scale = node.input(1)
     zero = _along(node, _zero_point(node, 2, x.dtype), x, axis, "x_zero_point")
     # int32 inputs (biases) would lose bits in float32 before the subtraction.

@@ -692,8 +692,8 @@ def _run_winograd_conv2d(
     data, weight = shapes
     sr.rank(data, 4, 4, "data")
     sr.rank(weight, 4, 4, "weight")
-    (n, c, h, w), (a, b, o, ci) = data, weight
-    strides, dilation, (top, left, bottom, right), groups = _run_conv_attrs(attrs)
+    c, (a, b, o, ci) = data[1], weight
+    strides, dilation, _, groups = _run_conv_attrs(attrs)
     alpha = attrs["tile_size"] + 2
     if (a, b) != (alpha, alpha) or ci != c:
         raise RuleError(
@@ -702,11 +702,8 @@ def _run_winograd_conv2d(
         )
     if strides != (1, 1) or dilation != (1, 1) or groups != 1:
         raise RuleError("strides, dilation and groups must be 1")
-    if attrs.get("channels") is not None:
-        sr.expect(o, attrs["channels"], "output channels (attribute channels)")
-    out_h = sr.window_output(h, 3, 1, 1, top, bottom, 0, "kernel")
-    out_w = sr.window_output(w, 3, 1, 1, left, right, 1, "kernel")
-    return [(n, o, out_h, out_w)]
+    # Otherwise the convolution by the untransformed 3x3 weight.
+    return _run_conv2d([data, (o, c, 3, 3)], attrs, ranks)
 
 
 @RULES.shape("nn.conv2d_transpose")

@@ -267,25 +267,30 @@ RULES.register(
 # --- run-time shape rules (run by vm.shape_funcs) ----------------------------------------
 
 
+def _run_normalized(
+    shapes: list[sr.Shape], attrs: Mapping[str, Any], names: tuple[str, ...]
+) -> tuple[sr.Shape, int]:
+    """The data shape and its normalized axis, after checking that each of the vectors
+    ``names`` is as long as that axis (every normalization's shared rule)."""
+    data = shapes[0]
+    sr.rank(data, 1, None, "data")
+    axis = sr.axis_of(attrs["axis"], len(data))
+    sr.channel_vectors(data, shapes[1:], names, axis)
+    return data, axis
+
+
 @RULES.shape("nn.layer_norm")
 def _run_layer_norm(
     shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 ) -> list[sr.Shape]:
-    data = shapes[0]
-    sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs["axis"], len(data))
-    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
-    return [data]
+    return [_run_normalized(shapes, attrs, ("gamma", "beta"))[0]]
 
 
 @RULES.shape("nn.group_norm")
 def _run_group_norm(
     shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 ) -> list[sr.Shape]:
-    data = shapes[0]
-    sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs["axis"], len(data))
-    sr.channel_vectors(data, shapes[1:], ("gamma", "beta"), axis)
+    data, axis = _run_normalized(shapes, attrs, ("gamma", "beta"))
     groups = attrs["num_groups"]
     if groups < 1 or data[axis] % groups:
         raise RuleError(
@@ -299,9 +304,5 @@ def _run_group_norm(
 def _run_batch_norm(
     shapes: list[sr.Shape], attrs: Mapping[str, Any], ranks: tuple
 ) -> list[sr.Shape]:
-    data = shapes[0]
-    sr.rank(data, 1, None, "data")
-    axis = sr.axis_of(attrs["axis"], len(data))
-    names = ("gamma", "beta", "moving_mean", "moving_var")
-    sr.channel_vectors(data, shapes[1:], names, axis)
+    data, axis = _run_normalized(shapes, attrs, ("gamma", "beta", "moving_mean", "moving_var"))
     return [data, (data[axis],), (data[axis],)]

@@ -4,11 +4,14 @@ checking every cached byte before it is loaded.
 Runtime layer (``vm.kernels``); standard library and numba's caching machinery.
 
 Each kernel is a generated module ``<cache_dir>/kernels/k_<key>.py``; numba keeps its
-compiled code in ``__pycache__`` beside it (``cache=True``), and so do the library's own
-cached functions (the shared product, the convolution and pooling loops) beside their
-modules. A module is written once and never touched again: it is created as a temporary
-file in the same directory and linked into place only if absent, so a second process, or
-one racing with the first, never sees a partial file.
+compiled code in ``__pycache__`` beside it (``cache=True``). The library's own cached
+functions (the shared product, the convolution and pooling loops) go to
+``<cache_dir>/library/<hash>``, keyed by :func:`vm.kernels.fingerprint.library_hash`
+rather than by their files' paths and modification times as numba would: a fresh clone
+or a reinstall of the same library then finds them compiled, where it used to spend most
+of a minute compiling them again. A module is written once and never touched again: it
+is created as a temporary file in the same directory and linked into place only if
+absent, so a second process, or one racing with the first, never sees a partial file.
 
 Cached files do not stay intact by themselves: a full disk, a crash mid-write or a bit
 flip leaves a truncated or garbled file, and numba would unpickle it (an exception in
@@ -48,6 +51,8 @@ import warnings
 from typing import Any
 
 from numba.core import caching
+
+from vm.kernels.fingerprint import library_hash
 
 _LOCK = threading.Lock()
 _FALLBACK: pathlib.Path | None = None
@@ -125,6 +130,12 @@ def cache_dir() -> pathlib.Path:
     if problem is None:
         return wanted
     return _fallback_dir(f"the kernel cache directory {wanted} is not writable ({problem})")
+
+
+def library_dir() -> pathlib.Path:
+    """Where numba keeps the library's own compiled functions: ``cache_dir() / "library" /``
+    the first 32 hex digits of :func:`vm.kernels.fingerprint.library_hash`."""
+    return cache_dir() / "library" / library_hash()[:32]
 
 
 def kernels_dir() -> pathlib.Path:
@@ -381,6 +392,38 @@ class _SealedCacheFile(caching.IndexDataCacheFile):
             handle.write(seal(self._dump(data)))
 
 
+class _LibraryLocator(caching._CacheLocator):
+    """Places the library's cached functions in :func:`library_dir`, stamped with the
+    library's hash; declines every other function (numba's own locators take those)."""
+
+    def __init__(self, py_func: Any) -> None:
+        self._lineno = py_func.__code__.co_firstlineno
+
+    def get_cache_path(self) -> str:
+        return str(library_dir())
+
+    def get_source_stamp(self) -> str:
+        return library_hash()
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+    @classmethod
+    def from_function(cls, py_func: Any, py_file: str) -> _LibraryLocator | None:
+        if not (getattr(py_func, "__module__", None) or "").startswith(_LIBRARY_PREFIX):
+            return None
+        locator = cls(py_func)
+        try:
+            locator.ensure_cache_path()
+        except OSError:
+            return None  # numba's in-tree or user-wide locator, as before
+        return locator
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [_LibraryLocator, *caching.CompileResultCacheImpl._locator_classes]
+
+
 def _is_relayvm_function(py_func: Any) -> bool:
     module = getattr(py_func, "__module__", None) or ""
     return module.startswith((_LIBRARY_PREFIX, KERNEL_MODULE_PREFIX))
@@ -389,6 +432,8 @@ def _is_relayvm_function(py_func: Any) -> bool:
 class _SealedFunctionCache(caching.FunctionCache):
     """numba's ``FunctionCache``; for relayvm's functions, with sealed files, and a cache
     that cannot be written or rebuilt is bypassed with a warning instead of failing."""
+
+    _impl_class = _CacheImpl
 
     def __init__(self, py_func: Any) -> None:
         super().__init__(py_func)

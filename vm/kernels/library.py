@@ -25,77 +25,11 @@ import numpy as np
 
 from vm.kernels import cache, codegen
 from vm.kernels.description import Description, parse_description
+from vm.kernels.fingerprint import library_hash
 
 
 class KernelBuildError(RuntimeError):
     """A valid description could not be compiled: a bug in the kernel library, not the user's."""
-
-
-#: The modules whose source determines what a generated kernel does.
-_LIBRARY_MODULES = (
-    "atomics.py",
-    "blas.py",
-    "bridge.py",
-    "codegen.py",
-    "conv_loops.py",
-    "depthwise.py",
-    "description.py",
-    "dtypes.py",
-    "emit_activation.py",
-    "emit_conv.py",
-    "emit_elementwise.py",
-    "emit_layout.py",
-    "emit_nn.py",
-    "emit_norm.py",
-    "emit_pool.py",
-    "emit_reduce.py",
-    "emit_spatial.py",
-    "gemm.py",
-    "helpers.py",
-    "newshape.py",
-    "openblas.py",
-    "packed.py",
-    "panels.py",
-    "pool_loops.py",
-    "rules.py",
-    "shape_rules.py",
-    "source.py",
-    "spin.py",
-    "table.py",
-    "target.py",
-    "threads.py",
-    "vecmath.py",
-    "windows.py",
-    "winograd.py",
-)
-
-_LIBRARY_HASH: str | None = None
-
-
-def library_hash() -> str:
-    """sha256 over the kernel library's source files (helpers and emitters).
-
-    An installation without the ``.py`` files (bytecode only) hashes the package version
-    instead, which changes whenever the installed library does.
-    """
-    global _LIBRARY_HASH
-    if _LIBRARY_HASH is None:
-        digest = hashlib.sha256()
-        here = pathlib.Path(__file__).resolve().parent
-        try:
-            for name in _LIBRARY_MODULES:
-                digest.update(name.encode())
-                digest.update((here / name).read_bytes())
-        except OSError:
-            from importlib import metadata
-
-            try:
-                version = metadata.version("relayvm")
-            except metadata.PackageNotFoundError:
-                version = "unknown"
-            digest = hashlib.sha256(f"relayvm {version}".encode())
-        _LIBRARY_HASH = digest.hexdigest()
-    return _LIBRARY_HASH
 
 
 def kernel_key(description: Description) -> str:

@@ -6,6 +6,8 @@ Test support (``tests/vm/kernels``); imports ``compiler`` for the references, wh
 
 from __future__ import annotations
 
+import pathlib
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +18,25 @@ from vm.kernels import load_kernel
 
 #: Operators whose single argument is a tuple of tensors (one kernel arg per field).
 TUPLE_OPS = {"concatenate", "stack"}
+
+
+def seed_library_cache(directory: pathlib.Path) -> pathlib.Path:
+    """Give the empty cache ``directory`` this process's compiled kernel library.
+
+    A child process with a private cache directory would otherwise compile the whole
+    library (most of a minute) before its first kernel: tests of the kernel cache copy it,
+    as a machine that ran relayvm before would have it.
+    """
+    import vm.kernels.blas
+    import vm.kernels.depthwise
+    import vm.kernels.pool_loops  # noqa: F401  (their C entry points fill the library cache)
+    from vm.kernels import cache
+
+    source = cache.library_dir()
+    target = directory / source.relative_to(cache.cache_dir())
+    if not target.exists():  # never under a child that may be reading it
+        shutil.copytree(source, target, copy_function=shutil.copy2)
+    return directory
 
 
 def plain(value: object) -> object:

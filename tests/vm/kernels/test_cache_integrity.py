@@ -33,6 +33,7 @@ import warnings
 import pytest
 
 import vm.kernels.cache as cache
+from tests.vm.kernels.harness import seed_library_cache
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -121,7 +122,7 @@ def _copy_cache(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A private cache directory holding the kernels of :data:`OPS`, compiled once."""
-    directory = tmp_path_factory.mktemp("warm") / "cache"
+    directory = seed_library_cache(tmp_path_factory.mktemp("warm") / "cache")
     report = _report(_run(directory))
     assert all(k["correct"] for k in report["kernels"].values())
     return directory
@@ -261,30 +262,21 @@ def _module_key(directory: pathlib.Path, op: str) -> str:
 def test_a_bit_flip_in_the_librarys_own_cached_machine_code_is_rebuilt(
     warm_cache: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
-    # The library's functions are cached beside its modules (a C entry point like this one
-    # is loaded when its module is imported), so the child runs a copy of the package:
-    # damaging the checkout's own cache would disturb other tests.
+    # The library's functions are cached under the cache directory, keyed by the library's
+    # hash (a C entry point like this one is loaded when its module is imported).
     import vm.kernels.pool_loops
 
-    function = vm.kernels.pool_loops._max_pool_chunk
-    files = function._cache._cache_file
-    package = tmp_path / "tree"
-    # serialization too: vm imports it, and another checkout's copy may differ.
-    for layer in ("vm", "serialization"):
-        shutil.copytree(ROOT / layer, package / layer, copy_function=shutil.copy2)
-    pycache = package / "vm" / "kernels" / "__pycache__"
-    for name in (files._index_name, files._data_name(1)):
-        if not (pycache / name).exists():  # numba caches elsewhere here ($NUMBA_CACHE_DIR)
-            shutil.copy2(pathlib.Path(function._cache.cache_path) / name, pycache / name)
-    damage(pycache / files._data_name(1), "bitflip", random.Random(13))
+    files = vm.kernels.pool_loops._max_pool_chunk._cache._cache_file
     directory = _copy_cache(warm_cache, tmp_path / "cache")
+    library = directory / cache.library_dir().relative_to(cache.cache_dir())
+    damage(library / files._data_name(1), "bitflip", random.Random(13))
 
-    report = _report(_run(directory, OPS[:1], package))
+    report = _report(_run(directory, OPS[:1]))
     text = "\n".join(report["warnings"])
     assert report["kernels"][OPS[0]]["correct"]
     assert files._data_name(1) in text, text
     assert report["library_hits"]["pool_loops._max_pool_chunk"] == 0  # compiled again
-    again = _report(_run(directory, OPS[:1], package))
+    again = _report(_run(directory, OPS[:1]))
     assert again["warnings"] == [] and again["library_hits"]["pool_loops._max_pool_chunk"] == 1
 
 

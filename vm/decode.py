@@ -202,20 +202,27 @@ def _invoke(d: Decoder, ops: dict[str, Any]) -> tuple:
 
 
 def _returns_result(code: Sequence[Instruction], pc: int, dst: int) -> bool:
-    """Whether the instructions after ``pc`` only return register ``dst`` (``ret dst``, or
-    ``move x dst; ret x``): then the call at ``pc`` is a tail call. A loop written as a
-    recursive function runs in one frame, so its memory does not grow with the number of
-    steps (each frame holds the storage of its step's tensors)."""
-    following = [(i.opcode, operands(i)) for i in code[pc + 1 : pc + 3]]
-    if not following:
-        return False
-    opcode, ops = following[0]
-    if opcode is Opcode.Ret:
-        return ops["result"] == dst
-    if opcode is not Opcode.Move or ops["src"] != dst or len(following) < 2:
-        return False
-    last, last_ops = following[1]
-    return last is Opcode.Ret and last_ops["result"] == ops["dst"]
+    """Whether the instructions after ``pc`` only return register ``dst``: moves of it
+    and jumps, then ``ret`` of where it went (``ret dst``; ``move x dst; ret x``; a call
+    in a branch of ``if``: ``move m dst; goto end`` ... ``end: ret m``). Then the call at
+    ``pc`` is a tail call, and a loop written as a recursive function runs in one frame,
+    so its memory does not grow with the number of steps (each frame holds the storage
+    of its step's tensors)."""
+    reg, at, seen = dst, pc + 1, set()
+    while 0 <= at < len(code) and at not in seen:
+        seen.add(at)
+        instruction = code[at]
+        ops = operands(instruction)
+        if instruction.opcode is Opcode.Ret:
+            return ops["result"] == reg
+        if instruction.opcode is Opcode.Move and ops["src"] == reg:
+            reg = ops["dst"]
+            at += 1
+        elif instruction.opcode is Opcode.Goto:
+            at += ops["offset"]
+        else:
+            return False
+    return False
 
 
 def _no_arguments(registers: list) -> tuple:
@@ -235,6 +242,11 @@ def _invoke_closure(d: Decoder, ops: dict[str, Any]) -> tuple:
     args = tuple(ops["args"])
     if d.mode == "hooked":
         return (Kind.INVOKE_CLOSURE_HOOKED, ops["closure"], args, ops["dst"], d.hook)
+    if d.mode != "count" and _returns_result(d.function.instructions, d.pc, ops["dst"]):
+        # A tail call, as for invoke: a loop written as a local recursive function (a
+        # closure after lambda lifting) runs in one frame.
+        at = d.function.register_file_size + d.plan.slots
+        return (Kind.INVOKE_CLOSURE, ops["closure"], args, None, at)
     return (Kind.INVOKE_CLOSURE, ops["closure"], args, ops["dst"])
 
 

@@ -63,7 +63,8 @@ class Kind:
     CALL = 13  # (k, handler): handler(R)
     GET_TAG = 14  # (k, object, dst)
     IF = 15  # (k, test, target, true_offset, false_offset)
-    INVOKE_CLOSURE = 16  # (k, closure, args, dst)
+    INVOKE_CLOSURE = 16  # (k, closure, args, dst); a tail call has dst None and where this
+    # frame's caller slots begin, as for INVOKE
     FATAL = 17  # (k,)
     # Only a machine with an instrument decodes to these.
     INVOKE_HOOKED = 18  # (k, callee code, args, pad, dst, function, hook)

@@ -213,18 +213,21 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
                 else:
                     pc += ins[4]
             elif op == Kind.INVOKE_CLOSURE:
-                _, closure_reg, args, dst = ins
-                closure = regs[closure_reg]
+                closure = regs[ins[1]]
+                args = ins[2]
                 index = closure.func_index
                 captured = closure.captured
                 if len(captured) + len(args) != arities[index]:
                     raise _closure_arity_error(program, code, pc, closure, len(args))
                 if depth >= limit:
                     raise _depth_error(program, code, pc, limit)
-                regs = [
-                    *captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs, dst,
-                    depth,
-                ]  # fmt: skip
+                if ins[3] is None:  # a tail call, as for INVOKE
+                    regs = [*captured, *[regs[r] for r in args], *pads[index], *regs[ins[4] :]]
+                else:
+                    regs = [
+                        *captured, *[regs[r] for r in args], *pads[index], code, pc + 1, regs,
+                        ins[3], depth,
+                    ]  # fmt: skip
                 depth += 1
                 code = codes[index]
                 pc = 0

@@ -11,14 +11,14 @@ errors that name the node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any as AnyT
 
 import numpy as np
 
 from compiler.frontend.onnx_errors import OnnxImportError, OpNotImplemented
-from compiler.ir.expr import Constant, Expr, Tuple, TupleGetItem
+from compiler.ir.expr import Constant, Expr, Tuple, TupleGetItem, Var
 from compiler.ir.types import Any, TensorType, TupleType, Type
 from compiler.op.api import call_op
 from compiler.op.registry import get_def
@@ -33,10 +33,22 @@ SMALL_STATIC_ELEMENTS = 4096
 
 
 class SubgraphAttribute:
-    """A graph-valued attribute (the body of ``If``, ``Loop``, ``Scan``); never converted."""
+    """A graph-valued attribute (the branches of ``If``, the body of ``Loop`` and ``Scan``),
+    converted only through :meth:`NodeContext.subgraph`."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, graph: AnyT) -> None:
         self.name = name
+        #: The ``onnx.GraphProto`` (held opaquely: this module does not import onnx).
+        self.graph = graph
+
+
+#: Evaluates an expression built from constants and initializers at import time, or
+#: returns None (see :meth:`NodeContext.static`); the importer supplies it.
+Evaluator = Callable[[Expr], "np.ndarray | None"]
+
+#: Converts a subgraph: ``(graph, inputs, captures, what) -> outputs`` (see
+#: :meth:`NodeContext.subgraph`); the importer supplies it.
+GraphConverter = Callable[[AnyT, Sequence["Value"], "list[tuple[Var, Value]] | None", str], list]
 
 
 class UnsupportedAttribute:
@@ -123,6 +135,10 @@ class NodeContext:
         The decoded attributes.
     outputs : sequence of str
         The node's output names (``""`` for an omitted optional output).
+    convert_graph : callable, optional
+        Converts the node's subgraphs (see :meth:`subgraph`); the importer gives it.
+    evaluate : callable, optional
+        Evaluates an input computed from initializers (see :meth:`static`).
     """
 
     def __init__(
@@ -135,6 +151,8 @@ class NodeContext:
         input_names: Sequence[str],
         attrs: Mapping[str, AnyT],
         outputs: Sequence[str],
+        convert_graph: GraphConverter | None = None,
+        evaluate: Evaluator | None = None,
     ) -> None:
         self.op_type = op_type
         self.name = name
@@ -144,6 +162,8 @@ class NodeContext:
         self._input_names = list(input_names)
         self.attrs = dict(attrs)
         self.outputs = list(outputs)
+        self._convert_graph = convert_graph
+        self._evaluate = evaluate
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -197,6 +217,13 @@ class NodeContext:
         computed from those and static shapes.
         """
         value = self.input(index)
+        if value.static is None and self._evaluate is not None:
+            # Float initializers stay parameters rather than folding (see _foldable), so a
+            # weight reshaped on its way to a node that needs it (as in the body of an
+            # exported loop) is evaluated here, when a converter asks for it.
+            evaluated = self._evaluate(value.expr)
+            if evaluated is not None:
+                return evaluated
         if value.static is None or isinstance(value.static, tuple):
             raise self.unsupported(
                 f"input {index} ({what}, {self.input_name(index)!r}) must be known when the "
@@ -226,6 +253,34 @@ class NodeContext:
         if isinstance(value, (SubgraphAttribute, UnsupportedAttribute)):
             raise self.unsupported(f"attribute {name!r} has a kind the frontend cannot read")
         return value
+
+    def graph(self, name: str) -> AnyT:
+        """The ``onnx.GraphProto`` of the graph attribute ``name`` (an error if missing)."""
+        value = self.attrs.get(name)
+        if not isinstance(value, SubgraphAttribute):
+            kind = "missing" if value is None else "not a graph"
+            raise self.error(f"attribute {name!r} (a graph) is {kind}")
+        return value.graph
+
+    def subgraph(
+        self,
+        name: str,
+        inputs: Sequence[Value],
+        captures: list[tuple[Var, Value]] | None = None,
+    ) -> list[Value]:
+        """Convert the graph attribute ``name`` with ``inputs`` bound to its inputs; its
+        outputs.
+
+        Names the subgraph does not define resolve to the enclosing graphs' values. With
+        ``captures`` (a list), each enclosing value that is computed (neither a variable
+        nor a constant) is read through a fresh variable, appended to ``captures`` with
+        the value it stands for: a loop body, which runs many times, then refers to
+        values computed once outside it.
+        """
+        graph = self.graph(name)
+        if self._convert_graph is None:
+            raise self.unsupported(f"subgraph {name!r} cannot be converted here")
+        return self._convert_graph(graph, inputs, captures, f"{self.label}'s {name!r}")
 
     def check_attr(self, name: str, allowed: Sequence[AnyT], default: AnyT) -> AnyT:
         """Attribute ``name`` (``default`` if absent), which must be one of ``allowed``."""

@@ -12,26 +12,30 @@ is the (possibly large, shared) dataflow graph of the outputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any as AnyT
 
 import numpy as np
 import onnx
 
-from compiler.frontend.onnx_context import NodeContext, Value
+from compiler.frontend.onnx_context import NodeContext, Value, constant_value
 from compiler.frontend.onnx_dtypes import relay_dtype
 from compiler.frontend.onnx_errors import OnnxImportError, OpNotImplemented
 from compiler.frontend.onnx_registry import converters
+from compiler.frontend.onnx_scope import Scope
 from compiler.frontend.onnx_tensors import decode_attributes, tensor_to_array
-from compiler.ir.expr import Expr, Function, Tuple, Var
+from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType
 from compiler.ir.types import normalize_dtype as _normalize_dtype
 from compiler.ir.visitor import free_vars
+from compiler.op.registry import get_def
 
 #: The oldest ``ai.onnx`` opset whose operator semantics the converters implement.
 MIN_OPSET = 7
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+#: What an operator's numpy reference raises for inputs it cannot evaluate at import time.
+_NOT_EVALUABLE = (ArithmeticError, ValueError, IndexError, TypeError, NotImplementedError)
 
 
 def model_opset(model: onnx.ModelProto) -> int:
@@ -49,12 +53,26 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
     return f"#{index} (output {first!r})"
 
 
+def _nodes(graph: onnx.GraphProto) -> Iterator[tuple[int, onnx.NodeProto]]:
+    """Every node of ``graph`` and of its subgraphs (``If`` branches, ``Loop`` bodies), with
+    its index in its own graph; an explicit stack, however deep the nesting."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        for index, node in enumerate(current.node):
+            yield index, node
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append(attr.g)
+                stack.extend(attr.graphs)
+
+
 def check_supported(graph: onnx.GraphProto) -> None:
-    """Raise :class:`OpNotImplemented` listing every unsupported operator type in the graph,
-    each with the nodes that use it, before anything is converted."""
+    """Raise :class:`OpNotImplemented` listing every unsupported operator type in the graph
+    and its subgraphs, each with the nodes that use it, before anything is converted."""
     table = converters()
     missing: dict[str, list[str]] = {}
-    for index, node in enumerate(graph.node):
+    for index, node in _nodes(graph):
         if node.domain in _DEFAULT_DOMAINS and node.op_type in table:
             continue
         key = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
@@ -106,9 +124,13 @@ class GraphImporter:
         self.shape = dict(shape or {})
         self.dtype = dtype
         self.freeze_params = freeze_params
-        self.values: dict[str, Value] = {}
+        # The values by ONNX name: the main graph's, or a Scope while a subgraph converts.
+        self.values: MutableMapping[str, Value] = {}
         self.inputs: list[Var] = []
         self.initializer_vars: list[tuple[Var, np.ndarray]] = []
+        # What variables stand for, for evaluate(): initializers, and loop captures.
+        self.known: dict[Var, np.ndarray] = {}
+        self.bindings: dict[Var, Value] = {}
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
         """Convert the graph: ``(module, params)``."""
@@ -138,6 +160,7 @@ class GraphImporter:
             var = Var(tensor.name, TensorType(array.shape, array.dtype.name))
             self.values[tensor.name] = Value(var, var.type_annotation, array)
             self.initializer_vars.append((var, array))
+            self.known[var] = array
         if self.graph.sparse_initializer:
             names = ", ".join(repr(s.values.name) for s in self.graph.sparse_initializer)
             raise OpNotImplemented(f"sparse initializers ({names}) are not supported")
@@ -217,6 +240,8 @@ class GraphImporter:
             input_names=list(node.input),
             attrs=decode_attributes(node, f"ONNX {label}"),
             outputs=list(node.output),
+            convert_graph=self.convert_subgraph,
+            evaluate=self.evaluate,
         )
         produced = converter(context)
         results = [produced] if isinstance(produced, Value) else list(produced)
@@ -226,6 +251,109 @@ class GraphImporter:
             if slot >= len(results):
                 raise context.unsupported(f"output {slot} ({name!r}) is not supported")
             self.values[name] = results[slot]
+
+    # --- evaluation at import time -------------------------------------------------------------
+
+    def evaluate(self, expr: Expr) -> np.ndarray | None:
+        """``expr``'s value if it is computed from constants and initializers by operators
+        alone (None otherwise), with the operators' numpy references; an explicit stack,
+        each shared subexpression evaluated once."""
+        done: dict[int, AnyT] = {}
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in done:
+                continue
+            if isinstance(node, Constant):
+                done[id(node)] = node.data
+            elif isinstance(node, Var):
+                if node in self.known:
+                    done[id(node)] = self.known[node]
+                elif node in self.bindings:
+                    outer = self.bindings[node].expr
+                    if id(outer) in done:
+                        done[id(node)] = done[id(outer)]
+                    else:
+                        stack += [(node, False), (outer, False)]
+                else:
+                    return None
+            elif isinstance(node, (Call, Tuple)):
+                parts = node.args if isinstance(node, Call) else node.fields
+                if isinstance(node, Call) and not isinstance(node.op, Op):
+                    return None
+                if not ready:
+                    stack.append((node, True))
+                    stack += [(p, False) for p in parts if id(p) not in done]
+                    continue
+                values = [done[id(p)] for p in parts]
+                if isinstance(node, Tuple):
+                    done[id(node)] = tuple(values)
+                else:
+                    try:
+                        with np.errstate(all="ignore"):
+                            done[id(node)] = get_def(node.op.name).reference(values, node.attrs)
+                    except (
+                        ArithmeticError,
+                        ValueError,
+                        IndexError,
+                        TypeError,
+                        NotImplementedError,
+                    ):
+                        return None
+            elif isinstance(node, TupleGetItem):
+                if not ready:
+                    stack += [(node, True), (node.tuple_value, False)]
+                    continue
+                done[id(node)] = done[id(node.tuple_value)][node.index]
+            else:
+                return None
+        result = done[id(expr)]
+        return result if isinstance(result, np.ndarray) else None
+
+    # --- subgraphs ----------------------------------------------------------------------------
+
+    def convert_subgraph(
+        self,
+        graph: onnx.GraphProto,
+        inputs: Sequence[Value],
+        captures: list[tuple[Var, Value]] | None,
+        what: str,
+    ) -> list[Value]:
+        """Convert ``graph`` in a scope over the current one, ``inputs`` bound to its
+        inputs (see :meth:`NodeContext.subgraph`); its outputs' values.
+
+        Its initializers become constants. Converting a node that holds a subgraph
+        converts that one in turn, so Python's stack grows with the nesting depth of
+        subgraphs (a handful), not with the number of nodes.
+        """
+        if len(graph.input) != len(inputs):
+            raise OnnxImportError(
+                f"ONNX {what} has {len(graph.input)} inputs; the operator passes it {len(inputs)}"
+            )
+        scope = Scope(self.values, captures, self.bindings)
+        for vi, value in zip(graph.input, inputs):
+            scope[vi.name] = value
+        for tensor in graph.initializer:
+            scope[tensor.name] = constant_value(
+                tensor_to_array(tensor, f"initializer {tensor.name!r} of {what}")
+            )
+        if graph.sparse_initializer:
+            raise OpNotImplemented(f"ONNX {what} has sparse initializers, which are not supported")
+        enclosing, self.values = self.values, scope
+        try:
+            table = converters()
+            for index, node in enumerate(graph.node):
+                self._convert(index, node, table[node.op_type])
+            outputs = []
+            for vi in graph.output:
+                if vi.name not in scope:
+                    raise OnnxImportError(
+                        f"ONNX {what}: output {vi.name!r} is not produced by any node"
+                    )
+                outputs.append(scope[vi.name])
+        finally:
+            self.values = enclosing
+        return outputs
 
     # --- the main function ---------------------------------------------------------------------
 

@@ -36,8 +36,9 @@ def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
 def decode_attributes(node: onnx.NodeProto, what: str) -> dict[str, Any]:
     """A node's attributes as plain values: int, float, str, lists of those, numpy arrays.
 
-    Strings are decoded as UTF-8; tensor attributes become arrays; graph attributes become
-    :class:`SubgraphAttribute` markers.
+    Strings are decoded as UTF-8; tensor attributes become arrays; a graph attribute
+    becomes a :class:`SubgraphAttribute` holding the graph (a list of graphs is refused
+    when read: no supported operator takes one).
     """
     out: dict[str, Any] = {}
     kinds = onnx.AttributeProto
@@ -63,8 +64,8 @@ def decode_attributes(node: onnx.NodeProto, what: str) -> dict[str, Any]:
             out[attr.name] = [_text(v, where) for v in attr.strings]
         elif kind == kinds.TENSOR:
             out[attr.name] = tensor_to_array(attr.t, f"the tensor in {where}")
-        elif kind in (kinds.GRAPH, kinds.GRAPHS):
-            out[attr.name] = SubgraphAttribute(attr.name)
+        elif kind == kinds.GRAPH:
+            out[attr.name] = SubgraphAttribute(attr.name, attr.g)
         else:
             # Sparse tensors, type protos and tensor lists: no supported operator takes them.
             out[attr.name] = UnsupportedAttribute(attr.name, kinds.AttributeType.Name(kind))

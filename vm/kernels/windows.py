@@ -106,20 +106,23 @@ def window_count(
     Raises
     ------
     RuleError
-        If the padded input is smaller than the dilated window.
+        If the padded input is smaller than the dilated window (with ``ceil_mode``: so much
+        smaller that not even the rounded-up count has a window).
     """
     name = AXIS_NAMES[axis]
     dilated = (window - 1) * dilation + 1
     padded = size + before + after
-    if padded < dilated:
+    span = padded - dilated
+    # With ceil_mode a window may overhang the input, as long as one window fits in the
+    # rounding (PyTorch's rule: EfficientNet's pooler is a 1280-wide window on 7 pixels).
+    out = -(-span // stride) + 1 if ceil_mode else span // stride + 1
+    if span < 0 and (not ceil_mode or out < 1):
         raise RuleError(
             f"the padded input {name} {padded}{where} is smaller than the dilated {what} "
             f"{name} {dilated}"
         )
-    span = padded - dilated
     if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
+        return out
     if out > 1 and (out - 1) * stride >= size + before:
         out -= 1  # a last window starting in the right padding is dropped (PyTorch's rule)
     return out
@@ -141,21 +144,24 @@ def window_output(
 
     ``floor((size + pads - dilated window) / stride) + 1``; with ``ceil_mode`` the division
     rounds up, but the last window must start inside the input or its left padding. The
-    generated code raises ``ValueError`` when the padded input is smaller than the window.
+    generated code raises ``ValueError`` when no window fits (see :func:`window_count`).
     """
     name = AXIS_NAMES[axis]
     dilated = ctx.let(f"({window} - 1) * {dilation} + 1")
     padded = ctx.let(f"{size} + {before + after}")
     if not window.isdigit():
         ctx.fail_if(f"{window} < 1", f"the {what} {name} must be at least 1, found 0")
-    ctx.fail_if(
-        f"{padded} < {dilated}",
-        f"the padded input {name} is smaller than the dilated {what} {name}",
-    )
     span = ctx.let(f"{padded} - {dilated}")
     if not ceil_mode:
+        ctx.fail_if(
+            f"{padded} < {dilated}",
+            f"the padded input {name} is smaller than the dilated {what} {name}",
+        )
         return ctx.let(f"{span} // {stride} + 1")
     out = ctx.let(f"({span} + {stride - 1}) // {stride} + 1")
+    ctx.fail_if(
+        f"{out} < 1", f"the padded input {name} is smaller than the dilated {what} {name}"
+    )
     # A last window starting in the right padding is dropped (PyTorch's rule).
     with ctx.src.block(f"if {out} > 1 and ({out} - 1) * {stride} >= {size} + {before}:"):
         ctx.src.line(f"{out} -= 1")

@@ -151,8 +151,10 @@ def test_conv_transpose(x, w, attrs):
         {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1},
         {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
         {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+        # EfficientNet's pooler as transformers exports it: a window far wider than the input.
+        {"kernel_shape": [1280, 1280], "strides": [1280, 1280], "ceil_mode": 1},
     ],
-    ids=["plain", "strided-padded", "ceil", "same-upper", "count-include-pad"],
+    ids=["plain", "strided-padded", "ceil", "same-upper", "count-include-pad", "overhanging"],
 )
 def test_pools(op_type, attrs):
     if op_type == "MaxPool" and "count_include_pad" in attrs:

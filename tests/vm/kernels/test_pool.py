@@ -100,6 +100,17 @@ def test_adaptive_avg_pool2d_bins_to_a_size_a_square_and_the_input_size() -> Non
         check(program, results, [f"output_size={s}" for s in sizes])
 
 
+@pytest.mark.parametrize("op", ["nn.max_pool2d", "nn.avg_pool2d"])
+def test_a_ceil_mode_window_wider_than_the_input_pools_what_it_covers(op: str) -> None:
+    # EfficientNet's pooler as transformers writes it: a 1280-wide window on a 7x7 image.
+    data = tensor("float32", 1, 3, 7, 7)
+    program, results = pool(op, data, pool_size=(1280, 1280), strides=(1280, 1280), ceil_mode=True)
+    check(program, results)
+    (out,) = run(program.description(results), [data], [np.zeros((1, 3, 1, 1), "float32")])
+    whole = data.max(axis=(2, 3)) if op == "nn.max_pool2d" else data.mean(axis=(2, 3))
+    np.testing.assert_allclose(out.reshape(1, 3), whole, rtol=1e-6)
+
+
 def test_pools_raise_on_windows_bigger_than_the_input() -> None:
     program, results = pool("nn.max_pool2d", tensor("float32", 1, 2, 9, 8), **RESNET_MAX)
     desc = program.description(results)

@@ -1,8 +1,9 @@
 """``python -m benchmarks``: every benchmark in one run, each printing its table.
 
 Benchmarks layer. Runs ``bench_dispatch`` (interpreter dispatch costs), ``bench_models``
-(the models side by side with their peers, and issue 4's speed targets) and, when the module
-exists, ``bench_memory`` (memory planning). Options::
+(the models side by side with their peers, and issue 4's speed targets), ``bench_memory``
+(memory planning) and ``bench_wild`` (real architectures against onnxruntime, when torch
+and transformers are installed: ``pip install -e '.[models]'``). Options::
 
     python -m benchmarks [--quick] [--models mlp,lstm] [--only dispatch,models,memory]
                          [--no-fresh]
@@ -20,7 +21,7 @@ import sys
 import time
 import traceback
 
-BENCHMARKS = ("dispatch", "models", "memory")
+BENCHMARKS = ("dispatch", "models", "memory", "wild")
 
 
 def _module_for(name: str):

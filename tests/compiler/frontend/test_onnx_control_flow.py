@@ -21,14 +21,14 @@ import pytest
 
 pytest.importorskip("onnx")
 
-import onnx  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+import onnx
+from onnx import helper, numpy_helper
 
-import vm  # noqa: E402
-from compiler import relay  # noqa: E402
-from compiler.frontend import OnnxImportError, OpNotImplemented  # noqa: E402
-from compiler.ir.expr import Function, If, Let  # noqa: E402
-from tests.compiler.frontend._onnx_helpers import (  # noqa: E402
+import vm
+from compiler import relay
+from compiler.frontend import OnnxImportError, OpNotImplemented
+from compiler.ir.expr import Function, If, Let
+from tests.compiler.frontend._onnx_helpers import (
     HAVE_ORT,
     IR_VERSION,
     info,
@@ -133,7 +133,7 @@ def _accumulating_loop(trip: bool = True, cond: bool = False) -> onnx.ModelProto
     )
 
 
-# --- returns: Loop ---------------------------------------------------------------------------------
+# --- returns: Loop -----------------------------------------------------------------------
 
 
 def test_one_executable_runs_a_loop_for_every_trip_count() -> None:
@@ -286,7 +286,7 @@ def test_loops_nest() -> None:
         assert s == sum(j for i in range(trips) for j in range(i + 1))
 
 
-# --- returns: Scan ---------------------------------------------------------------------------------
+# --- returns: Scan -----------------------------------------------------------------------
 
 
 def _scan_model(
@@ -342,11 +342,11 @@ def test_one_scan_executable_runs_every_sequence_length() -> None:
     machine = _machine(proto)
     for length in (0, 1, 6):
         x = np.arange(length * 3, dtype=F).reshape(length, 3)
-        s, ys = _check(machine, proto, {"s0": np.ones(3, F), "x": x}, length > 0, length > 0)
+        _, ys = _check(machine, proto, {"s0": np.ones(3, F), "x": x}, length > 0, length > 0)
         np.testing.assert_allclose(ys, 1 + np.cumsum(x, axis=0).reshape(length, 3))
 
 
-# --- returns: If -----------------------------------------------------------------------------------
+# --- returns: If -------------------------------------------------------------------------
 
 
 def _if_model(else_shape: tuple[int, ...] = (3,), outputs: int = 1) -> onnx.ModelProto:
@@ -416,7 +416,7 @@ def test_an_if_on_a_condition_known_at_import_keeps_only_its_branch() -> None:
     _check(_machine(proto), proto, {"x": np.array([-1, 2, -3], F)})
 
 
-# --- returns: a loop exported from TorchScript -----------------------------------------------------
+# --- returns: a loop exported from TorchScript -------------------------------------------
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
@@ -452,7 +452,7 @@ def test_an_lstm_cell_looped_in_torchscript_matches_torch_for_every_trip_count()
             np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
 
 
-# --- invalid ---------------------------------------------------------------------------------------
+# --- invalid -----------------------------------------------------------------------------
 
 
 def test_a_loop_body_with_the_wrong_inputs_is_refused_naming_the_node() -> None:

@@ -1,0 +1,130 @@
+"""Models from the wild: real architectures nobody tuned relayvm for, against onnxruntime.
+
+Benchmarks layer. Each model of :mod:`benchmarks.wild_models` that this environment can
+build (``pip install -e '.[models]'``) is exported to ONNX with random weights, imported
+with ``relay.frontend.from_onnx``, compiled at ``opt_level=3`` and run on the VM beside an
+onnxruntime session on the same bytes, both with :func:`benchmarks.peers.bench_threads`
+threads. The table gives each model's time on both, the ratio (relayvm / onnxruntime),
+the largest relative error against onnxruntime, and relayvm's import + compile time and
+first call (kernels come from the on-disk cache after the first run). Options::
+
+    python -m benchmarks.bench_wild [--quick] [--models resnet50,gpt2] [--rounds N]
+
+``--quick`` runs MobileNetV2 and BERT only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from benchmarks import wild_models
+from benchmarks.bench_depthwise_layers import cpu_description
+from benchmarks.peers import bench_threads, format_seconds, measure_interleaved
+
+QUICK = ("mobilenet_v2", "bert_base")
+
+
+def _numpy(result: object) -> list[np.ndarray]:
+    if isinstance(result, tuple):
+        return [r.numpy() for r in result]
+    return [result.numpy()]  # type: ignore[attr-defined]
+
+
+def run_model(wild: wild_models.WildModel, rounds: int) -> dict[str, object]:
+    """Export, import, compile and time one model; its row of the table."""
+    import onnxruntime as ort
+
+    import vm
+    from compiler import relay
+
+    data, feeds = wild_models.export(wild)
+    start = time.perf_counter()
+    mod, params = relay.frontend.from_onnx(data)
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, params=params)
+    machine = vm.VirtualMachine(exe)
+    built = time.perf_counter()
+    got = _numpy(machine.invoke("main", **feeds))
+    first = time.perf_counter() - built
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = bench_threads()
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    error = max(
+        float(np.abs(g - e).max()) / (float(np.abs(e).max()) or 1.0) for g, e in zip(got, expected)
+    )
+    ours, theirs = measure_interleaved(
+        [lambda: machine.invoke("main", **feeds), lambda: session.run(None, feeds)],
+        rounds=rounds,
+        min_round_seconds=0.2,
+        warmup=2,
+    )
+    return {
+        "model": wild.name,
+        "what": wild.what,
+        "relayvm": ours,
+        "onnxruntime": theirs,
+        "ratio": ours / theirs,
+        "error": error,
+        "compile": built - start,
+        "first": first,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument("--models", help="comma-separated subset (default: every available)")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    available = wild_models.available()
+    if not available:
+        print("bench_wild: torch and transformers are not installed (pip install -e '.[models]')")
+        return 0
+    chosen = available
+    if args.models:
+        wanted = [n.strip() for n in args.models.split(",") if n.strip()]
+        chosen = [wild_models.by_name(n) for n in wanted]
+    elif args.quick:
+        chosen = [m for m in available if m.name in QUICK]
+    missing = sorted({m.source for m in wild_models.MODELS} - {m.source for m in available})
+    print(f"CPU: {cpu_description()}; {bench_threads()} threads per engine")
+    if missing:
+        print(f"not importable here (skipped): {', '.join(missing)}")
+    header = (
+        f"{'model':<24} {'relayvm':>10} {'onnxruntime':>12} {'ratio':>7} {'max rel err':>12} "
+        f"{'compile':>9} {'1st call':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    ratios, status = [], 0
+    for wild in chosen:
+        try:
+            row = run_model(wild, args.rounds)
+        except Exception as exc:  # one model's failure is reported, the rest still run
+            print(f"{wild.name:<24} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            status = 1
+            continue
+        ratios.append(row["ratio"])
+        print(
+            f"{row['model']:<24} {format_seconds(row['relayvm']):>10} "
+            f"{format_seconds(row['onnxruntime']):>12} {row['ratio']:>6.2f}x "
+            f"{row['error']:>12.1e} {row['compile']:>8.1f}s {row['first']:>8.2f}s",
+            flush=True,
+        )
+        if row["error"] > 1e-4:
+            status = 1
+    if ratios:
+        print(f"\nmedian ratio over {len(ratios)} models: {statistics.median(ratios):.2f}x")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_rnn",
     "compiler.frontend.onnx_ops_quant",
     "compiler.frontend.onnx_ops_sample",
+    "compiler.frontend.onnx_ops_vision",
 )
 
 

@@ -1,6 +1,15 @@
-"""ONNX detection operators through ``relay.vision``: ``RoiAlign``.
+"""ONNX detection operators: ``NonMaxSuppression`` and ``RoiAlign``, through
+``relay.vision``.
 
 Compiler layer (``compiler.frontend``); does not import ``onnx``.
+
+``NonMaxSuppression`` becomes ``vision.all_class_non_max_suppression``, whose table of
+kept (batch, class, box) rows has room for every box, followed by a ``dyn.strided_slice``
+of its first rows up to the count it returns, as TVM's frontend builds it: the slice's
+shape function reads the count when the model runs, so one executable serves inputs that
+keep any number of boxes. Absent optional inputs take ONNX's defaults: no boxes kept
+(``max_output_boxes_per_class`` 0), ``iou_threshold`` 0, and no score threshold (an empty
+``score_threshold``).
 
 ``RoiAlign`` becomes ``vision.roi_align`` with the batch indices as the first column of the
 regions (TVM's layout); ``half_pixel`` coordinates are its ``aligned`` mode, and
@@ -9,8 +18,31 @@ regions (TVM's layout); ``half_pixel`` coordinates are its ``aligned`` mode, and
 
 from __future__ import annotations
 
+import numpy as np
+
 from compiler.frontend.onnx_context import NodeContext, Value
 from compiler.frontend.onnx_registry import register
+
+
+@register("NonMaxSuppression")
+def _non_max_suppression(node: NodeContext) -> Value:
+    boxes, scores = node.input(0), node.input(1)
+    center = node.check_attr("center_point_box", (0, 1), 0)
+    defaults = (
+        node.scalar(0, "int64"),
+        node.scalar(0.0, "float32"),
+        node.const(np.zeros(0, "float32")),
+    )
+    limit, iou, threshold = (
+        node.input(k) if node.has_input(k) else default for k, default in enumerate(defaults, 2)
+    )
+    out = node.call(
+        "vision.all_class_non_max_suppression", boxes, scores, limit, iou, threshold,
+        center_point_box=bool(center),
+    )  # fmt: skip
+    table, count = node.item(out, 0), node.item(out, 1)
+    first, step = node.const(np.array([0], "int64")), node.const(np.array([1], "int64"))
+    return node.call("dyn.strided_slice", table, first, count, step)
 
 
 @register("RoiAlign")

@@ -30,6 +30,7 @@ _MODULES = (
     "compiler.frontend.onnx_ops_quant",
     "compiler.frontend.onnx_ops_sample",
     "compiler.frontend.onnx_ops_control",
+    "compiler.frontend.onnx_ops_vision",
 )
 
 

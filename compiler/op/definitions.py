@@ -17,5 +17,6 @@ from compiler.op import (  # noqa: F401  (registration on import)
     defs_reduce,
     defs_spatial,
     defs_transform,
+    defs_vision,
     defs_winograd,
 )

@@ -45,6 +45,7 @@ _ALIASES: dict[str, tuple[str, str]] = {"Module": ("compiler.ir.module", "IRModu
 
 _SUBMODULES = {
     "nn": "compiler.op.nn",
+    "vision": "compiler.op.vision",
     "analysis": "compiler.relay.analysis",
     "transform": "compiler.transform",
     "vm": "compiler.relay.vm",

@@ -3,7 +3,8 @@
 Returns: ``shape_of``, ``ndarray_size``, ``reshape`` with a tensor ``newshape``
 (``dyn.reshape``), ``broadcast_to``/``zeros``/``ones``/``full`` with a tensor shape,
 ``strided_slice`` with tensor ``begin``/``end``, ``arange`` with tensor bounds, ``topk``
-and ``argsort`` each run at several run-time shapes through one compiled executable, and
+and ``argsort``, and the boxes kept by ``vision.all_class_non_max_suppression`` sliced to
+its count, each run at several run-time shapes through one compiled executable, and
 agree with numpy on the reference interpreter, the VM, and the VM after save/load. The
 outputs are sized at run time by shape functions that read the shape tensors' values.
 Traps: values that do not fit (a reshape to the wrong element count, a zero step, a
@@ -197,6 +198,39 @@ def test_topk_with_k_given_at_run_time_keeps_that_many() -> None:
     smallest.check(
         data, np.int32(2), expected=np.argsort(data, axis=0, kind="stable")[:2].astype("int32")
     )
+
+
+def test_suppressed_boxes_are_sliced_to_the_count_of_each_input() -> None:
+    # TVM's ONNX pattern: the suppression's table cut to the rows its count says were kept.
+    boxes = relay.var("boxes", shape=(1, ANY, 4))
+    scores = relay.var("scores", shape=(1, 2, ANY))
+    kept = relay.vision.all_class_non_max_suppression(boxes, scores, 2, 0.5, 0.25)
+    run = runner([boxes, scores], relay.strided_slice(kept[0], [0], kept[1]))
+    disjoint = np.array([[[0, 3 * i, 1, 3 * i + 1] for i in range(4)]], "float32")
+    same = np.tile(np.array([0, 0, 2, 2], "float32"), (1, 3, 1))
+    for data, ranks, expected in (
+        (disjoint, [[0.1, 0.9, 0.5, 0.7], [0.3, 0.2, 0.1, 0.0]], [[0, 0, 1], [0, 0, 3], [0, 1, 0]]),
+        (same, [[0.3, 0.6, 0.6], [0.1, 0.2, 0.0]], [[0, 0, 1]]),
+        (disjoint[:, :0], np.zeros((2, 0)), np.zeros((0, 3))),
+    ):
+        run.check(data, np.asarray(ranks, "float32")[None], expected=np.asarray(expected, "int64"))
+
+
+def test_detection_operators_print_and_parse_back() -> None:
+    data = relay.var("data", shape=(1, 3, 8, 8))
+    rois = relay.var("rois", shape=(ANY, 5))
+    boxes = relay.var("boxes", shape=(1, 6, 4))
+    scores = relay.var("scores", shape=(1, 2, 6))
+    body = relay.Tuple(
+        [
+            relay.vision.roi_align(data, rois, (2, 2), 0.5, sample_ratio=0, mode="max"),
+            relay.vision.all_class_non_max_suppression(
+                boxes, scores, 3, 0.5, center_point_box=True
+            )[0],
+        ]
+    )
+    mod = relay.IRModule.from_expr(relay.Function([data, rois, boxes, scores], body))
+    assert relay.structural_equal(relay.fromtext(str(mod)), mod)
 
 
 def test_dynamic_operators_print_and_parse_back() -> None:

@@ -210,6 +210,14 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((1, 2, 3, 5), F)], {"scale_h": 2.0, "scale_w": 1.5}),
         ([((1, 2, 3, 4), F)], {"scale_h": 0.5, "scale_w": 0.25}),
     ],
+    "vision.roi_align": [
+        ([((2, 3, 10, 12), F), ((7, 5), F)], {"pooled_size": [3, 4], "spatial_scale": 0.5}),
+        ([((1, 2, 4, 4), F), ((0, 5), F)], {"pooled_size": 2, "spatial_scale": 1.0}),
+    ],
+    "vision.all_class_non_max_suppression": [
+        ([((2, 9, 4), F), ((2, 3, 9), F), ((), "int64"), ((1,), F), ((0,), F)], {}),
+        ([((1, 0, 4), F), ((1, 5, 0), F), ((1,), "int32"), ((), F), ((), F)], {}),
+    ],
 }
 
 ALL_CASES = [

@@ -34,6 +34,7 @@ LIBRARY_MODULES = (
     "emit_pool.py",
     "emit_reduce.py",
     "emit_spatial.py",
+    "emit_vision.py",
     "fingerprint.py",
     "gemm.py",
     "helpers.py",

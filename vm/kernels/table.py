@@ -21,6 +21,7 @@ from vm.kernels import (
     emit_pool,
     emit_reduce,
     emit_spatial,
+    emit_vision,
 )
 from vm.kernels.rules import OpRule, ShapeRule, ValueRule
 
@@ -34,6 +35,7 @@ _MODULES = (
     emit_pool,
     emit_reduce,
     emit_spatial,
+    emit_vision,
 )
 
 

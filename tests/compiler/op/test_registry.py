@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from compiler.op import api, nn
+from compiler.op import api, nn, vision
 from compiler.op.registry import OpPattern, get_def, get_op, list_ops
 
 E, B, I, R, O, X = (
@@ -81,6 +81,9 @@ EXPECTED_PATTERNS = {
     "topk": X,
     "argwhere": X,
     "dyn.topk": X,
+    # Detection: region pooling and box suppression, never fused.
+    "vision.roi_align": X,
+    "vision.all_class_non_max_suppression": X,
 }
 
 # Builders that are a second way to build an operator (TVM's ``dropout_raw``).
@@ -111,12 +114,13 @@ REQUIRED_ATTRS = {
     "broadcast_to": "shape",
     "nn.group_norm": "num_groups",
     "nn.pad": "pad_width",
+    "vision.roi_align": "pooled_size",
 }
 
 
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
-    assert len(list_ops()) == 104
+    assert len(list_ops()) == 106
 
 
 def test_every_operator_is_registered_after_one_definitions_module_is_imported_first():
@@ -161,7 +165,11 @@ def test_arities_of_operators_with_tuple_or_no_arguments():
 
 
 def test_every_operator_has_one_builder():
-    builders = {name for name in api.__all__} | {f"nn.{name}" for name in nn.__all__}
+    builders = (
+        set(api.__all__)
+        | {f"nn.{name}" for name in nn.__all__}
+        | {f"vision.{name}" for name in vision.__all__}
+    )
     assert builders - set(ALIAS_BUILDERS) == set(list_ops()) - set(DYN_FORMS)
     assert set(DYN_FORMS.values()) <= builders
     assert set(ALIAS_BUILDERS.values()) <= set(list_ops())
@@ -169,6 +177,8 @@ def test_every_operator_has_one_builder():
         assert callable(getattr(api, name))
     for name in nn.__all__:
         assert callable(getattr(nn, name))
+    for name in vision.__all__:
+        assert callable(getattr(vision, name))
 
 
 def test_unknown_operator_suggests_close_names():

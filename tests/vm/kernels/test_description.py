@@ -33,6 +33,9 @@ DYNAMIC_OPS = [
     "dyn.full", "dyn.strided_slice", "arange", "argsort", "topk", "argwhere", "dyn.topk",
 ]  # fmt: skip
 
+#: The detection operators (issue 17).
+VISION_OPS = ["vision.roi_align", "vision.all_class_non_max_suppression"]
+
 #: The neural-network operators of the performance milestone (issue 4).
 NN_OPS = [
     "nn.conv2d", "nn.conv2d_transpose", "nn.max_pool2d", "nn.avg_pool2d",
@@ -90,7 +93,7 @@ def test_a_valid_description_is_accepted() -> None:
 
 
 def test_supported_ops_are_the_required_set() -> None:
-    assert sorted(BRIEF_OPS + NN_OPS + DYNAMIC_OPS) == supported_ops()
+    assert sorted(BRIEF_OPS + NN_OPS + DYNAMIC_OPS + VISION_OPS) == supported_ops()
 
 
 def test_omitted_attributes_take_their_defaults() -> None:

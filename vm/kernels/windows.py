@@ -159,9 +159,7 @@ def window_output(
         )
         return ctx.let(f"{span} // {stride} + 1")
     out = ctx.let(f"({span} + {stride - 1}) // {stride} + 1")
-    ctx.fail_if(
-        f"{out} < 1", f"the padded input {name} is smaller than the dilated {what} {name}"
-    )
+    ctx.fail_if(f"{out} < 1", f"the padded input {name} is smaller than the dilated {what} {name}")
     # A last window starting in the right padding is dropped (PyTorch's rule).
     with ctx.src.block(f"if {out} > 1 and ({out} - 1) * {stride} >= {size} + {before}:"):
         ctx.src.line(f"{out} -= 1")

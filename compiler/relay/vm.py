@@ -22,8 +22,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    ``AlterOpLayout`` (opt_level 2: 3x3 convolutions with constant weights become Winograd
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
-   ``FoldConstant`` again (the weight transforms) and ``SplitToSlices`` (opt_level 1:
-   projections of ``split`` become slices that fuse into their consumers);
+   ``FoldConstant`` again (the weight transforms), ``SimplifyPower`` (opt_level 1:
+   ``power`` by a whole constant up to 4 becomes multiplications) and ``SplitToSlices``
+   (opt_level 1: projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
 4. eta-expand constructors used as values, infer types, write down the axes of each
@@ -63,6 +64,7 @@ from compiler.transform import (
     PassContext,
     Sequential,
     SimplifyInference,
+    SimplifyPower,
     SpecializeConstantArguments,
     SplitToSlices,
 )
@@ -136,6 +138,7 @@ def _optimizations() -> Any:
             _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),
             _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
+            SimplifyPower(),
             SplitToSlices(),
         ],
         name="VMOptimize",

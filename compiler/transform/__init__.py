@@ -53,6 +53,7 @@ from compiler.transform.pass_manager import (
     register_pass,
 )
 from compiler.transform.simplify_inference import SimplifyInference
+from compiler.transform.simplify_power import SimplifyPower
 from compiler.transform.specialize_arguments import SpecializeConstantArguments
 from compiler.transform.split_to_slices import SplitToSlices
 
@@ -68,6 +69,7 @@ for _pass in (
     RemoveUnusedFunctions,
     SimplifyInference,
     SpecializeConstantArguments,
+    SimplifyPower,
     SplitToSlices,
 ):
     register_pass(_pass.__name__, _pass)
@@ -93,6 +95,7 @@ __all__ = [
     "RemoveUnusedFunctions",
     "Sequential",
     "SimplifyInference",
+    "SimplifyPower",
     "SpecializeConstantArguments",
     "SplitToSlices",
     "function_pass",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import tracemalloc
-from typing import Any
-
 import numpy as np
 import pytest
 
 import vm
 from compiler import relay
 from tests.e2e.harness import check, parse
+from tests.vm.interpreter_programs import traced_peak
 
 I = np.int32
 
@@ -94,16 +92,6 @@ def test_deep_recursion_does_not_use_the_python_stack() -> None:
     check(mod, I(n), expected=I(n * (n + 1) // 2))
 
 
-def _peak_bytes(call: Any) -> int:
-    """The peak of memory tracemalloc sees (numpy's buffers included) during ``call()``."""
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 #: Elements of the tensor each step of the loops below computes (64 KiB of float32).
 STEP = 1 << 14
 
@@ -138,7 +126,7 @@ def test_a_loop_whose_call_is_in_a_branch_runs_in_constant_memory(text: str) -> 
     start = np.zeros(STEP, "float32")
     extra = (np.float32(1),) if "%d" in text else ()
     machine.invoke("main", I(3), start, *extra)  # kernels loaded, caches warm
-    peak = _peak_bytes(lambda: machine.invoke("main", I(400), start, *extra))
+    peak = traced_peak(lambda: machine.invoke("main", I(400), start, *extra))
     assert peak < 16 * STEP * 4
     result = machine.invoke("main", I(400), start, *extra)
     np.testing.assert_array_equal(result.numpy(), np.full(STEP, 400, "float32"))

@@ -6,6 +6,9 @@ description, ``add`` on float32 matrices, so the whole test directory compiles i
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
 import numpy as np
 
 import vm
@@ -526,3 +529,13 @@ def kernel_programs() -> vm.Executable:
     # own tensors, on purpose: it tests the runtime's check, which also guards executables
     # that were never verified. Every other function verifies (a test checks).
     return b.build(verify=False)
+
+
+def traced_peak(call: Callable[[], object]) -> int:
+    """The peak of memory traced by tracemalloc (numpy's buffers included) during ``call()``."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

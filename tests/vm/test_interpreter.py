@@ -6,8 +6,6 @@ kernel programs are in test_interpreter_kernels.py).
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -24,6 +22,7 @@ from tests.vm.interpreter_programs import (
     nat_programs,
     nat_value,
     scalar_programs,
+    traced_peak,
 )
 from vm.decode import DECODERS, Decoder
 from vm.decoded import Kind
@@ -246,16 +245,6 @@ def test_export_copies_read_only_tensors_inside_containers_and_keeps_sharing():
     assert result[1].captured[0] is inner  # a value shared twice stays shared
     untouched = vm.ADT(CONS, [(vm.nd.array(np.ones(1)),)], "Cons")
     assert export(untouched) is untouched
-
-
-def traced_peak(call) -> int:
-    """The peak of memory traced by tracemalloc (numpy's buffers included) during ``call()``."""
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_a_tail_recursive_loop_runs_in_constant_memory():

@@ -472,26 +472,24 @@ def test_a_loop_body_with_the_wrong_inputs_is_refused_naming_the_node() -> None:
         relay.frontend.from_onnx(proto)
 
 
-def test_a_loop_carried_value_that_changes_rank_is_refused() -> None:
+def _loop_around(step: onnx.NodeProto, shape: list | None, **initializers: np.ndarray):
+    """A model looping ``step`` (``v_in`` -> ``v_out``) over ``M`` steps from ``v0``."""
     body = _graph(
-        [
-            helper.make_node("Unsqueeze", ["v_in", "zero"], ["v_out"]),
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        ],
-        [info("i", "int64", []), info("cond_in", "bool", []), info("v_in", "float32", None)],
-        [info("cond_out", "bool", []), info("v_out", "float32", None)],
-        {"zero": np.array([0], "int64")},
+        [step, helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        [info("i", "int64", []), info("cond_in", "bool", []), info("v_in", "float32", shape)],
+        [info("cond_out", "bool", []), info("v_out", "float32", shape)],
+        initializers,
     )
-    proto = _model(
-        _graph(
-            [helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body, name="grow")],
-            [info("M", "int64", []), info("v0", "float32", [2])],
-            [info("v", "float32", [None])],
-            name="main",
-        )
-    )
+    loop = helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body, name="loop_0")
+    inputs = [info("M", "int64", []), info("v0", "float32", [2])]
+    return _model(_graph([loop], inputs, [info("v", "float32", [None])], name="main"))
+
+
+def test_a_loop_carried_value_that_changes_rank_is_refused() -> None:
+    step = helper.make_node("Unsqueeze", ["v_in", "zero"], ["v_out"])
+    proto = _loop_around(step, None, zero=np.array([0], "int64"))
     with pytest.raises(
-        OnnxImportError, match=r"'grow'.*value 0 starts as a float32 tensor of rank 1"
+        OnnxImportError, match=r"'loop_0'.*value 0 starts as a float32 tensor of rank 1"
     ):
         relay.frontend.from_onnx(proto)
 
@@ -510,22 +508,7 @@ def test_an_if_condition_that_is_not_bool_is_refused() -> None:
 
 
 def test_unsupported_operators_inside_a_loop_body_are_listed_up_front() -> None:
-    body = _graph(
-        [
-            helper.make_node("Unique", ["v_in"], ["v_out"], name="deep"),
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        ],
-        [info("i", "int64", []), info("cond_in", "bool", []), info("v_in", "float32", [None])],
-        [info("cond_out", "bool", []), info("v_out", "float32", [None])],
-    )
-    proto = _model(
-        _graph(
-            [helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body)],
-            [info("M", "int64", []), info("v0", "float32", [2])],
-            [info("v", "float32", [None])],
-            name="main",
-        )
-    )
+    proto = _loop_around(helper.make_node("Unique", ["v_in"], ["v_out"], name="deep"), [None])
     with pytest.raises(OpNotImplemented, match=r"Unique \(node 'deep'\)"):
         relay.frontend.from_onnx(proto)
 

@@ -207,8 +207,9 @@ def test_every_cached_library_function_uses_sealed_files() -> None:
     jobs.require(*jobs.OWNERS)
     callbacks.link(*callbacks.entries())
     for name, value in callbacks.compiled().items():
-        cached.append(name.removeprefix("vm.kernels."))
-        assert isinstance(value._cache._cache_file, cache._SealedCacheFile), name
+        if name.startswith("vm.kernels."):  # not another test's callback
+            cached.append(name.removeprefix("vm.kernels."))
+            assert isinstance(value._cache._cache_file, cache._SealedCacheFile), name
     assert "gemm._blas_chunk" in cached and "blas._packed_entry" in cached
     assert "pool_loops._max_pool_chunk" in cached
 

@@ -699,7 +699,8 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 #: What each entry point above needs before a kernel that calls it is compiled or loaded
 #: (:mod:`vm.kernels.library` prepares it): the kinds of job it shares with the workers,
 #: itself or through the Python functions it calls, and the C entry points it calls by
-#: symbol. An entry point missing here runs, but alone (see jobs.unregistered_posts).
+#: symbol. A kind left out is never shared (and counted: jobs.unregistered_posts); a
+#: symbol left out fails the kernel's link.
 NEEDS = {
     "product_into": jobs.Needs(kinds=(jobs.BLAS,)),
     "matmul_into": jobs.Needs(kinds=(jobs.BLAS,)),

@@ -2,9 +2,9 @@
 
 Runtime layer (``vm.kernels``); imports numpy, numba, :mod:`vm.kernels.gemm` (pointer
 views) and :mod:`vm.kernels.jobs` (whose slot shares a float32 image's groups with the
-worker threads). The generated
-kernels call these functions (as ``dwc``) from :mod:`vm.kernels.emit_conv` for every
-``nn.conv2d`` with ``groups > 1`` whose groups read few input channels each.
+worker threads). The generated kernels call these functions (as ``dwc``) from
+:mod:`vm.kernels.emit_conv` for every ``nn.conv2d`` with ``groups > 1`` whose groups read
+few input channels each.
 
 A depthwise layer does ``kh * kw`` multiply-adds per output element and reads each input
 element about as often, so it is bound by loads, not by arithmetic: per group and image,

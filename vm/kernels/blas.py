@@ -30,10 +30,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from llvmlite import binding
-from numba import carray, cfunc, njit, types
+from numba import carray, njit, types
 
-from vm.kernels import atomics, bridge, conv_loops, gemm, packed, threads, winograd
+from vm.kernels import bridge, callbacks, conv_loops, gemm, jobs, packed, threads, winograd
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
@@ -351,13 +350,14 @@ def _packed_columns(columns, weight, out):
 # linked in: each kernel that multiplied by a packed weight spent 4-10 s compiling
 # the register tiles and the column blocks again. Kernels call these C callbacks by
 # symbol instead (registered with LLVM, as gemm's BLAS symbols are); they are compiled,
-# or loaded from numba's cache, once per process. Each takes the address of an int64 block.
+# or loaded from numba's cache, once per process, when a kernel calling them is loaded
+# (see NEEDS). Each takes the address of an int64 block.
 _ENTRY = types.int64(types.int64)
 #: Where a convolution's window starts in its block (see :func:`_conv_block`).
 _WINDOW_AT = 1 + 7 + 6 + 6
 
 
-@cfunc(_ENTRY, nogil=True, cache=True)
+@callbacks.entry("relayvm_conv_blocks", _ENTRY)
 def _conv_blocks_entry(address):
     """:func:`_conv_blocks` on a float32 convolution's block (:func:`_conv_block`): 1
     if it computed the convolution, 0 if it left it to the caller."""
@@ -371,7 +371,7 @@ def _conv_blocks_entry(address):
     return 1 if _conv_blocks(x, w, out3, b[at], window) else 0
 
 
-@cfunc(_ENTRY, nogil=True, cache=True)
+@callbacks.entry("relayvm_packed", _ENTRY)
 def _packed_entry(address):
     """:func:`vm.kernels.gemm.packed_product` on the block of :func:`packed_into`: the
     data's address, rows, columns and row stride, the weight's address, panels and depth,
@@ -384,8 +384,6 @@ def _packed_entry(address):
     return 1
 
 
-binding.add_symbol("relayvm_conv_blocks", _conv_blocks_entry.address)
-binding.add_symbol("relayvm_packed", _packed_entry.address)
 _conv_blocks_symbol = types.ExternalFunction("relayvm_conv_blocks", _ENTRY)
 _packed_symbol = types.ExternalFunction("relayvm_packed", _ENTRY)
 
@@ -480,31 +478,25 @@ def _products(u, v, m, share):
                      np.int64(u.ctypes.data), u.strides[0], u.strides[1],
                      np.int64(v.ctypes.data), v.strides[0], v.strides[1],
                      np.int64(m.ctypes.data), m.strides[0], m.strides[1])  # fmt: skip
-            if gemm.share_callback(_planes_handler(), planes - k, words):
+            if jobs.share(jobs.WINOGRAD_PLANES, planes - k, words):
                 return
         gemm.whole(u[k], v[k], m[k])
         k += 1
 
 
-@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+@jobs.chunk(jobs.WINOGRAD_PLANES)
 def _planes_chunk(slot, index, parts):
     """Planes ``index`` of ``parts`` of the products :func:`_products` shares through
-    :func:`vm.kernels.gemm.share_callback` (its words, strides in bytes)."""
-    first, planes = gemm.argument(slot, 0), gemm.argument(slot, 1)
-    rows, depth, cols = gemm.argument(slot, 2), gemm.argument(slot, 3), gemm.argument(slot, 4)
-    u = gemm.view_at(gemm.argument(slot, 5), (planes, rows, depth),
-                     (gemm.argument(slot, 6), gemm.argument(slot, 7), 4))  # fmt: skip
-    v = gemm.view_at(gemm.argument(slot, 8), (planes, depth, cols),
-                     (gemm.argument(slot, 9), gemm.argument(slot, 10), 4))  # fmt: skip
-    m = gemm.view_at(gemm.argument(slot, 11), (planes, rows, cols),
-                     (gemm.argument(slot, 12), gemm.argument(slot, 13), 4))  # fmt: skip
+    :func:`vm.kernels.jobs.share` (its words, strides in bytes)."""
+    a = jobs.argument
+    first, planes = a(slot, 0), a(slot, 1)
+    rows, depth, cols = a(slot, 2), a(slot, 3), a(slot, 4)
+    u = gemm.view_at(a(slot, 5), (planes, rows, depth), (a(slot, 6), a(slot, 7), 4))
+    v = gemm.view_at(a(slot, 8), (planes, depth, cols), (a(slot, 9), a(slot, 10), 4))
+    m = gemm.view_at(a(slot, 11), (planes, rows, cols), (a(slot, 12), a(slot, 13), 4))
     extent = planes - first
     for k in range(first + extent * index // parts, first + extent * (index + 1) // parts):
         gemm.whole(u[k], v[k], m[k])
-
-
-binding.add_symbol("relayvm_winograd_planes", _planes_chunk.address)
-_planes_handler = atomics.symbol_address("relayvm_winograd_planes")
 
 
 @njit(nogil=True, cache=True)
@@ -557,9 +549,6 @@ def _matmul(x, y, out, transpose_x, transpose_y) -> None:
     batch_matmul(x, y, out, bool(transpose_x), bool(transpose_y))
 
 
-# Workers polling from the start can share the first products of compiled code.
-threads.start()
-
 _PRODUCT = bridge.register("blas.product", _product, 3)
 _MATMUL = bridge.register("blas.matmul", _matmul, 3)
 _CONV_IMAGE = bridge.register("blas.conv_image", conv_image, 3)
@@ -578,7 +567,7 @@ def product_into(x, y, out, transpose_x, transpose_y):
     m, n = out.shape
     k = x.shape[0] if transpose_x else x.shape[1]
     small = m * n * k < SPLIT_FLOPS
-    if (small or gemm.polling()) and gemm.fits(x) and gemm.fits(y) and gemm.fits(out):
+    if (small or jobs.polling()) and gemm.fits(x) and gemm.fits(y) and gemm.fits(out):
         gemm.gemm(x, y, out, transpose_x, transpose_y)
         return
     block = np.empty(32, np.int64)
@@ -614,7 +603,7 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
     asked; a batch of 1 broadcasts."""
     batch, m, n = out.shape
     k = x.shape[1] if transpose_x else x.shape[2]
-    if batch * m * n * k < SPLIT_FLOPS or gemm.polling():
+    if batch * m * n * k < SPLIT_FLOPS or jobs.polling():
         for i in range(batch):
             a = x[i if x.shape[0] > 1 else 0]
             b = y[i if y.shape[0] > 1 else 0]
@@ -705,3 +694,20 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
         block[at] = value
         at += 1
     bridge.invoke(_CONV_TRANSPOSE_IMAGE, block, at)
+
+
+#: What each entry point above needs before a kernel that calls it is compiled or loaded
+#: (:mod:`vm.kernels.library` prepares it): the kinds of job it shares with the workers,
+#: itself or through the Python functions it calls, and the C entry points it calls by
+#: symbol. A kind left out is never shared (and counted: jobs.unregistered_posts); a
+#: symbol left out fails the kernel's link.
+NEEDS = {
+    "product_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "matmul_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "packed_into": jobs.Needs((jobs.PACKED,), ("relayvm_packed",)),
+    "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "conv_packed_into": jobs.Needs((jobs.CONV, jobs.IM2COL, jobs.PACKED), ("relayvm_conv_blocks",)),
+    "conv_winograd_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
+    "conv_winograd_transformed_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
+    "conv_transpose_image_into": jobs.Needs(),
+}

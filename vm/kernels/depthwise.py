@@ -1,9 +1,10 @@
 """Direct loops for depthwise and narrow grouped float convolutions (NCHW data, OIHW weights).
 
-Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and :mod:`vm.kernels.gemm`
-(whose slot shares a float32 image's groups with the worker threads). The generated
-kernels call these functions (as ``dwc``) from :mod:`vm.kernels.emit_conv` for every
-``nn.conv2d`` with ``groups > 1`` whose groups read few input channels each.
+Runtime layer (``vm.kernels``); imports numpy, numba, :mod:`vm.kernels.gemm` (pointer
+views) and :mod:`vm.kernels.jobs` (whose slot shares a float32 image's groups with the
+worker threads). The generated kernels call these functions (as ``dwc``) from
+:mod:`vm.kernels.emit_conv` for every ``nn.conv2d`` with ``groups > 1`` whose groups read
+few input channels each.
 
 A depthwise layer does ``kh * kw`` multiply-adds per output element and reads each input
 element about as often, so it is bound by loads, not by arithmetic: per group and image,
@@ -19,18 +20,17 @@ sizes take one tap at a time. Depthwise layers with short output rows (MobileNet
 stages) instead run channels-last (:func:`image_channels_last`), the innermost
 loop across channels. :func:`image_groups` runs every group of one image, shared
 between the calling thread and the polling workers (a job of
-:func:`vm.kernels.gemm.share_callback`, no GIL) when the image is big enough; the caller
+:func:`vm.kernels.jobs.share`, no GIL) when the image is big enough; the caller
 then applies the fused epilogue to the image, as after :func:`image_channels_last`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import binding
-from numba import carray, cfunc, njit, types
+from numba import carray, njit
 from numba import uint64 as _u
 
-from vm.kernels import atomics, gemm
+from vm.kernels import gemm, jobs
 
 #: Multiply-adds of one image below which its groups run on the calling thread alone:
 #: handing a job to the workers costs a few microseconds.
@@ -381,9 +381,9 @@ def _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh
 
 
 @njit(nogil=True)
-def _share(handler, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
-    """Offer image ``n`` to the polling workers as ``extent`` items of the C callback at
-    ``handler`` (:func:`vm.kernels.gemm.share_callback`); False, doing nothing, when the
+def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """Offer image ``n`` to the polling workers as ``extent`` items of a job of ``kind``
+    (:func:`vm.kernels.jobs.share`); False, doing nothing, when the
     image is too small to pay for it, the data is not float32 in C order (what the
     callbacks read), or no worker takes it."""
     groups, og, k = w3.shape
@@ -399,13 +399,13 @@ def _share(handler, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
                  out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
                  np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
                  np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
-    return gemm.share_callback(handler, extent, arguments)
+    return jobs.share(kind, extent, arguments)
 
 
 @njit(nogil=True)
 def _job(slot):
     """The arrays and geometry :func:`_share` put in the slot, for a chunk callback."""
-    a = gemm.argument
+    a = jobs.argument
     x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
     w3 = carray(gemm.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
     out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
@@ -437,7 +437,7 @@ def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_
     channels = x.shape[1]
     # Chunks of at least 16 channels, so each keeps a vector register's width.
     runs = max(channels // 16, 1)
-    if _share(_channels_handler(), runs, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+    if _share(jobs.DEPTHWISE_CHANNELS, runs, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
               out_w, n):  # fmt: skip
         return
     _channels_last_range(x, w3, out3, n, 0, channels, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
@@ -460,7 +460,7 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     """
     groups, _, k = w3.shape
     cg = k // (kh * kw)
-    if _share(_groups_handler(), groups, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
+    if _share(jobs.DEPTHWISE_GROUPS, groups, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
               out_w, n):  # fmt: skip
         return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
@@ -469,10 +469,10 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
         group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
 
 
-@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+@jobs.chunk(jobs.DEPTHWISE_GROUPS)
 def _groups_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the float32 image that :func:`image_groups` shares
-    through :func:`vm.kernels.gemm.share_callback`; each chunk has its own workspace."""
+    through :func:`vm.kernels.jobs.share`; each chunk has its own workspace."""
     x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
     groups, _, k = w3.shape
     cg = k // (kh * kw)
@@ -482,11 +482,7 @@ def _groups_chunk(slot, index, parts):
         group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
 
 
-binding.add_symbol("relayvm_depthwise_groups_chunk", _groups_chunk.address)
-_groups_handler = atomics.symbol_address("relayvm_depthwise_groups_chunk")
-
-
-@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+@jobs.chunk(jobs.DEPTHWISE_CHANNELS)
 def _channels_chunk(slot, index, parts):
     """Channels ``index`` of ``parts`` of the float32 image that
     :func:`image_channels_last` shares (in runs of 16, the last run taking the rest)."""
@@ -499,5 +495,9 @@ def _channels_chunk(slot, index, parts):
                              out_w)  # fmt: skip
 
 
-binding.add_symbol("relayvm_depthwise_channels_chunk", _channels_chunk.address)
-_channels_handler = atomics.symbol_address("relayvm_depthwise_channels_chunk")
+#: What each entry point generated kernels call needs before such a kernel is compiled or
+#: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares.
+NEEDS = {
+    "image_groups": jobs.Needs(kinds=(jobs.DEPTHWISE_GROUPS,)),
+    "image_channels_last": jobs.Needs(kinds=(jobs.DEPTHWISE_CHANNELS,)),
+}

@@ -1,25 +1,25 @@
 """Matrix products called straight from compiled kernels (numpy's OpenBLAS ``gemm``, the
 packed register tiles), and the other work kernels share with the worker threads, no GIL.
 
-Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
+Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite, ctypes and
+:mod:`vm.kernels.jobs`.
 
 :mod:`vm.kernels.bridge` reaches numpy from compiled code through a ctypes callback, which
 takes the GIL and builds arrays in Python: about 25 us a call, as long as the whole
 product for a one-row ``dense`` (an MLP at batch 1). Kernels therefore call
 ``cblas_sgemm``/``cblas_dgemm`` of numpy's own OpenBLAS directly, and share a product of
 at least :data:`PARALLEL_FLOPS` multiply-adds with the worker threads of
-:mod:`vm.kernels.threads` through a slot of atomic words (see the comment above
-:data:`SLOT`), without the GIL on either side. The functions and the slot are registered
-with LLVM under fixed symbols (``relayvm_sgemm``, ``relayvm_gemm_slot``, ...), so kernels
+:mod:`vm.kernels.threads` through the slot of :mod:`vm.kernels.jobs`, without the GIL
+on either side. The functions are registered with LLVM under fixed symbols
+(``relayvm_sgemm``, ``relayvm_dgemm``, ``relayvm_blas_threads``), so kernels
 loaded from numba's disk cache link to them by name in every process, whatever address
 they got. OpenBLAS runs on the calling thread only (its thread-local thread count is set
 to 1 and restored), as :mod:`vm.kernels.threads` explains.
 
-The slot carries other jobs than products too, each a "kind": im2col copies,
-convolutions by packed weights a block of columns at a time, Winograd transforms, and C
-callbacks of modules this one does not import (max pooling, :func:`share_callback`). The
-chunk code of every kind is one C callback under ``relayvm_chunk``, compiled once per
-process rather than into each kernel that shares a job.
+This module posts other kinds of job than products too: im2col copies, convolutions by
+packed weights a block of columns at a time, and Winograd transforms. Each kind's chunk
+code is registered with :func:`vm.kernels.jobs.chunk` and compiled only when a kernel
+needs it.
 
 numpy 2's wheels ship OpenBLAS with 64-bit integers under ``scipy_``-prefixed names; the
 symbols are declared with 64-bit integers to match. Where numpy uses another BLAS, or an
@@ -32,11 +32,11 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from llvmlite import binding, ir
-from numba import carray, cfunc, literal_unroll, njit, types
+from llvmlite import binding
+from numba import carray, literal_unroll, njit, types
 from numba.extending import intrinsic
 
-from vm.kernels import atomics, conv_loops, packed, winograd
+from vm.kernels import conv_loops, jobs, packed, winograd
 from vm.kernels.openblas import openblas
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -133,25 +133,7 @@ def leading(a):
     return max(a.shape[1], 1)
 
 
-# --- products shared with the worker threads, without the GIL --------------------------------
-#
-# The slot below is one job at a time: a caller claims it (BUSY 0 -> 1), writes the product
-# and its chunk count, then publishes TICKET = job << 32. Every thread that helps, caller
-# included, takes chunk numbers with fetch_add(TICKET, 1); a number belongs to the job in
-# its high bits, and is only honoured if JOB still names that job after PARTS was read (a
-# new job writes JOB before PARTS), so a thread holding a stale number does nothing. DONE
-# counts finished chunks; the caller waits for all of them, then frees the slot. The
-# workers of vm.kernels.threads poll the slot (serve) while they wait for Python jobs, and
-# sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
-# awake for the next product. A product is only shared when some worker is polling: waking
-# one takes longer than the products this path is for.
-#
-# The pipe: SLEEPERS holds (sleepers << 32) | bytes written and not yet read. A byte is
-# only written after a compare-exchange raised the second count while it was below the
-# first, and every worker that counted itself asleep reads exactly one byte and then takes
-# one off both counts (a worker that sees work after counting itself writes its own byte if
-# none is on its way). So the pipe never holds more bytes than sleepers, and is empty when
-# every worker is awake: no byte is left behind to cause a spurious wake-up later.
+# --- jobs shared with the worker threads, without the GIL (vm.kernels.jobs) -----------------
 
 #: Multiply-adds from which a product is shared with polling workers (about 2 us on one core).
 #: Small as that is, handing half to a polling worker pays: a one-row product by a
@@ -159,12 +141,15 @@ def leading(a):
 #: 3 us on one core, and each core streams half of it, 4.1 -> 2.9-3.2 us with the handoff.
 PARALLEL_FLOPS = 1 << 15
 
-_TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
-_BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _WAKES = 24, 25, 26, 27, 28, 30
-_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _KIND = range(32, 46)
-_A_COLS, _C_COLS, _ROWS_OUTER = range(46, 49)
+# The words of this module's jobs in the slot. A product job:
+_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(
+    jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 13
+)
+_A_COLS, _C_COLS, _ROWS_OUTER = range(jobs.FIRST_ARGUMENT + 13, jobs.FIRST_ARGUMENT + 16)
 # An im2col job: A is the float32 NCHW input, B the column matrix, and these the rest.
-_IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(49, 59)
+_IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(
+    jobs.FIRST_ARGUMENT + 16, jobs.FIRST_ARGUMENT + 26
+)
 # A convolution job (packed_conv) has those words too, and B the packed weight, C the
 # output, N its channels, K the weight's depth and M the output rows of a chunk.
 # A Winograd transform job (winograd_transform) has the image words too, and these: the
@@ -173,36 +158,6 @@ _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STR
 # 1 output, by output channels).
 _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3 = _B, _LDA, _C, _LDB, _LDC
 _PLANES, _OUT_CHANNELS, _TILES, _PHASE = _M, _N, _KERNEL, _ROWS
-# A callback job (share_callback) has the address of a C callback taking (slot, index,
-# parts) and the arguments it reads with argument(): words from _ARGUMENTS on.
-_HANDLER, _ARGUMENTS = 31, 49
-#: How many arguments a callback job may have (up to the end of :data:`SLOT`).
-ARGUMENTS = 32
-#: What a shared job computes: an OpenBLAS gemm, a product by a packed weight, an im2col
-#: matrix (split by input channels), a convolution by a packed weight (by output rows),
-#: a Winograd transform, or a callback of another module.
-_BLAS, _PACKED, _IM2COL, _CONV, _WINOGRAD, _CALLBACK = 0, 1, 2, 3, 4, 5
-_JOB_MASK = (1 << 30) - 1
-_INDEX_MASK = (1 << 32) - 1
-
-#: The slot's words (a cache line apart where threads write them at once).
-SLOT = np.zeros(_ARGUMENTS + ARGUMENTS, np.int64)
-binding.add_symbol("relayvm_gemm_slot", SLOT.ctypes.data)
-_slot = atomics.symbol_address("relayvm_gemm_slot")
-
-_LIBC = ctypes.CDLL(None)
-binding.add_symbol("relayvm_write", ctypes.cast(_LIBC.write, ctypes.c_void_p).value)
-_write = types.ExternalFunction("relayvm_write", types.int64(types.int32, types.int64, types.int64))
-
-
-@njit(nogil=True)
-def _word(slot, index):
-    return atomics.load(slot + 8 * index)
-
-
-@njit(nogil=True)
-def _set(slot, index, value):
-    atomics.store(slot + 8 * index, value)
 
 
 @njit(nogil=True)
@@ -250,26 +205,20 @@ def view_at(address, shape, strides):
 
 
 @njit(nogil=True)
-def _pair(slot, index):
-    word = _word(slot, index)
-    return word >> 32, word & _INDEX_MASK
-
-
-@njit(nogil=True)
 def _window(slot):
     """The image, channel count, and window of the im2col or convolution job in the slot:
     ``(x, n, channels, (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w), strided)``."""
-    channels = _word(slot, _CHANNELS)
-    height, width = _pair(slot, _SIZE)
-    kh, kw = _pair(slot, _KERNEL)
-    sh, sw = _pair(slot, _STRIDE)
-    pt, pl = _pair(slot, _PAD)
-    dh, dw = _pair(slot, _DILATION)
-    out_h, out_w = _pair(slot, _OUT)
-    shape = (_word(slot, _IMAGES), channels, height, width)
-    x = carray(floats(_word(slot, _A)), shape)
+    channels = jobs.word(slot, _CHANNELS)
+    height, width = jobs.pair(slot, _SIZE)
+    kh, kw = jobs.pair(slot, _KERNEL)
+    sh, sw = jobs.pair(slot, _STRIDE)
+    pt, pl = jobs.pair(slot, _PAD)
+    dh, dw = jobs.pair(slot, _DILATION)
+    out_h, out_w = jobs.pair(slot, _OUT)
+    shape = (jobs.word(slot, _IMAGES), channels, height, width)
+    x = carray(floats(jobs.word(slot, _A)), shape)
     window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    return x, _word(slot, _IMAGE), channels, window, _word(slot, _STRIDED) != 0
+    return x, jobs.word(slot, _IMAGE), channels, window, jobs.word(slot, _STRIDED) != 0
 
 
 @njit(nogil=True)
@@ -282,26 +231,15 @@ def _fill(x, n, c0, count, cols, window, strided):
         conv_loops.im2col(x, n, c0, count, cols, *window, 0, out_h)
 
 
-@njit(nogil=True)
+@jobs.chunk(jobs.IM2COL)
 def _im2col_chunk(slot, index, parts):
     """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
     x, n, channels, window, strided = _window(slot)
     taps = window[0] * window[1]
-    cols = carray(floats(_word(slot, _B)), (channels * taps, window[8] * window[9]))
+    cols = carray(floats(jobs.word(slot, _B)), (channels * taps, window[8] * window[9]))
     lo, hi = channels * index // parts, channels * (index + 1) // parts
     if hi > lo:
         _fill(x, n, lo, hi - lo, cols[lo * taps : hi * taps], window, strided)
-
-
-@njit(nogil=True)
-def _claim(slot):
-    """Claim the slot for a job; the number of threads that will share it (the caller
-    and the polling workers), 0 if none polls or another job holds the slot."""
-    _wake_one(slot, 1)
-    awake = _word(slot, _AWAKE)
-    if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
-        return 0
-    return awake + 1
 
 
 #: Where the image and window words of an im2col, convolution or Winograd job go.
@@ -316,17 +254,6 @@ def _window_words(x, n, window, strided):
     return (np.int64(x.ctypes.data), np.int64(x.shape[0]), np.int64(n), np.int64(x.shape[1]),
             _two(x.shape[2], x.shape[3]), _two(kh, kw), _two(sh, sw), _two(pt, pl),
             _two(dh, dw), _two(out_h, out_w), np.int64(1 if strided else 0))  # fmt: skip
-
-
-@njit(nogil=True)
-def _post(slot, parts, kind, at, words):
-    """Run a job of ``parts`` chunks of ``kind`` in the claimed slot, ``words[i]`` at word
-    ``at[i]``: write it, publish it, do chunks of it and wait for the workers' chunks."""
-    job = _begin(slot, parts)
-    for i in range(len(at)):
-        _set(slot, at[i], words[i])
-    _set(slot, _KIND, kind)
-    _finish(slot, parts, job)
 
 
 @njit(nogil=True)
@@ -347,13 +274,13 @@ def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
     chunk would cost GIL hand-overs."""
     window, strided = _geometry(kernel, stride, pad, dilation, out)
     channels = x.shape[1]
-    slot = _slot()
-    threads = _claim(slot) if share and channels > 1 else 0
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.IM2COL) if share and channels > 1 else 0
     if threads == 0:
         _fill(x, n, 0, channels, cols, window, strided)
         return
     words = (*_window_words(x, n, window, strided), np.int64(cols.ctypes.data))
-    _post(slot, min(2 * threads, channels), _IM2COL, (*_WINDOW_AT, _B), words)
+    jobs.post(slot, min(2 * threads, channels), jobs.IM2COL, (*_WINDOW_AT, _B), words)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels
@@ -386,8 +313,8 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
     k = weight.shape[1]
     block, parts = row_blocks(size[0], size[1])
     units = out.shape[0]
-    slot = _slot()
-    threads = _claim(slot) if share and parts > 1 else 0
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.CONV) if share and parts > 1 else 0
     if threads == 0:
         for index in range(parts):
             _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
@@ -395,7 +322,7 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
         return
     words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
              np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block))  # fmt: skip
-    _post(slot, parts, _CONV, (*_WINDOW_AT, _B, _C, _N, _K, _M), words)
+    jobs.post(slot, parts, jobs.CONV, (*_WINDOW_AT, _B, _C, _N, _K, _M), words)
 
 
 @njit(nogil=True)
@@ -430,8 +357,8 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
     ``out`` are (height, width) pairs. With ``share``, split by channels with the polling
     workers without the GIL (each Python task would cost GIL hand-overs)."""
     extent = x.shape[1] if phase == 0 else out3.shape[1]
-    slot = _slot()
-    threads = _claim(slot) if share and extent > 1 else 0
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.WINOGRAD) if share and extent > 1 else 0
     if threads == 0:
         _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
         return
@@ -442,7 +369,7 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
              _two(tiles[0], tiles[1]), np.int64(phase))  # fmt: skip
     at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
           _TILES, _PHASE)  # fmt: skip
-    _post(slot, min(2 * threads, extent), _WINOGRAD, at, words)
+    jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
 
 
 @njit(nogil=True)
@@ -459,20 +386,20 @@ def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
         winograd.transform_output4(m, out3, n, lo, hi, tiles[1], out[0], out[1])
 
 
-@njit(nogil=True)
+@jobs.chunk(jobs.WINOGRAD)
 def _winograd_chunk(slot, index, parts):
     """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
     x, n, channels, window, _ = _window(slot)
-    planes, out_channels = _word(slot, _PLANES), _word(slot, _OUT_CHANNELS)
-    tiles_h, tiles_w = _pair(slot, _TILES)
+    planes, out_channels = jobs.word(slot, _PLANES), jobs.word(slot, _OUT_CHANNELS)
+    tiles_h, tiles_w = jobs.pair(slot, _TILES)
     tiles = tiles_h * tiles_w
     out_h, out_w = window[8], window[9]
-    v = view_at(_word(slot, _V), (planes, channels, tiles),
-                (_word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    m = view_at(_word(slot, _M_PLANES), (planes, out_channels, tiles),
-                (_word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    out3 = carray(floats(_word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
-    phase = _word(slot, _PHASE)
+    v = view_at(jobs.word(slot, _V), (planes, channels, tiles),
+                (jobs.word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    m = view_at(jobs.word(slot, _M_PLANES), (planes, out_channels, tiles),
+                (jobs.word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    out3 = carray(floats(jobs.word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
+    phase = jobs.word(slot, _PHASE)
     extent = channels if phase == 0 else out_channels
     lo, hi = extent * index // parts, extent * (index + 1) // parts
     if hi > lo:
@@ -480,90 +407,49 @@ def _winograd_chunk(slot, index, parts):
                         (out_h, out_w), lo, hi)  # fmt: skip
 
 
-@intrinsic
-def _call_handler(typingctx, handler, slot, index, parts):
-    """Call the C function ``void (int64 slot, int64 index, int64 parts)`` at address
-    ``handler``."""
-    if not all(isinstance(t, types.Integer) for t in (handler, slot, index, parts)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        kind = ir.FunctionType(ir.VoidType(), [i64, i64, i64])
-        builder.call(builder.inttoptr(args[0], kind.as_pointer()), args[1:])
-        return context.get_dummy_value()
-
-    return types.none(types.int64, types.int64, types.int64, types.int64), codegen
-
-
-@njit(nogil=True)
-def share_callback(handler, extent, arguments):
-    """Run the C callback at address ``handler`` as ``handler(slot, index, parts)`` for
-    every ``index < parts``, on this thread and the polling workers, without the GIL:
-    ``parts`` chunks of ``extent`` items (two per thread, at most ``extent``), which the
-    callback cuts as ``extent * index // parts``. It reads the int64 ``arguments`` (at
-    most :data:`ARGUMENTS`) with :func:`argument`. False, doing nothing, if no worker
-    polls or another job holds the slot: the caller then does the work itself. This is
-    how modules that :mod:`gemm` does not import share jobs (register the callback under
-    a symbol and take its address with :func:`vm.kernels.atomics.symbol_address`, as an
-    address baked into cached code would be wrong in the next process)."""
-    if len(arguments) > ARGUMENTS:
-        raise ValueError("share_callback: more arguments than the slot holds")
-    slot = _slot()
-    threads = _claim(slot)
-    if threads == 0:
-        return False
-    # Written before the job starts: the slot is claimed, and no chunk runs before _post
-    # publishes the job.
-    for i in range(len(arguments)):
-        _set(slot, _ARGUMENTS + i, np.int64(arguments[i]))
-    _post(slot, min(2 * threads, extent), _CALLBACK, (_HANDLER,), (np.int64(handler),))
-    return True
-
-
-@njit(nogil=True)
-def argument(slot, i):
-    """Argument ``i`` of the callback job in the slot (see :func:`share_callback`)."""
-    return _word(slot, _ARGUMENTS + i)
-
-
 @njit(nogil=True)
 def _two(high, low):
     return (np.int64(high) << 32) | np.int64(low)
 
 
+@jobs.chunk(jobs.CONV)
+def _conv_chunk(slot, index, parts):
+    """Output rows ``index * block`` to ``(index + 1) * block`` of the convolution job in
+    the slot."""
+    x, n, _, window, strided = _window(slot)
+    block = jobs.word(slot, _M)
+    _conv_rows(x, n, window, strided, jobs.word(slot, _B), jobs.word(slot, _K),
+               jobs.word(slot, _N), jobs.word(slot, _C), index * block, block)  # fmt: skip
+
+
 @njit(nogil=True)
-def _chunk(slot, index, parts):
-    """Chunk ``index`` of ``parts`` of the job in the slot: rows or columns of a product's
-    output, input channels of an im2col matrix, output rows of a convolution, or channels
-    of a Winograd transform."""
-    kind = _word(slot, _KIND)
-    if kind == _CALLBACK:
-        _call_handler(_word(slot, _HANDLER), slot, index, parts)
-        return
-    if kind == _IM2COL:
-        _im2col_chunk(slot, index, parts)
-        return
-    if kind == _WINOGRAD:
-        _winograd_chunk(slot, index, parts)
-        return
-    if kind == _CONV:
-        x, n, _, window, strided = _window(slot)
-        block = _word(slot, _M)
-        _conv_rows(x, n, window, strided, _word(slot, _B), _word(slot, _K), _word(slot, _N),
-                   _word(slot, _C), index * block, block)  # fmt: skip
-        return
-    m, n, k = _word(slot, _M), _word(slot, _N), _word(slot, _K)
-    pa, pb, pc = _word(slot, _A), _word(slot, _B), _word(slot, _C)
-    lda, ldb, ldc = _word(slot, _LDA), _word(slot, _LDB), _word(slot, _LDC)
-    if _word(slot, _KIND) == _PACKED:
-        a = (pa, lda, _word(slot, _A_COLS))
-        c = (pc, ldc, _word(slot, _C_COLS))
-        _packed_chunk(a, pb, k, m, n, c, index, parts, _word(slot, _ROWS), _word(slot, _ROWS_OUTER))
-        return
-    ta, tb, size = _word(slot, _TA), _word(slot, _TB), _word(slot, _ITEMSIZE)
+def _product_words(slot):
+    """The product job in the slot: ``(m, n, k, pa, lda, pb, ldb, pc, ldc)``."""
+    word = jobs.word
+    return (word(slot, _M), word(slot, _N), word(slot, _K), word(slot, _A), word(slot, _LDA),
+            word(slot, _B), word(slot, _LDB), word(slot, _C), word(slot, _LDC))  # fmt: skip
+
+
+@jobs.chunk(jobs.BLAS)
+def _blas_chunk(slot, index, parts):
+    """Rows or columns ``index`` of ``parts`` of the BLAS product job in the slot, with
+    OpenBLAS on this thread only."""
+    m, n, k, pa, lda, pb, ldb, pc, ldc = _product_words(slot)
+    ta, tb, size = jobs.word(slot, _TA), jobs.word(slot, _TB), jobs.word(slot, _ITEMSIZE)
     product = (ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size)
-    _blas_part(product, _word(slot, _ROWS) != 0, index, parts)
+    previous = _blas_threads(1)
+    _blas_part(product, jobs.word(slot, _ROWS) != 0, index, parts)
+    _blas_threads(previous)
+
+
+@jobs.chunk(jobs.PACKED)
+def _packed_chunk(slot, index, parts):
+    """Tiles or panels ``index`` of ``parts`` of the packed product job in the slot."""
+    m, n, k, pa, lda, pb, _, pc, ldc = _product_words(slot)
+    a = (pa, lda, jobs.word(slot, _A_COLS))
+    c = (pc, ldc, jobs.word(slot, _C_COLS))
+    _packed_part(a, pb, k, m, n, c, index, parts, jobs.word(slot, _ROWS),
+                 jobs.word(slot, _ROWS_OUTER))  # fmt: skip
 
 
 @njit(nogil=True)
@@ -586,7 +472,7 @@ def _blas_part(product, rows, index, parts):
 
 
 @njit(nogil=True)
-def _packed_chunk(a, pw, k, m, units, c, index, parts, by_rows, rows_outer):
+def _packed_part(a, pw, k, m, units, c, index, parts, by_rows, rows_outer):
     # Chunks of whole tiles (rows) or panels (columns), so no tile is cut in two.
     panels = -(-units // packed.PANEL)
     if by_rows:
@@ -599,51 +485,6 @@ def _packed_chunk(a, pw, k, m, units, c, index, parts, by_rows, rows_outer):
         packed.product_range(a, pw, k, units, c, (0, m), (lo, hi), rows_outer)
 
 
-# Every function that shares a job reaches the chunk code of every job kind. Called
-# directly, that code is linked into each caller, and numba optimises each kernel's
-# whole linked module: an empty kernel cache took 2x as long to fill with five job kinds.
-# Compiled once as a C callback under a fixed symbol (below), callers only call it.
-_CHUNK_TYPE = types.void(types.int64, types.int64, types.int64)
-_run_chunk = types.ExternalFunction("relayvm_chunk", _CHUNK_TYPE)
-
-
-@njit(nogil=True)
-def _take_chunks(slot):
-    """Do chunks of the slot's job until none is left; returns how many this thread did."""
-    did = 0
-    while True:
-        ticket = atomics.fetch_add(slot + 8 * _TICKET, 1)
-        job, index = ticket >> 32, ticket & _INDEX_MASK
-        parts = _word(slot, _PARTS)
-        if _word(slot, _JOB) != job or index >= parts:
-            return did
-        _run_chunk(slot, index, parts)
-        atomics.fetch_add(slot + 8 * _DONE, 1)
-        did += 1
-
-
-@njit(nogil=True)
-def _has_chunk(slot):
-    ticket = _word(slot, _TICKET)
-    return (ticket >> 32) == _word(slot, _JOB) and (ticket & _INDEX_MASK) < _word(slot, _PARTS)
-
-
-@njit(nogil=True)
-def _wake_one(slot, most):
-    """Write a byte for a sleeping worker that has none on its way, if fewer than ``most``
-    are (products wake one worker at a time); whether it wrote one."""
-    fd = _word(slot, _WAKE_FD)
-    while fd >= 0:
-        word = _word(slot, _SLEEPERS)
-        pending = word & _INDEX_MASK
-        if pending >= word >> 32 or pending >= most:
-            return False
-        if atomics.compare_exchange(slot + 8 * _SLEEPERS, word, word + 1):
-            _write(np.int32(fd), slot + 8 * _ONE, 1)
-            return True
-    return False
-
-
 #: Where the words of a product job go (see :func:`_shared`).
 _PRODUCT_AT = (_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _A_COLS,
                _C_COLS, _ROWS_OUTER)  # fmt: skip
@@ -652,13 +493,14 @@ _PRODUCT_AT = (_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _R
 @njit(nogil=True)
 def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing):
     """Share the product with the polling workers; False (nothing done) if none polls or
-    another product holds the slot. ``packing`` is a packed product's (column stride of
+    another job holds the slot. ``kind`` is :data:`vm.kernels.jobs.BLAS` or
+    :data:`vm.kernels.jobs.PACKED`; ``packing`` is a packed product's (column stride of
     a, column stride of c, rows outer), zeros for a BLAS one."""
-    slot = _slot()
-    threads = _claim(slot)
+    slot = jobs.slot()
+    threads = jobs.claim(slot, kind)
     if threads == 0:
         return False
-    if kind == _PACKED:
+    if kind == jobs.PACKED:
         # Whole tiles per chunk, each element's sum in one order whatever the chunks
         # (see vm.kernels.packed), so the chunks may follow the number of threads.
         tiles, panels = -(-m // packed.ROWS), -(-n // packed.PANEL)
@@ -669,37 +511,9 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
         rows, parts = partition(m, n, k)
     words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0,
              packing[0], packing[1], packing[2])  # fmt: skip
-    _post(slot, parts, kind, _PRODUCT_AT, np.array([np.int64(w) for w in literal_unroll(words)]))
+    values = np.array([np.int64(w) for w in literal_unroll(words)])
+    jobs.post(slot, parts, kind, _PRODUCT_AT, values)
     return True
-
-
-@njit(nogil=True)
-def _begin(slot, parts):
-    """Start a job of ``parts`` chunks in the claimed slot (before its words are written)."""
-    job = (_word(slot, _JOB) + 1) & _JOB_MASK
-    _set(slot, _JOB, job)
-    _set(slot, _PARTS, parts)
-    _set(slot, _DONE, 0)
-    return job
-
-
-@njit(nogil=True)
-def _finish(slot, parts, job):
-    """Publish the job, do chunks of it until none is left, wait for the workers' chunks
-    and free the slot."""
-    _set(slot, _TICKET, job << 32)
-    previous = _blas_threads(1)
-    _take_chunks(slot)
-    _blas_threads(previous)
-    while _word(slot, _DONE) < parts:
-        pass
-    _set(slot, _BUSY, 0)
-
-
-@njit(nogil=True)
-def polling():
-    """Whether some worker polls for shared products now."""
-    return _word(_slot(), _AWAKE) > 0
 
 
 @njit(nogil=True)
@@ -720,7 +534,7 @@ def gemm(a, b, out, trans_a, trans_b):
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     parts = partition(m, n, k)[1]
     if parts > 1 and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, _BLAS, (0, 0, 0)
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, jobs.BLAS, (0, 0, 0)
     ):
         return
     gemm_parts(a, b, out, trans_a, trans_b, 0, parts)
@@ -830,102 +644,7 @@ def _packed(m, k, units, a, weight, c):
     pw = weight.ctypes.data
     packing = (a_cols, c_cols, rows_outer)
     if m * units * k >= PARALLEL_FLOPS and _shared(
-        m, units, k, 0, 0, pa, a_rows, pw, 0, pc, c_rows, 4, _PACKED, packing
+        m, units, k, 0, 0, pa, a_rows, pw, 0, pc, c_rows, 4, jobs.PACKED, packing
     ):
         return
     packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer)
-
-
-# --- the worker side (called from vm.kernels.threads) ------------------------------------------
-
-
-@njit(nogil=True, cache=True)
-def serve(posted, seen, polls):
-    """Poll for ``polls`` rounds, doing chunks of shared products, until ``posted[0]``
-    differs from ``seen`` (a Python job: True) or the rounds pass (False)."""
-    slot = _slot()
-    address = posted.ctypes.data
-    atomics.fetch_add(slot + 8 * _AWAKE, 1)
-    changed = False
-    rounds = 0
-    while rounds < polls:
-        if atomics.load(address) != seen:
-            changed = True
-            break
-        if _has_chunk(slot):
-            _take_chunks(slot)
-            rounds = 0
-        rounds += 1
-    atomics.fetch_add(slot + 8 * _AWAKE, -1)
-    return changed
-
-
-@njit(nogil=True, cache=True)
-def going_to_sleep():
-    """Count a worker that will read one byte from the pipe (see the comment above
-    :data:`SLOT`); it then calls :func:`woken`."""
-    atomics.fetch_add(_slot() + 8 * _SLEEPERS, np.int64(1) << 32)
-
-
-@njit(nogil=True, cache=True)
-def woken():
-    """A worker read its byte from the pipe: it is no longer asleep, the byte no longer
-    pending."""
-    atomics.fetch_add(_slot() + 8 * _SLEEPERS, -(np.int64(1) << 32) - 1)
-    atomics.fetch_add(_slot() + 8 * _WAKES, 1)
-
-
-@njit(nogil=True, cache=True)
-def wake(count):
-    """Write a byte for up to ``count`` sleeping workers that have none on its way (one
-    each); how many were written."""
-    slot = _slot()
-    written = 0
-    while written < count and _wake_one(slot, np.int64(1) << 31):
-        written += 1
-    return written
-
-
-@njit(nogil=True, cache=True)
-def has_work():
-    """Whether a shared product has chunks nobody took yet."""
-    return _has_chunk(_slot())
-
-
-def sleeping() -> int:
-    """How many workers sleep on the pipe (or are about to)."""
-    return int(SLOT[_SLEEPERS]) >> 32
-
-
-def pending_wake_ups() -> int:
-    """How many bytes were written to the pipe and not yet read."""
-    return int(SLOT[_SLEEPERS]) & _INDEX_MASK
-
-
-def wake_ups() -> int:
-    """How many times a worker woke up from the pipe (for tests and diagnostics)."""
-    return int(SLOT[_WAKES])
-
-
-def set_wake_fd(fd: int) -> None:
-    """The pipe end callers write a byte to, to wake a sleeping worker (-1: none)."""
-    SLOT[_WAKE_FD] = fd
-
-
-@cfunc(_CHUNK_TYPE, nogil=True, cache=True)
-def _chunk_entry(slot, index, parts):
-    """:func:`_chunk` as a C callback, for ``relayvm_chunk``."""
-    _chunk(slot, index, parts)
-
-
-binding.add_symbol("relayvm_chunk", _chunk_entry.address)
-
-
-def reset() -> None:
-    """Forget every worker and job (at import, and in a forked child, where none exist)."""
-    SLOT[:] = 0
-    SLOT[_WAKE_FD] = -1
-    SLOT[_ONE] = 1
-
-
-reset()

@@ -3,17 +3,20 @@
 Runtime layer (``vm.kernels``); imports numpy and numba.
 
 Loading validates the description, computes its cache key, and returns the kernel from
-the in-process table, else generates its module, writes it to the cache directory and
-imports it (numba then loads the machine code from its disk cache, or compiles and stores
-it). The key is the sha256 of the code generator's version, a hash of the kernel
-library's own source (the helper module the generated code calls, and the emitters,
-since numba does not notice when a callee changes) and the canonical JSON of the
-normalized description.
+the in-process table, else generates its module, prepares what the library functions it
+calls need (the chunk code of the jobs they share with the worker threads, the C entry
+points they call by symbol: see the ``NEEDS`` tables beside them), writes the module to
+the cache directory and imports it (numba then loads the machine code from its disk
+cache, or compiles and stores it). The key is the sha256 of the code generator's
+version, a hash of the kernel library's own source (the helper module the generated code
+calls, and the emitters, since numba does not notice when a callee changes) and the
+canonical JSON of the normalized description.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import pathlib
 import threading
 import warnings
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vm.kernels import cache, codegen
+from vm.kernels import cache, codegen, threads
 from vm.kernels.description import Description, parse_description
 from vm.kernels.fingerprint import library_hash
 
@@ -130,6 +133,7 @@ def _build(desc: Description, key: str) -> CompiledKernel:
     path = cache.store_module(f"k_{key}.py", source)
     ops = ", ".join(sorted({n.op for n in desc.nodes})) or "copy"
     try:
+        _prepare(source)
         with warnings.catch_warnings():
             # Object-mode blocks (BLAS calls) make numba warn that nogil cannot apply there.
             from numba.core.errors import NumbaWarning
@@ -158,6 +162,23 @@ def _build(desc: Description, key: str) -> CompiledKernel:
         from_cache=sum(dispatcher.stats.cache_hits.values()) > 0,
         dispatcher=dispatcher,
     )
+
+
+def _prepare(source: str) -> None:
+    """Make ready what the library functions ``source`` calls need, before the kernel is
+    compiled or loaded: a C entry point it calls by symbol must be linked first (else the
+    kernel fails to link), and a job kind it shares must be registered (else it runs
+    alone). Runs in every process for every kernel, from the cache or not; only what this
+    kernel calls is compiled (or loaded), once per process."""
+    shares = False
+    for module, function in sorted(codegen.library_calls(source)):
+        needs = getattr(importlib.import_module(f"vm.kernels.{module}"), "NEEDS", {})
+        if function in needs:
+            needs[function].prepare()
+            shares = shares or bool(needs[function].kinds)
+    if shares:
+        # Workers polling from the first call on can share the kernel's first jobs.
+        threads.start()
 
 
 def _float16_entry(native: Callable[..., None], is_f16: list[bool]) -> Callable[..., None]:

@@ -8,7 +8,7 @@ loop compiles once per process and dtype. Big float pools are split by planes be
 threads of :mod:`vm.kernels.threads` (called through :mod:`vm.kernels.bridge`, so the
 loops they run are called from Python too, and cached on disk themselves); float32 max
 pooling is shared without the GIL instead while the workers poll (a job of
-:func:`vm.kernels.gemm.share_callback`). A windowed
+:func:`vm.kernels.jobs.share`). A windowed
 pool walks one output row at a time: for each window offset it combines the matching
 input row into the whole output row, over the range of columns whose input lies inside
 the image (so the inner loop has no bounds checks), in window-offset order, which is the
@@ -20,11 +20,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from llvmlite import binding
-from numba import carray, cfunc, njit, types
+from numba import carray, njit
 from numba import uint64 as _u
 
-from vm.kernels import atomics, bridge, gemm, threads
+from vm.kernels import bridge, gemm, jobs, threads
 from vm.kernels.conv_loops import valid_range
 
 #: Output elements times window size from which a float pool is split between threads.
@@ -82,7 +81,7 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
                      np.int64(pw), np.int64(sh), np.int64(sw), np.int64(dh), np.int64(dw),
                      np.int64(pt), np.int64(pl))  # fmt: skip
-        if gemm.share_callback(_max_pool_handler(), planes, arguments):
+        if jobs.share(jobs.MAX_POOL, planes, arguments):
             return
     block, at = _window_block(x, out, (ph, pw, sh, sw, dh, dw, pt, pl))
     bridge.invoke(_MAX_POOL, block, at)
@@ -195,26 +194,20 @@ def avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, firs
                 of[d0 + _u(q)] = of[d0 + _u(q)] / max(rows[r] * cols[q], 1)
 
 
-@cfunc(types.void(types.int64, types.int64, types.int64), nogil=True, cache=True)
+@jobs.chunk(jobs.MAX_POOL)
 def _max_pool_chunk(slot, index, parts):
     """Planes ``index`` of ``parts`` of the float32 max pool that
-    :func:`max_pool2d_float` shares through :func:`vm.kernels.gemm.share_callback`."""
-    x_shape = (gemm.argument(slot, 1), gemm.argument(slot, 2), gemm.argument(slot, 3),
-               gemm.argument(slot, 4))  # fmt: skip
-    out_shape = (x_shape[0], x_shape[1], gemm.argument(slot, 6), gemm.argument(slot, 7))
-    x = carray(gemm.floats(gemm.argument(slot, 0)), x_shape)
-    out = carray(gemm.floats(gemm.argument(slot, 5)), out_shape)
-    ph, pw = gemm.argument(slot, 8), gemm.argument(slot, 9)
-    sh, sw = gemm.argument(slot, 10), gemm.argument(slot, 11)
-    dh, dw = gemm.argument(slot, 12), gemm.argument(slot, 13)
-    pt, pl = gemm.argument(slot, 14), gemm.argument(slot, 15)
+    :func:`max_pool2d_float` shares through :func:`vm.kernels.jobs.share`."""
+    a = jobs.argument
+    x_shape = (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4))
+    out_shape = (x_shape[0], x_shape[1], a(slot, 6), a(slot, 7))
+    x = carray(gemm.floats(a(slot, 0)), x_shape)
+    out = carray(gemm.floats(a(slot, 5)), out_shape)
+    ph, pw, sh, sw = a(slot, 8), a(slot, 9), a(slot, 10), a(slot, 11)
+    dh, dw, pt, pl = a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15)
     planes = x_shape[0] * x_shape[1]
     lo, hi = planes * index // parts, planes * (index + 1) // parts
     max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, lo, hi)
-
-
-binding.add_symbol("relayvm_max_pool_chunk", _max_pool_chunk.address)
-_max_pool_handler = atomics.symbol_address("relayvm_max_pool_chunk")
 
 
 @njit(nogil=True)
@@ -337,3 +330,8 @@ def upsample_bilinear(x, out, align_corners):
                 top = a * (1 - wx[q]) + b * wx[q]
                 bottom = c * (1 - wx[q]) + d * wx[q]
                 of[d0 + _u(q)] = top * (1 - wy) + bottom * wy
+
+
+#: What each entry point generated kernels call needs before such a kernel is compiled or
+#: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares.
+NEEDS = {"max_pool2d_float": jobs.Needs(kinds=(jobs.MAX_POOL,))}

@@ -1,7 +1,7 @@
 """Worker threads that share big matrix products with the calling thread.
 
-Runtime layer (``vm.kernels``); standard library, ctypes, numba and :mod:`vm.kernels.gemm`
-(whose shared products and sleep/wake-up steps the workers run).
+Runtime layer (``vm.kernels``); standard library, ctypes, numba and :mod:`vm.kernels.jobs`
+(whose shared jobs and sleep/wake-up steps the workers run).
 
 numpy's OpenBLAS parallelizes a product with threads that busy-wait for each other. On a
 machine whose cores are shared (other processes, or another library's thread pool that
@@ -16,9 +16,9 @@ Waking a sleeping thread is slow (tens of microseconds, more in a virtual machin
 worker polls for the next job for a few milliseconds after each one, and a caller polls
 for its last chunk, before they block (:mod:`vm.kernels.spin`; the polls hold no GIL).
 While a worker polls it also takes chunks of the products compiled kernels share without
-the GIL (:mod:`vm.kernels.gemm`); asleep, it waits on a pipe that both Python callers and
-compiled code write a byte to. The workers start when the kernels' BLAS helpers are
-imported, so compiled code finds them.
+the GIL (:mod:`vm.kernels.jobs`); asleep, it waits on a pipe that both Python callers and
+compiled code write a byte to. The workers start when a kernel that shares jobs is
+loaded (:mod:`vm.kernels.library`), so its compiled code finds them polling.
 
 While a job of Python tasks runs, its caller and the workers are bound to CPUs of their
 own (the caller to one no worker takes), as TVM binds its pool's threads; each thread
@@ -51,7 +51,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from numba.core.types import int64
 
-from vm.kernels import gemm, spin
+from vm.kernels import jobs as slot
+from vm.kernels import spin
 from vm.kernels.openblas import SET_THREADS_LOCAL, openblas
 
 #: The most threads used without ``RELAYVM_NUM_THREADS``: products are cut into a few chunks
@@ -212,7 +213,7 @@ class _Job:
 _ABANDON_POLL = 0.0002
 
 
-#: The compiled steps of gemm's sleep/wake-up protocol that a worker calls from Python.
+#: The compiled steps of the slot's sleep/wake-up protocol that a worker calls from Python.
 _PIPE_STEPS = (("going_to_sleep", ()), ("woken", ()), ("has_work", ()), ("wake", (int64,)))
 
 
@@ -224,7 +225,7 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
     # between counting ourselves asleep and reading the pipe would stall every poster, and
     # whether a process compiles them would depend on whether a worker ever slept.
     for step, signature in _PIPE_STEPS:
-        getattr(gemm, step).compile(signature)
+        getattr(slot, step).compile(signature)
     while True:
         seen = int(posted[0])
         try:
@@ -232,7 +233,7 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
         except queue.Empty:
             # Poll (sharing compiled code's products) until a Python job is posted ...
             try:
-                if gemm.serve(posted, seen, spin.POLLS):
+                if slot.serve(posted, seen, spin.POLLS):
                     continue
             except Exception:  # pragma: no cover - the poll loop failed to compile
                 # Products are then never shared (no worker polls), Python jobs still are.
@@ -243,12 +244,12 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper
             # (and writes) or we see its job; then we write our own byte, unless one is on
-            # its way for every sleeper. Either way we read one byte (see gemm's SLOT).
-            gemm.going_to_sleep()
-            if int(posted[0]) != seen or gemm.has_work():
-                gemm.wake(1)
+            # its way for every sleeper. Either way we read one byte (see vm.kernels.jobs).
+            slot.going_to_sleep()
+            if int(posted[0]) != seen or slot.has_work():
+                slot.wake(1)
             os.read(wake, 1)
-            gemm.woken()
+            slot.woken()
             continue
         # A job whose tasks are all taken (the caller often finishes alone) needs no binding.
         previous = None if cpu is None or job.pending == 0 else _bind({cpu})
@@ -270,7 +271,7 @@ def _pool() -> tuple[queue.SimpleQueue, np.ndarray, int]:
                 # A full pipe already holds a wake-up for everyone: writers never block.
                 wake_read, wake_write = os.pipe()
                 os.set_blocking(wake_write, False)
-                gemm.set_wake_fd(wake_write)
+                slot.set_wake_fd(wake_write)
                 _STATE["wake"] = wake_write
             binding = _binding(workers)
             _STATE["caller_cpu"] = None if binding is None else binding[1]
@@ -297,15 +298,15 @@ def start() -> None:
 
 
 def _wake(count: int) -> None:
-    if "wake" in _STATE and gemm.sleeping() > 0:
-        gemm.wake(count)
+    if "wake" in _STATE and slot.sleeping() > 0:
+        slot.wake(count)
 
 
 def _forget_pool() -> None:
     """In a forked child the workers do not exist: start a new pool when one is needed."""
     for key in ("jobs", "posted", "workers", "wake", "caller_cpu"):
         _STATE.pop(key, None)
-    gemm.reset()
+    slot.reset()
 
 
 if hasattr(os, "register_at_fork"):

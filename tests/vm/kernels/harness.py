@@ -23,14 +23,16 @@ TUPLE_OPS = {"concatenate", "stack"}
 def seed_library_cache(directory: pathlib.Path) -> pathlib.Path:
     """Give the empty cache ``directory`` this process's compiled kernel library.
 
-    A child process with a private cache directory would otherwise compile the whole
-    library (most of a minute) before its first kernel: tests of the kernel cache copy it,
-    as a machine that ran relayvm before would have it.
+    A child process with a private cache directory would otherwise compile the library
+    functions its kernels need (up to most of a minute) before its first kernel: tests of
+    the kernel cache copy it, as a machine that ran relayvm before would have it. Every
+    job kind's chunk code and every C entry point is compiled into it first.
     """
-    import vm.kernels.blas
-    import vm.kernels.depthwise
-    import vm.kernels.pool_loops  # noqa: F401  (their C entry points fill the library cache)
-    from vm.kernels import cache
+    import vm.kernels.blas  # noqa: F401  (registers the C entry points linked below)
+    from vm.kernels import cache, callbacks, jobs
+
+    jobs.require(*jobs.OWNERS)
+    callbacks.link(*callbacks.entries())
 
     source = cache.library_dir()
     target = directory / source.relative_to(cache.cache_dir())

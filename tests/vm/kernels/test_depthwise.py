@@ -21,7 +21,7 @@ import pytest
 from tests.vm.kernels.harness import SUMS, Program, check
 from tests.vm.kernels.workers import assert_shared, needs_workers
 from vm.kernels import depthwise as dwc
-from vm.kernels import gemm, load_kernel
+from vm.kernels import jobs, load_kernel
 from vm.kernels.emit_conv import CHANNELS_LAST_MAX_WIDTH
 
 RNG = np.random.default_rng(15)
@@ -99,12 +99,14 @@ def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
 def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
     """``run`` (image_groups or image_channels_last) gives the same bits on the calling
     thread alone as when the polling workers share the image."""
+    # Called directly: no kernel loader requires the kinds these functions share.
+    jobs.require(jobs.DEPTHWISE_GROUPS, jobs.DEPTHWISE_CHANNELS)
     alone = np.empty(out_shape, "float32")
-    gemm.SLOT[gemm._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
     try:
         run(x, w3, alone, *geometry, 1)
     finally:
-        gemm.SLOT[gemm._BUSY] = 0
+        jobs.SLOT[jobs._BUSY] = 0
     shared = np.full_like(alone, np.nan)
     assert_shared(
         lambda: run(x, w3, shared, *geometry, 1),

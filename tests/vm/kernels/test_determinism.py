@@ -24,12 +24,17 @@ import numpy as np
 import pytest
 from numba import njit
 
-from tests.vm.kernels.workers import assert_shared, needs_workers
-from vm.kernels import blas, gemm
+from tests.vm.kernels.workers import assert_shared, needs_workers, require_every_kind
+from vm.kernels import blas, gemm, jobs
 
 RNG = np.random.default_rng(13)
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = int(os.environ.get("RELAYVM_DETERMINISM_RUNS", "6"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_kind_registered() -> None:
+    require_every_kind()
 
 
 @njit
@@ -40,12 +45,12 @@ def _gemm(a, b, out, ta, tb):
 @contextlib.contextmanager
 def _slot_held() -> Iterator[None]:
     """As while another thread's job holds the shared slot: callers compute alone."""
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
-    gemm.SLOT[gemm._BUSY] = 1
+    assert not jobs.busy()
+    jobs.SLOT[jobs._BUSY] = 1
     try:
         yield
     finally:
-        gemm.SLOT[gemm._BUSY] = 0
+        jobs.SLOT[jobs._BUSY] = 0
 
 
 def _bits(x: np.ndarray) -> np.ndarray:

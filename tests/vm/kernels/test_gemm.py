@@ -22,12 +22,23 @@ import numpy as np
 import pytest
 from numba import njit
 
-from tests.vm.kernels.workers import assert_shared, needs_workers, wait_until, workers_polling
-from vm.kernels import blas, gemm, threads
+from tests.vm.kernels.workers import (
+    assert_shared,
+    needs_workers,
+    require_every_kind,
+    wait_until,
+    workers_polling,
+)
+from vm.kernels import blas, gemm, jobs, threads
 from vm.kernels.openblas import openblas
 
 RNG = np.random.default_rng(5)
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_kind_registered() -> None:
+    require_every_kind()
 
 
 @njit
@@ -170,13 +181,13 @@ def test_products_from_several_threads_at_once_are_all_right():
         t.join(timeout=120)
     assert not any(t.is_alive() for t in callers)
     assert not errors
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+    assert not jobs.busy()
 
 
 def _asleep() -> bool:
     """Every worker counted asleep and no byte on its way to one: they stay asleep."""
     workers = threads._STATE.get("workers", 0)
-    return gemm.sleeping() == workers and gemm.pending_wake_ups() == 0 and not gemm.polling()
+    return jobs.sleeping() == workers and jobs.pending_wake_ups() == 0 and not jobs.polling()
 
 
 @needs_workers
@@ -187,12 +198,12 @@ def test_an_idle_worker_sleeps_and_a_product_wakes_it():
     # byte. (A weaker look, "some worker asleep", let a worker that was waking itself
     # start polling in between and take the product's job instead: no wake-up followed.)
     assert wait_until(_asleep)
-    wake_ups = gemm.wake_ups()
-    jobs = int(gemm.SLOT[gemm._JOB])
+    wake_ups = jobs.wake_ups()
+    posted = jobs.jobs_posted()
     _gemm(a, b, out, False, False)  # done alone, but writes a byte to the workers' pipe
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
-    assert int(gemm.SLOT[gemm._JOB]) == jobs  # nobody polled, so nothing was shared
-    assert wait_until(lambda: gemm.wake_ups() > wake_ups)
+    assert jobs.jobs_posted() == posted  # nobody polled, so nothing was shared
+    assert wait_until(lambda: jobs.wake_ups() > wake_ups)
 
 
 def _bytes_in_pipe() -> int:
@@ -216,19 +227,21 @@ def test_a_burst_of_products_leaves_no_wake_ups_behind():
         for _ in range(25):
             _gemm(a, b, out, False, False)
         threads.run([lambda: None] * 4)
-        assert gemm.pending_wake_ups() <= gemm.sleeping() <= threads._STATE["workers"]
+        assert jobs.pending_wake_ups() <= jobs.sleeping() <= threads._STATE["workers"]
     assert wait_until(_asleep)
     # Asleep with nothing pending, the pipe is empty: no byte is left to wake anyone.
     assert _bytes_in_pipe() == 0
-    wake_ups = gemm.wake_ups()
+    wake_ups = jobs.wake_ups()
     time.sleep(0.05)  # a left-over byte would show here; none can be
-    assert gemm.wake_ups() == wake_ups and _asleep()
+    assert jobs.wake_ups() == wake_ups and _asleep()
 
 
 _CHILD = """
 import numpy as np
 from numba import njit
-from vm.kernels import gemm, threads
+from vm.kernels import gemm, jobs, threads
+
+jobs.require(jobs.BLAS)  # gemm called directly: no kernel loader requires its kind
 
 @njit
 def product(a, b, out):
@@ -375,12 +388,12 @@ def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, ph
 
 
 @njit(nogil=True)
-def _share_callback(handler, extent, arguments):
-    return gemm.share_callback(handler, extent, arguments)
+def _share(kind, extent, arguments):
+    return jobs.share(kind, extent, arguments)
 
 
-def test_a_callback_job_with_more_arguments_than_the_slot_holds_traps():
-    too_many = tuple(range(gemm.ARGUMENTS + 1))
+def test_a_job_with_more_arguments_than_the_slot_holds_traps():
+    too_many = tuple(range(jobs.ARGUMENTS + 1))
     with pytest.raises(ValueError, match="more arguments than the slot holds"):
-        _share_callback(0, 4, too_many)
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+        _share(jobs.MAX_POOL, 4, too_many)
+    assert not jobs.busy()

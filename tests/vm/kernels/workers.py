@@ -1,4 +1,4 @@
-"""Helpers for tests of jobs shared with the polling worker threads (vm.kernels.gemm's slot)."""
+"""Helpers for tests of jobs shared with the polling worker threads (vm.kernels.jobs's slot)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from vm.kernels import gemm, threads
+from vm.kernels import jobs, threads
 
 
 def wait_until(condition, seconds=60.0):
@@ -25,9 +25,15 @@ def workers_polling():
     deadline = time.monotonic() + 60.0
     while time.monotonic() < deadline:
         threads.run([lambda: None] * 4)
-        if wait_until(gemm.polling, 0.02):
+        if wait_until(jobs.polling, 0.02):
             return True
     return False
+
+
+def require_every_kind() -> None:
+    """Register the chunk code of every kind of job: tests that call the library's
+    functions directly have no kernel loader to require what those functions share."""
+    jobs.require(*jobs.OWNERS)
 
 
 needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")
@@ -38,11 +44,11 @@ def assert_shared(run, check) -> None:
     and ``check()`` its result each time; the slot must be free afterwards."""
     for _ in range(20):  # a worker that lost its core in between stops polling: try again
         assert workers_polling()
-        jobs = int(gemm.SLOT[gemm._JOB])
+        posted = jobs.jobs_posted()
         run()
         check()
-        if int(gemm.SLOT[gemm._JOB]) != jobs:
+        if jobs.jobs_posted() != posted:
             break
     else:
         pytest.fail("no job was shared with the workers in 20 tries")
-    assert int(gemm.SLOT[gemm._BUSY]) == 0
+    assert not jobs.busy()

@@ -1,0 +1,44 @@
+"""C callbacks compiled on first need (``vm.kernels.callbacks``).
+
+Returns group: a callback is compiled once per process, the same object for every caller,
+and a C entry point's symbol links to it. Traps group: linking a symbol nobody registered
+raises KeyError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+from numba import njit, types
+
+from vm.kernels import callbacks
+
+_SIGNATURE = types.int64(types.int64)
+
+
+@callbacks.entry("relayvm_test_twice", _SIGNATURE)
+def _twice(value):
+    return 2 * value
+
+
+_twice_symbol = types.ExternalFunction("relayvm_test_twice", _SIGNATURE)
+
+
+def test_a_callback_is_compiled_once_and_its_symbol_links_to_it() -> None:
+    first = callbacks.build(_twice, _SIGNATURE)
+    assert callbacks.build(_twice, _SIGNATURE) is first
+    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(first.address)(21) == 42
+    assert "relayvm_test_twice" in callbacks.entries()
+    callbacks.link("relayvm_test_twice")
+
+    @njit
+    def call(value):
+        return _twice_symbol(value)
+
+    assert call(5) == 10
+
+
+def test_linking_a_symbol_nobody_registered_raises() -> None:
+    with pytest.raises(KeyError, match="relayvm_nobody"):
+        callbacks.link("relayvm_nobody")

@@ -1,0 +1,84 @@
+"""The shared-job slot's registry of kinds (``vm.kernels.jobs``).
+
+Returns group: requiring a kind registers its chunk code in the slot once; a job of a
+kind whose chunk code is not registered is not posted (its caller computes it alone: a
+product is still right) and is counted. Traps group: chunk code registered for a kind
+from a module that does not own it is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from numba import njit
+
+from vm.kernels import gemm, jobs
+
+
+@njit(nogil=True)
+def _share(kind, extent, arguments):
+    return jobs.share(kind, extent, arguments)
+
+
+@njit
+def _gemm(a, b, out):
+    gemm.gemm(a, b, out, False, False)
+
+
+@contextlib.contextmanager
+def _unregistered(kind: int) -> Iterator[None]:
+    """As in a process whose kernels never required ``kind``."""
+    jobs.require(kind)
+    at = jobs._HANDLERS + kind
+    handler = int(jobs.SLOT[at])
+    jobs.SLOT[at] = 0
+    try:
+        yield
+    finally:
+        jobs.SLOT[at] = handler
+
+
+def test_requiring_a_kind_registers_its_chunk_code_once() -> None:
+    jobs.require(jobs.MAX_POOL)
+    assert jobs.MAX_POOL in jobs.registered()
+    handler = int(jobs.SLOT[jobs._HANDLERS + jobs.MAX_POOL])
+    assert handler == jobs.callback(jobs.MAX_POOL).address != 0
+    jobs.require(jobs.MAX_POOL)
+    assert int(jobs.SLOT[jobs._HANDLERS + jobs.MAX_POOL]) == handler
+
+
+def test_a_job_of_a_kind_nobody_registered_is_refused_and_counted() -> None:
+    unknown = jobs.MAX_KINDS - 1  # a number no kind has
+    assert unknown not in jobs.OWNERS
+    before, posted = jobs.unregistered_posts(), jobs.jobs_posted()
+    assert not _share(unknown, 4, (1, 2, 3))
+    assert not _share(jobs.MAX_KINDS, 4, (1, 2, 3))  # outside the handler table
+    assert jobs.unregistered_posts() == before + 2
+    assert jobs.jobs_posted() == posted and not jobs.busy()
+
+
+def test_a_product_of_an_unregistered_kind_is_computed_by_its_caller_and_counted() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 256)).astype("float32")
+    b = rng.standard_normal((256, 128)).astype("float32")
+    assert a.shape[0] * b.shape[0] * b.shape[1] >= gemm.PARALLEL_FLOPS  # offered, if polled
+    out = np.full((64, 128), np.nan, "float32")
+    _gemm(a, b, out)  # compiled first
+    with _unregistered(jobs.BLAS):
+        before, posted = jobs.unregistered_posts(), jobs.jobs_posted()
+        out[...] = np.nan
+        _gemm(a, b, out)
+        assert jobs.unregistered_posts() == before + 1
+        assert jobs.jobs_posted() == posted
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_chunk_code_for_a_kind_of_another_module_is_refused() -> None:
+    def chunk(slot, index, parts):  # pragma: no cover - never compiled
+        pass
+
+    with pytest.raises(ValueError, match=r"belongs to vm\.kernels\.pool_loops"):
+        jobs.chunk(jobs.MAX_POOL)(chunk)

@@ -478,7 +478,8 @@ def _products(u, v, m, share):
                      np.int64(u.ctypes.data), u.strides[0], u.strides[1],
                      np.int64(v.ctypes.data), v.strides[0], v.strides[1],
                      np.int64(m.ctypes.data), m.strides[0], m.strides[1])  # fmt: skip
-            if jobs.share(jobs.WINOGRAD_PLANES, planes - k, words):
+            work = (planes - k) * u.shape[1] * u.shape[2] * v.shape[2]
+            if jobs.share(jobs.WINOGRAD_PLANES, planes - k, words, work):
                 return
         gemm.whole(u[k], v[k], m[k])
         k += 1

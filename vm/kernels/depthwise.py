@@ -387,8 +387,9 @@ def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out
     image is too small to pay for it, the data is not float32 in C order (what the
     callbacks read), or no worker takes it."""
     groups, og, k = w3.shape
+    work = groups * og * k * out_h * out_w
     if (
-        groups * og * k * out_h * out_w < SPLIT_WORK
+        work < SPLIT_WORK
         or extent < 2
         or x.itemsize != 4
         or not (x.flags.c_contiguous and w3.flags.c_contiguous and out3.flags.c_contiguous)
@@ -399,7 +400,7 @@ def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out
                  out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
                  np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
                  np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
-    return jobs.share(kind, extent, arguments)
+    return jobs.share(kind, extent, arguments, work)
 
 
 @njit(nogil=True)

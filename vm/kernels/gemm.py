@@ -275,7 +275,7 @@ def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
     window, strided = _geometry(kernel, stride, pad, dilation, out)
     channels = x.shape[1]
     slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.IM2COL) if share and channels > 1 else 0
+    threads = jobs.claim(slot, jobs.IM2COL, 0) if share and channels > 1 else 0
     if threads == 0:
         _fill(x, n, 0, channels, cols, window, strided)
         return
@@ -314,7 +314,8 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
     block, parts = row_blocks(size[0], size[1])
     units = out.shape[0]
     slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.CONV) if share and parts > 1 else 0
+    work = units * k * size[0] * size[1]
+    threads = jobs.claim(slot, jobs.CONV, work) if share and parts > 1 else 0
     if threads == 0:
         for index in range(parts):
             _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
@@ -358,7 +359,7 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
     workers without the GIL (each Python task would cost GIL hand-overs)."""
     extent = x.shape[1] if phase == 0 else out3.shape[1]
     slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.WINOGRAD) if share and extent > 1 else 0
+    threads = jobs.claim(slot, jobs.WINOGRAD, 0) if share and extent > 1 else 0
     if threads == 0:
         _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
         return
@@ -497,7 +498,7 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     :data:`vm.kernels.jobs.PACKED`; ``packing`` is a packed product's (column stride of
     a, column stride of c, rows outer), zeros for a BLAS one."""
     slot = jobs.slot()
-    threads = jobs.claim(slot, kind)
+    threads = jobs.claim(slot, kind, m * n * k)
     if threads == 0:
         return False
     if kind == jobs.PACKED:

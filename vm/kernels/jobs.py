@@ -51,8 +51,8 @@ from vm.kernels import atomics, callbacks
 # counts finished chunks; the caller waits for all of them, then frees the slot. The
 # workers of vm.kernels.threads poll the slot (serve) while they wait for Python jobs, and
 # sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
-# awake for the next job. A job is only shared when some worker is polling: waking one
-# takes longer than the jobs this path is for.
+# awake for the next job. A short job is only shared when some worker is polling: waking
+# one takes longer than the job (see claim).
 #
 # The pipe: SLEEPERS holds (sleepers << 32) | bytes written and not yet read. A byte is
 # only written after a compare-exchange raised the second count while it was below the
@@ -62,6 +62,9 @@ from vm.kernels import atomics, callbacks
 # every worker is awake: no byte is left behind to cause a spurious wake-up later.
 
 _TICKET, _DONE, _AWAKE, _SLEEPERS = 0, 8, 16, 17
+#: Multiply-adds from which a job counts on the workers it wakes (see :func:`claim`):
+#: about 0.2 ms on one core, several times a worker's wake-up.
+WAIT_WORK = 1 << 24
 _BUSY, _JOB, _PARTS, _WAKE_FD, _ONE, _UNREGISTERED, _WAKES, _KIND = range(24, 32)
 #: The slot's first argument word: a job's poster writes its words from here on, and its
 #: chunk code reads them (:func:`word`, :func:`argument`).
@@ -133,18 +136,28 @@ def argument(slot, i):
 
 
 @njit(nogil=True)
-def claim(slot, kind):
-    """Claim the slot for a job of ``kind``; the number of threads that will share it (the
-    caller and the polling workers), 0 if none polls, another job holds the slot, or the
-    kind's chunk code is not registered (counted, see :func:`unregistered_posts`)."""
+def claim(slot, kind, work):
+    """Claim the slot for a job of ``kind`` of about ``work`` multiply-adds; the number of
+    threads that will share it, 0 if none will, another job holds the slot, or the kind's
+    chunk code is not registered (counted, see :func:`unregistered_posts`).
+
+    The threads are the caller and the polling workers, and for a job of at least
+    :data:`WAIT_WORK` also the sleeping workers a wake-up byte is on its way to. Such a
+    worker arrives tens of microseconds later: too late for a short job, whose caller
+    would then wait for the chunk it took, but in time to halve a long one (a 5 ms
+    product). Counting only polling workers left every long job after an idle spell to
+    the caller alone, and the worker, woken for nothing, polled and slept again before
+    the next call: a model of long products ran on one thread in steady state."""
     if kind < 0 or kind >= MAX_KINDS or word(slot, _HANDLERS + kind) == 0:
         atomics.fetch_add(slot + 8 * _UNREGISTERED, 1)
         return 0
     _wake_one(slot, 1)
     awake = word(slot, _AWAKE)
-    if awake <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
+    sleepers = word(slot, _SLEEPERS)
+    coming = min(sleepers & _INDEX_MASK, sleepers >> 32) if work >= WAIT_WORK else 0
+    if awake + coming <= 0 or not atomics.compare_exchange(slot + 8 * _BUSY, 0, 1):
         return 0
-    return awake + 1
+    return awake + coming + 1
 
 
 @njit(nogil=True)
@@ -167,17 +180,18 @@ def post(slot, parts, kind, at, words):
 
 
 @njit(nogil=True)
-def share(kind, extent, arguments):
+def share(kind, extent, arguments, work):
     """Run the chunk code of ``kind`` for every ``index < parts``, on this thread and the
     polling workers, without the GIL: ``parts`` chunks of ``extent`` items (two per thread,
     at most ``extent``), which the chunk code cuts as ``extent * index // parts``. It reads
-    the int64 ``arguments`` (at most :data:`ARGUMENTS`) with :func:`argument`. False,
-    doing nothing, if no worker polls, another job holds the slot or the kind is not
-    registered: the caller then does the work itself."""
+    the int64 ``arguments`` (at most :data:`ARGUMENTS`) with :func:`argument`; ``work``
+    is the job's size in multiply-adds (see :func:`claim`). False, doing nothing, if no
+    worker polls, another job holds the slot or the kind is not registered: the caller
+    then does the work itself."""
     if len(arguments) > ARGUMENTS:
         raise ValueError("share: more arguments than the slot holds")
     address = slot()
-    threads = claim(address, kind)
+    threads = claim(address, kind, work)
     if threads == 0:
         return False
     # Written before the job starts: the slot is claimed, and no chunk runs before post()

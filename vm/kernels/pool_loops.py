@@ -81,7 +81,7 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
                      np.int64(pw), np.int64(sh), np.int64(sw), np.int64(dh), np.int64(dw),
                      np.int64(pt), np.int64(pl))  # fmt: skip
-        if jobs.share(jobs.MAX_POOL, planes, arguments):
+        if jobs.share(jobs.MAX_POOL, planes, arguments, 0):
             return
     block, at = _window_block(x, out, (ph, pw, sh, sw, dh, dw, pt, pl))
     bridge.invoke(_MAX_POOL, block, at)

@@ -389,7 +389,7 @@ def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, ph
 
 @njit(nogil=True)
 def _share(kind, extent, arguments):
-    return jobs.share(kind, extent, arguments)
+    return jobs.share(kind, extent, arguments, 0)
 
 
 def test_a_job_with_more_arguments_than_the_slot_holds_traps():

@@ -2,8 +2,9 @@
 
 Returns group: requiring a kind registers its chunk code in the slot once; a job of a
 kind whose chunk code is not registered is not posted (its caller computes it alone: a
-product is still right) and is counted. Traps group: chunk code registered for a kind
-from a module that does not own it is refused.
+product is still right) and is counted; while every worker sleeps, a long product is
+posted for the worker it wakes, a short one is computed by its caller alone. Traps
+group: chunk code registered for a kind from a module that does not own it is refused.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import numpy as np
 import pytest
 from numba import njit
 
-from vm.kernels import gemm, jobs
+from tests.vm.kernels.workers import needs_workers, wait_until
+from vm.kernels import gemm, jobs, threads
 
 
 @njit(nogil=True)
 def _share(kind, extent, arguments):
-    return jobs.share(kind, extent, arguments)
+    return jobs.share(kind, extent, arguments, 0)
 
 
 @njit
@@ -74,6 +76,29 @@ def test_a_product_of_an_unregistered_kind_is_computed_by_its_caller_and_counted
         assert jobs.unregistered_posts() == before + 1
         assert jobs.jobs_posted() == posted
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_workers
+def test_a_long_product_is_shared_with_the_worker_it_wakes_a_short_one_is_not() -> None:
+    rng = np.random.default_rng(4)
+    cases = []
+    for m, k, n in ((256, 1024, 1024), (64, 256, 128)):  # above and below WAIT_WORK
+        a = rng.standard_normal((m, k)).astype("float32")
+        b = rng.standard_normal((k, n)).astype("float32")
+        cases.append((a, b, m * k * n >= jobs.WAIT_WORK))
+    assert [long for _, _, long in cases] == [True, False]
+    threads.start()
+    for a, b, long in cases:
+        out = np.empty((a.shape[0], b.shape[1]), "float32")
+        _gemm(a, b, out)  # compiled, and the workers woken once
+        asleep = lambda: jobs.sleeping() >= threads.threads() - 1 and not jobs.polling()  # noqa: E731
+        assert wait_until(asleep)
+        posted = jobs.jobs_posted()
+        out[...] = np.nan
+        _gemm(a, b, out)
+        assert jobs.jobs_posted() == posted + (1 if long else 0)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-3, atol=1e-3)
+        assert not jobs.busy()
 
 
 def test_chunk_code_for_a_kind_of_another_module_is_refused() -> None:

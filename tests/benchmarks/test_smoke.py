@@ -440,3 +440,12 @@ def test_wait_until_idle_returns_at_once_when_nothing_runs(monkeypatch) -> None:
     clock = _Clock()
     monkeypatch.setattr(peers, "time", clock)
     assert wait_until_idle(limit=5.0, window=WINDOW) == WINDOW
+
+
+def test_dense_layer_benchmark_agrees_with_onnxruntime():
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from benchmarks import bench_dense_layers
+
+    ours, theirs, diff = bench_dense_layers.run_shape(8, 64, 48, rounds=1)
+    assert ours > 0 and theirs > 0 and diff < 1e-4

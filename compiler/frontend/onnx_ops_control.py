@@ -83,7 +83,7 @@ def _outer(value: Value, captures: list[tuple[Var, Value]]) -> Value:
     return Value(var, value.type, value.static)
 
 
-def _fields(node: NodeContext, expr: Expr, types: Sequence[TensorType]) -> list[Value]:
+def _fields(expr: Expr, types: Sequence[TensorType]) -> list[Value]:
     return [Value(TupleGetItem(expr, k), t) for k, t in enumerate(types)]
 
 
@@ -113,7 +113,7 @@ def _if(node: NodeContext) -> list[Value]:
         return [Value(If(cond.expr, then[0].expr, otherwise[0].expr), then[0].type)]
     types = [v.tensor for v in then]
     expr = If(cond.expr, Tuple([v.expr for v in then]), Tuple([v.expr for v in otherwise]))
-    return _fields(node, expr, types)
+    return _fields(expr, types)
 
 
 def _check_count(node: NodeContext, outputs: list[Value], branch: str) -> list[Value]:
@@ -250,7 +250,7 @@ def _loop(node: NodeContext) -> list[Value]:
         [*params, *accumulators],
         [start_cond, *initial, *(builder.empty(s) for s in slices)],
     )
-    return _fields(node, expr, [*types, *(a.tensor for a in accumulators)])
+    return _fields(expr, [*types, *(a.tensor for a in accumulators)])
 
 
 def _join(node: NodeContext, start: TensorType, updated: Value, k: int) -> TensorType:
@@ -325,7 +325,7 @@ def _scan(node: NodeContext) -> list[Value]:
         [*params, *accumulators],
         [*initial, *(builder.empty(s) for s in slices)],
     )
-    results = _fields(node, expr, [*(p.tensor for p in params), *(a.tensor for a in accumulators)])
+    results = _fields(expr, [*(p.tensor for p in params), *(a.tensor for a in accumulators)])
     out_axes = _axes(node, "scan_output_axes", outputs_count, [s.ndim + 1 for s in slices])
     for k, axis in enumerate(out_axes):
         if axis:

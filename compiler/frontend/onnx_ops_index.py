@@ -283,18 +283,40 @@ def _hardmax(node: NodeContext) -> Value:
     return node.call("reshape", _hardmax_along(node, flat, 1), newshape=shape)
 
 
+def _topk_at_run_time(node: NodeContext, x: Value, axis: int, largest: bool) -> list[Value]:
+    """TopK with k known only when the model runs: ``dyn.topk`` sizes its outputs then.
+
+    ONNX keeps no element for k = 0, where ``dyn.topk`` (TVM's rule) keeps every element
+    for k < 1, so the top max(k, 1) are taken and then cut to k along the axis with a
+    ``dyn.strided_slice``, whose shape function reads k too. A negative k, which
+    onnxruntime refuses, keeps no element either.
+    """
+    k = node.input(1)
+    if k.dtype != "int64":
+        raise node.error(f"k must be an int64 tensor, found {k.dtype}")
+    k = node.call("reshape", k, newshape=(1,))
+    one, zero = node.const(np.array([1], "int64")), node.const(np.array([0], "int64"))
+    out = node.call(
+        "dyn.topk", x, node.call("maximum", k, one), axis=axis, ret_type="both",
+        is_ascend=not largest, dtype="int64",
+    )  # fmt: skip
+    # The slice runs over the axes up to ``axis``: whole before it, the first k along it.
+    begin = node.const(np.zeros(axis + 1, "int64"))
+    before = node.const(np.full(axis, np.iinfo(np.int64).max, "int64"))
+    end = node.call("concatenate", [before, node.call("maximum", k, zero)], axis=0)
+    steps = node.const(np.ones(axis + 1, "int64"))
+    return [
+        node.call("dyn.strided_slice", node.item(out, field), begin, end, steps) for field in (0, 1)
+    ]
+
+
 @register("TopK")
 def _topk(node: NodeContext) -> list[Value]:
     x = node.input(0)
     axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
     largest = bool(int(node.attr("largest", 1))) if node.opset >= 11 else True
     if node.opset >= 10 and node.input(1).static is None:
-        # k known only when the model runs: dyn.topk sizes its outputs then.
-        out = node.call(
-            "dyn.topk", x, node.input(1), axis=axis, ret_type="both", is_ascend=not largest,
-            dtype="int64",
-        )  # fmt: skip
-        return [node.item(out, 0), node.item(out, 1)]
+        return _topk_at_run_time(node, x, axis, largest)
     if node.opset < 10:
         k = int(node.attr("k", -1))
     else:

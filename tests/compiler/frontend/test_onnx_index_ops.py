@@ -175,10 +175,25 @@ def test_topk_with_k_fed_at_run_time_runs_every_k_through_one_executable(largest
     mod, params = relay.frontend.from_onnx(proto)
     machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
     order = np.argsort(x if not largest else -x, axis=1, kind="stable")
-    for keep in (1, 5, 7):
+    for keep in (1, 5, 7, 0):  # k = 0 keeps nothing, as onnxruntime's TopK does
         values, indices = machine.invoke("main", x, np.array([keep], "int64"))
+        assert values.shape == indices.shape == (4, keep)
         np.testing.assert_array_equal(indices.numpy(), order[:, :keep])
         np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order[:, :keep], 1))
+
+
+def test_topk_with_a_run_time_k_along_a_leading_axis():
+    x = randn(6, 3)
+    proto, _ = single_op(
+        "TopK", {"x": x, "k": np.array([2], "int64")}, {"axis": 0}, outputs=2, opset=11
+    )
+    mod, params = relay.frontend.from_onnx(proto)
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    order = np.argsort(-x, axis=0, kind="stable")
+    for keep in (0, 2, 6):
+        values, indices = machine.invoke("main", x, np.array([keep], "int64"))
+        np.testing.assert_array_equal(indices.numpy(), order[:keep])
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order[:keep], 0))
 
 
 def test_topk_with_k_as_an_attribute_before_opset_10():

@@ -94,11 +94,16 @@ def _gather_elements(node: NodeContext) -> Value:
 def _gather_nd(node: NodeContext) -> Value:
     data, indices = node.input(0), _int_indices(node, node.input(1))
     dshape = _static_shape(node, data, "the data shape")
-    ishape = _static_shape(node, indices, "the indices shape")
     batch = int(node.attr("batch_dims", 0)) if node.opset >= 12 else 0
+    ishape = indices.shape
     if not ishape:
         raise node.error("indices must have rank >= 1")
-    depth = ishape[-1]
+    # Only the index depth and the batch axes must be known at import: the other axes of
+    # the indices (how many rows NonMaxSuppression kept, say) may be known only at run
+    # time, as the arithmetic and the take below carry them through.
+    if batch or isinstance(ishape[-1], Any):
+        ishape = _static_shape(node, indices, "the indices shape")
+    depth = int(ishape[-1])
     if batch < 0 or batch >= min(len(dshape), len(ishape)):
         raise node.error(
             f"batch_dims={batch} must be below the ranks of data {shape_text(dshape)} and "

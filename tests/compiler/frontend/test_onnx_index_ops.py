@@ -284,3 +284,20 @@ def test_einsum_and_topk_run_on_the_vm():
 def test_gather_elements_with_indices_smaller_than_data_on_other_axes():
     indices = np.array([[2, 0], [1, -3]], dtype="int64")
     check_against_ort(*single_op("GatherElements", {"x": randn(3, 4), "i": indices}, {"axis": 0}))
+
+
+def test_gather_nd_takes_rows_counted_only_at_run_time():
+    # NonZero's positions, transposed to rows, pick the non-zero values: the row count is
+    # known only when the model runs (as for the boxes NonMaxSuppression keeps).
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["where"]),
+        helper.make_node("Transpose", ["where"], ["rows"], perm=[1, 0]),
+        helper.make_node("GatherND", ["x", "rows"], ["y"]),
+    ]
+    proto = model(nodes, {"x": ("float32", (3, 4))}, ["y"])
+    mod, params = relay.frontend.from_onnx(proto)
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    for density in (0.0, 0.3, 1.0):
+        x = np.where(RNG.random((3, 4)) < density, randn(3, 4), 0).astype("float32")
+        np.testing.assert_array_equal(machine.invoke("main", x).numpy(), x[x != 0])
+    both(proto, {"x": np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 4, 5]], "float32")})

@@ -14,7 +14,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    it passes on unchanged, gets a copy with those weights as constants, so the passes
    below see them), ``FoldConstant`` (opt_level 2:
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
-   one scale and one shift vector), ``EliminateCommonSubexpr`` (opt_level 2),
+   one scale and one shift vector), ``FoldExplicitPadding`` (opt_level 1: a zero ``nn.pad``
+   of a convolution's spatial axes becomes its padding), ``EliminateCommonSubexpr``
+   (opt_level 2),
    ``CombineSummedDense`` (opt_level 2: ``dense(x, W) + dense(h, U)`` with constant
    weights becomes one product of the joined data and weights),
    ``CombineParallelDense`` (opt_level 2: dense layers with constant weights reading one
@@ -59,6 +61,7 @@ from compiler.transform import (
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
+    FoldExplicitPadding,
     InferType,
     ModulePass,
     PassContext,
@@ -133,6 +136,7 @@ def _optimizations() -> Any:
             SimplifyInference(),
             SpecializeConstantArguments(),
             FoldConstant(),
+            FoldExplicitPadding(),
             _at_level(EliminateCommonSubexpr(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineSummedDense(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),

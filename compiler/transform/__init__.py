@@ -35,6 +35,7 @@ from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
+from compiler.transform.fold_explicit_padding import FoldExplicitPadding
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import (
@@ -64,6 +65,7 @@ for _pass in (
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
+    FoldExplicitPadding,
     FuseOps,
     InferType,
     RemoveUnusedFunctions,
@@ -83,6 +85,7 @@ __all__ = [
     "DeadCodeElimination",
     "EliminateCommonSubexpr",
     "FoldConstant",
+    "FoldExplicitPadding",
     "FunctionPass",
     "FuseOps",
     "InferType",

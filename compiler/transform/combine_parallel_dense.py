@@ -40,23 +40,19 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from compiler.ir.expr import Call, Clause, Constant, Function, If, Let, Match, Node, Op, Var, const
+from compiler.ir.expr import Call, Clause, Constant, Function, If, Let, Match, Node, Var, const
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import children
 from compiler.op.api import call_op
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
 __all__ = ["MIN_BRANCHES", "CombineParallelDense", "combine_parallel_dense"]
 
 #: The fewest dense layers of one input that are combined.
 MIN_BRANCHES = 2
-
-
-def _is_call(node: object, name: str) -> bool:
-    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == name
 
 
 def _dense_key(dense: Call) -> Hashable | None:
@@ -157,12 +153,12 @@ def _groups(func: Function) -> list[list[_Member]]:
     # A bias add joins its dense layer when it is that layer's only use.
     biased: dict[int, tuple[Node, np.ndarray]] = {}
     for node in order:
-        if not _is_call(node, "nn.bias_add"):
+        if not is_op_call(node, "nn.bias_add"):
             continue
         source = node.args[0]  # type: ignore[attr-defined]
         dense = bound.get(source) if isinstance(source, Var) else source
         rank_type = getattr(source, "_checked_type", None)
-        if not _is_call(dense, "nn.dense") or not isinstance(rank_type, TensorType):
+        if not is_op_call(dense, "nn.dense") or not isinstance(rank_type, TensorType):
             continue
         if uses[id(source)] != 1 or id(dense) in biased:
             continue
@@ -171,7 +167,7 @@ def _groups(func: Function) -> list[list[_Member]]:
             biased[id(dense)] = (node, bias)
     by_key: dict[Hashable, list[_Member]] = defaultdict(list)
     for node in order:
-        if not _is_call(node, "nn.dense"):
+        if not is_op_call(node, "nn.dense"):
             continue
         key = _dense_key(node)  # type: ignore[arg-type]
         scope = scope_of.get(id(node))
@@ -245,7 +241,7 @@ class _Rewriter(BindingMutator):
 
 
 def _is_dense(node: object) -> bool:
-    return _is_call(node, "nn.dense")
+    return is_op_call(node, "nn.dense")
 
 
 def combine_parallel_dense(mod: IRModule) -> IRModule:

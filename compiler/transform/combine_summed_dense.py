@@ -34,20 +34,16 @@ from collections import Counter
 
 import numpy as np
 
-from compiler.ir.expr import Call, Constant, Let, Node, Op, Tuple, Var, const
+from compiler.ir.expr import Call, Constant, Let, Node, Tuple, Var, const
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import children, post_order
 from compiler.op.api import call_op
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
 __all__ = ["CombineSummedDense", "combine_summed_dense"]
-
-
-def _is_call(node: object, name: str) -> bool:
-    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == name
 
 
 def _static_tensor(node: object) -> TensorType | None:
@@ -83,7 +79,7 @@ class _Rewriter(BindingMutator):
         return not is_primitive(node)
 
     def enter_let(self, let: Let, value: object) -> None:
-        if _is_call(value, "nn.dense"):
+        if is_op_call(value, "nn.dense"):
             self.bound[let.var] = value  # type: ignore[assignment]
 
     def leave_let(self, let: Let) -> None:
@@ -95,7 +91,7 @@ class _Rewriter(BindingMutator):
         if isinstance(new, Var):
             call = self.bound.get(new)
             return call if call is not None and self.uses[id(old)] == 1 else None
-        if _is_call(new, "nn.dense") and self.uses[id(old)] == 1:
+        if is_op_call(new, "nn.dense") and self.uses[id(old)] == 1:
             return new  # type: ignore[return-value]
         return None
 
@@ -103,7 +99,7 @@ class _Rewriter(BindingMutator):
         return self.types.get(id(data)) or _static_tensor(data)
 
     def rewrite(self, old: Node, new: Node) -> Node:
-        if not (_is_call(new, "add") and isinstance(old, Call)):
+        if not (is_op_call(new, "add") and isinstance(old, Call)):
             return new
         total = _static_tensor(old)
         operand_types = [_static_tensor(a) for a in old.args]
@@ -138,7 +134,7 @@ def _attrs(dense: Call) -> dict:
 
 
 def _is_add(node: object) -> bool:
-    return _is_call(node, "add")
+    return is_op_call(node, "add")
 
 
 def combine_summed_dense(mod: IRModule) -> IRModule:

@@ -22,22 +22,19 @@ has none). The pass runs at ``opt_level`` 1.
 
 from __future__ import annotations
 
-from compiler.ir.expr import Call, Constant, Node, Op
+from compiler.ir.expr import Call, Constant, Node
 from compiler.ir.module import IRModule
 from compiler.op.api import call_op
+from compiler.op.defs_window import padding4
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
 __all__ = ["FoldExplicitPadding", "fold_explicit_padding"]
 
 
-def _is_op(node: object, name: str) -> bool:
-    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == name
-
-
 def _is_conv(node: object) -> bool:
-    return _is_op(node, "nn.conv2d")
+    return is_op_call(node, "nn.conv2d")
 
 
 def _spatial_zero_pad(pad: Call) -> tuple[int, int, int, int] | None:
@@ -62,7 +59,7 @@ class _Rewriter(BindingMutator):
         return not is_primitive(node)
 
     def rewrite(self, old: Node, new: Node) -> Node:
-        if not _is_conv(new) or not _is_op(new.args[0], "nn.pad"):  # type: ignore[attr-defined]
+        if not _is_conv(new) or not is_op_call(new.args[0], "nn.pad"):  # type: ignore[attr-defined]
             return new
         conv: Call = new  # type: ignore[assignment]
         attrs = dict(get_def("nn.conv2d").normalize_attrs(conv.attrs))
@@ -71,11 +68,7 @@ class _Rewriter(BindingMutator):
         extra = _spatial_zero_pad(conv.args[0])  # type: ignore[arg-type]
         if extra is None:
             return new
-        padding = [int(p) for p in attrs["padding"]]
-        if len(padding) == 2:
-            padding = padding * 2
-        elif len(padding) == 1:
-            padding = padding * 4
+        padding = padding4("nn.conv2d", attrs)
         attrs["padding"] = [p + e for p, e in zip(padding, extra)]
         data = conv.args[0].args[0]  # type: ignore[attr-defined]
         return call_op("nn.conv2d", [data, conv.args[1]], **attrs)

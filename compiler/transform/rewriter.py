@@ -21,16 +21,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any as AnyT
 
-from compiler.ir.expr import Clause, Expr, Function, Let, Node
+from compiler.ir.expr import Call, Clause, Expr, Function, Let, Node, Op
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import children, post_order, rebuild
 from compiler.transform.infer_type import InferType
 
-__all__ = ["BindingMutator", "is_primitive", "rewrite_module"]
+__all__ = ["BindingMutator", "is_op_call", "is_primitive", "rewrite_module"]
 
 _ENTER = 0  # first visit: schedule children
 _BOUND = 1  # a let's value is rewritten: call enter_let, schedule the body
 _BUILD = 2  # children are rewritten: rebuild and call rewrite
+
+
+def is_op_call(node: object, name: str) -> bool:
+    """Whether ``node`` calls the operator ``name``."""
+    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == name
 
 
 def is_primitive(node: object) -> bool:

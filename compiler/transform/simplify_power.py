@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ir.expr import Call, Constant, Node, Op
+from compiler.ir.expr import Call, Constant, Node
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.op.api import call_op
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
 __all__ = ["SimplifyPower", "simplify_power"]
 
@@ -30,7 +30,7 @@ _WHOLE = (1.0, 2.0, 3.0, 4.0)
 
 
 def _is_power(node: object) -> bool:
-    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == "power"
+    return is_op_call(node, "power")
 
 
 def _exponent(old: Call) -> float | None:

@@ -24,20 +24,20 @@ from __future__ import annotations
 
 import itertools
 
-from compiler.ir.expr import Call, Let, Node, Op, TupleGetItem, Var
+from compiler.ir.expr import Call, Let, Node, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import Any, TensorType
 from compiler.op.api import call_op
 from compiler.op.defs_transform import split_sizes
 from compiler.op.registry import OpTypeError, get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
 __all__ = ["SplitToSlices", "split_to_slices"]
 
 
 def _is_split(node: object) -> bool:
-    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == "split"
+    return is_op_call(node, "split")
 
 
 def _bounds(split: Call) -> tuple[int, list[tuple[int, int]]] | None:

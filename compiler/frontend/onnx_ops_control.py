@@ -28,6 +28,7 @@ import numpy as np
 from compiler.frontend.onnx_context import NodeContext, Value, constant_value
 from compiler.frontend.onnx_ops_tensor import normalize_axis, shape_text
 from compiler.frontend.onnx_registry import register
+from compiler.frontend.onnx_scope import capture
 from compiler.ir.expr import Call, Expr, Function, If, Let, Tuple, TupleGetItem, Var
 from compiler.ir.types import Any, TensorType
 
@@ -71,16 +72,6 @@ def _as_declared(node: NodeContext, value: Value, graph_input: object) -> Value:
     if _declared_rank(graph_input) == 1:
         return node.call("reshape", value, newshape=(1,))
     return value
-
-
-def _outer(value: Value, captures: list[tuple[Var, Value]]) -> Value:
-    """``value`` as the loop function reads it: itself if a variable or constant, else a
-    capture computed once before the loop."""
-    if isinstance(value.expr, Var) or value.is_constant:
-        return value
-    var = Var("captured", value.type)
-    captures.append((var, value))
-    return Value(var, value.type, value.static)
 
 
 def _fields(expr: Expr, types: Sequence[TensorType]) -> list[Value]:
@@ -234,7 +225,7 @@ def _loop(node: NodeContext) -> list[Value]:
     test = cond
     if node.has_input(0):
         trip = _scalar(node, node.input(0), "int64", "the trip count (input 0)")
-        trip = _outer(trip, builder.captures)
+        trip = capture(trip, builder.captures)
         test = node.call("logical_and", node.call("less", builder.counter, trip), cond)
     start_cond = (
         _scalar(node, node.input(1), "bool", "the condition (input 1)")
@@ -307,7 +298,7 @@ def _scan(node: NodeContext) -> list[Value]:
     pieces = []
     for x, axis, reverse in zip(xs, in_axes, in_reversed):
         where = backwards if reverse else builder.counter
-        pieces.append(node.call("take", _outer(x, builder.captures), where, axis=axis))
+        pieces.append(node.call("take", capture(x, builder.captures), where, axis=axis))
     outputs = node.subgraph("body", [*params, *pieces], builder.captures)
     updated, slices = outputs[:states], outputs[states:]
     for k, (p, u) in enumerate(zip(params, updated)):
@@ -360,4 +351,4 @@ def _sequence_length(
         return node.scalar(known.pop(), "int64")
     shape = node.call("shape_of", xs[0], dtype="int64")
     length = node.call("take", shape, node.scalar(axes[0], "int64"), axis=0)
-    return _outer(length, builder.captures)
+    return capture(length, builder.captures)

@@ -14,7 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 
 from compiler.frontend.onnx_context import Value
-from compiler.ir.expr import Constant, Var
+from compiler.ir.expr import Var
+
+
+def capture(value: Value, captures: list[tuple[Var, Value]], name: str = "captured") -> Value:
+    """``value`` as a loop function reads it: itself if it is a variable or a constant,
+    else a fresh variable named ``name`` standing for it, appended to ``captures`` (bound
+    before the loop, so the value is computed once)."""
+    if isinstance(value.expr, Var) or value.is_constant:
+        return value
+    var = Var(name, value.type)
+    captures.append((var, value))
+    return Value(var, value.type, value.static)
 
 
 class Scope(MutableMapping[str, Value]):
@@ -48,15 +59,14 @@ class Scope(MutableMapping[str, Value]):
         if local is not None:
             return local
         outer = self._parent[name]
-        if self._captures is None or isinstance(outer.expr, (Var, Constant)):
+        if self._captures is None:
             return outer
         captured = self._captured.get(name)
         if captured is None:
-            var = Var(name, outer.type)
-            captured = Value(var, outer.type, outer.static)
+            captured = capture(outer, self._captures, name)
             self._captured[name] = captured
-            self._captures.append((var, outer))
-            self._bindings[var] = outer
+            if captured is not outer:
+                self._bindings[captured.expr] = outer  # type: ignore[index]
         return captured
 
     def __contains__(self, name: object) -> bool:

@@ -69,9 +69,10 @@ MIN_CHANNELS = 8
 #: 49 tiles; 7x7 outputs stay with im2col and BLAS).
 MIN_TILES = 40
 #: Fewest multiply-adds per output element (input channels times kernel taps) for which a
-#: convolution's product runs by its packed weight (every ResNet-18 layer gains;
-#: benchmarks/NOTES.md).
-MIN_PACKED_DEPTH = 64
+#: convolution's product runs by its packed weight: every ResNet-18 layer gains, and so do
+#: MobileNet's thin layers (16 to 96 channels 1x1, 3 to 32 channels 3x3), 1.3-4x, once
+#: 1x1 convolutions run pointwise (``vm.kernels.pointwise``; benchmarks/NOTES.md).
+MIN_PACKED_DEPTH = 8
 #: Fewest weight elements for which a dense layer is given a packed or transposed weight:
 #: smaller products go to BLAS by the ``(units, in_features)`` weight as it is (or, below
 #: 256 multiply-adds, to compiled loops), where packing would pay little.

@@ -32,7 +32,17 @@ import threading
 import numpy as np
 from numba import carray, njit, types
 
-from vm.kernels import bridge, callbacks, conv_loops, gemm, jobs, packed, threads, winograd
+from vm.kernels import (
+    bridge,
+    callbacks,
+    conv_loops,
+    gemm,
+    jobs,
+    packed,
+    pointwise,
+    threads,
+    winograd,
+)
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
@@ -318,11 +328,16 @@ MIN_CONV_BLOCKS = 4
 
 @njit(nogil=True, cache=True)
 def _conv_blocks(x, w, out3, rows, window):
-    """:func:`vm.kernels.gemm.packed_conv` for a convolution that needs columns (``rows``
-    > 0) by a weight that stays in cache, with enough column blocks to share; False
-    (nothing done) for any other."""
+    """A pointwise convolution (``rows`` 0: the 1x1 input is its own column matrix) by
+    :func:`vm.kernels.pointwise.conv`; :func:`vm.kernels.gemm.packed_conv` for one that
+    needs columns by a weight that stays in cache, with enough column blocks to share;
+    False (nothing done) for any other."""
     n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    if rows == 0 or w.size * 4 > packed.CACHED_WEIGHT_BYTES:
+    if rows == 0:
+        out = out3[n]
+        pointwise.conv(x, n, w, out, out.size * w.shape[1] >= gemm.PARALLEL_FLOPS)
+        return True
+    if w.size * 4 > packed.CACHED_WEIGHT_BYTES:
         return False
     if gemm.row_blocks(out_h, out_w)[1] < MIN_CONV_BLOCKS:
         return False
@@ -707,7 +722,9 @@ NEEDS = {
     "matmul_into": jobs.Needs(kinds=(jobs.BLAS,)),
     "packed_into": jobs.Needs((jobs.PACKED,), ("relayvm_packed",)),
     "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
-    "conv_packed_into": jobs.Needs((jobs.CONV, jobs.IM2COL, jobs.PACKED), ("relayvm_conv_blocks",)),
+    "conv_packed_into": jobs.Needs(
+        (jobs.CONV, jobs.IM2COL, jobs.PACKED, jobs.POINTWISE), ("relayvm_conv_blocks",)
+    ),
     "conv_winograd_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
     "conv_winograd_transformed_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
     "conv_transpose_image_into": jobs.Needs(),

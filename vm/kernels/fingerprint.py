@@ -44,6 +44,7 @@ LIBRARY_MODULES = (
     "openblas.py",
     "packed.py",
     "panels.py",
+    "pointwise.py",
     "pool_loops.py",
     "rules.py",
     "shape_rules.py",

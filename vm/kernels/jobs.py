@@ -80,7 +80,7 @@ _INDEX_MASK = (1 << 32) - 1
 #: The kinds of job. The numbers are compiled into every caller (and kept in numba's disk
 #: cache): a new kind takes the next free number.
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
-DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL = 6, 7, 8
+DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE = 6, 7, 8, 9
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.gemm",
@@ -92,6 +92,7 @@ OWNERS = {
     DEPTHWISE_GROUPS: "vm.kernels.depthwise",
     DEPTHWISE_CHANNELS: "vm.kernels.depthwise",
     MAX_POOL: "vm.kernels.pool_loops",
+    POINTWISE: "vm.kernels.pointwise",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

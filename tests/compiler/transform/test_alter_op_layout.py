@@ -112,8 +112,9 @@ def test_the_pass_keeps_tvms_opt_level_in_a_users_sequential() -> None:
         ({"dilation": (2, 2), "padding": (2, 2)}, PACKED),
         ({"size": 8}, PACKED),  # 16 output tiles: im2col and a product win
         ({"groups": 2}, "nn.conv2d"),
-        ({"kernel": 1, "padding": (0, 0)}, "nn.conv2d"),  # 8 multiply-adds per output
-        ({"channels": 4}, "nn.conv2d"),
+        ({"kernel": 1, "padding": (0, 0)}, PACKED),  # 8 multiply-adds per output: pointwise
+        ({"channels": 4}, PACKED),  # too few channels for Winograd's transforms
+        ({"kernel": 1, "padding": (0, 0), "channels": 4}, "nn.conv2d"),  # 4 multiply-adds
         ({"constant": False}, "nn.conv2d"),  # the transform could not be folded
         ({"dtype": "float64", "strides": (2, 2)}, "nn.conv2d"),
     ],

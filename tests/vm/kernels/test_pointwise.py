@@ -1,0 +1,84 @@
+"""Pointwise (1x1, stride 1, unpadded) float32 convolutions by packed weights
+(vm.kernels.pointwise) match numpy's products.
+
+Returns group: channel counts from 1 to past a panel, pixel counts short of, equal to
+and past whole 32-pixel panels (the short last panel is copied, never read past the
+input), several images, through the generated kernel and called directly; the work
+shared with the polling workers gives the same bits as the caller computing it alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.vm.kernels.harness import SUMS, Program, packed, run
+from tests.vm.kernels.workers import assert_shared, needs_workers
+from vm.kernels import jobs, pointwise
+
+RNG = np.random.default_rng(31)
+PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
+
+
+def tensor(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def reference(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    flat = x.reshape(n, c, h * w).astype("float64")
+    return np.einsum("oc,ncp->nop", weight.reshape(weight.shape[0], c), flat).reshape(
+        n, weight.shape[0], h, w
+    )
+
+
+# (channels, units, height, width)
+SHAPES = [
+    (1, 1, 1, 1),
+    (3, 5, 4, 8),  # 32 pixels: one whole panel
+    (16, 96, 7, 7),  # 49 pixels: a whole panel and a short one
+    (24, 33, 6, 11),  # units one past a panel
+    (64, 70, 14, 14),
+    (7, 64, 2, 3),  # fewer pixels than a panel
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{c}to{u}_{h}x{w}" for c, u, h, w in SHAPES])
+def test_pointwise_conv_returns_the_product(shape) -> None:
+    channels, units, height, width = shape
+    x, weight = tensor(2, channels, height, width), tensor(units, channels, 1, 1)
+    jobs.require(jobs.POINTWISE)
+    out = np.full((2, units, height * width), np.nan, "float32")
+    for n in range(2):
+        pointwise.conv(x, n, packed(weight), out[n], True)
+    np.testing.assert_allclose(
+        out.reshape(2, units, height, width), reference(x, weight), **SUMS[np.dtype("float32")]
+    )
+
+
+@pytest.mark.parametrize("shape", [(16, 96, 9, 9), (5, 40, 3, 17)])
+def test_a_packed_1x1_convolution_kernel_runs_pointwise_and_returns_the_reference(shape) -> None:
+    channels, units, height, width = shape
+    data, weight = tensor(3, channels, height, width), tensor(units, channels, 1, 1)
+    program = Program([data, packed(weight)])
+    result = program.add(PACKED, [0, 1], channels=units, kernel_size=(1, 1))
+    (got,) = run(program.description(result), program.inputs, program.expected(result))
+    np.testing.assert_allclose(got, reference(data, weight), **SUMS[np.dtype("float32")])
+
+
+@needs_workers
+def test_a_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
+    x, weight = tensor(1, 48, 20, 21), tensor(100, 48, 1, 1)
+    w = packed(weight)
+    jobs.require(jobs.POINTWISE)
+    alone = np.empty((100, 420), "float32")
+    jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    try:
+        pointwise.conv(x, 0, w, alone, True)
+    finally:
+        jobs.SLOT[jobs._BUSY] = 0
+    shared = np.full_like(alone, np.nan)
+    assert_shared(
+        lambda: pointwise.conv(x, 0, w, shared, True),
+        lambda: np.testing.assert_array_equal(shared, alone),
+    )

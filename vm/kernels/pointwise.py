@@ -1,0 +1,100 @@
+"""Pointwise (1x1, stride 1, unpadded) float32 convolutions by a weight packed in ``NC32n``
+panels, straight from the NCHW input: no im2col, no BLAS, no GIL.
+
+Runtime layer (``vm.kernels``); imports numpy, numba and :mod:`vm.kernels.jobs`.
+
+A 1x1 convolution's input is its own column matrix: row ``c`` of image ``n`` holds channel
+``c`` of every pixel. Each output tile is :data:`vm.kernels.packed.ROWS` output channels
+by 32 pixels (:func:`vm.kernels.packed.panel_product`), read from 32 contiguous pixels of
+every input channel and written as 32 contiguous pixels of each output channel. The work
+is a grid of (pixel panel, weight panel) items, pixel-major, so that consecutive items
+reuse the pixel panel while it is in cache; chunks of items are shared with the polling
+workers (:func:`vm.kernels.jobs.share`). Every output element is one tile's sum over the
+channels in order, so the bits do not depend on the number of threads.
+
+MobileNet's expansions (16 to 96 channels at 112x112, 64 to 384 at 14x14) are this shape;
+through OpenBLAS from Python they ran at 25-60 GFLOP/s in a model, and the transposed
+tiles of :func:`vm.kernels.gemm.packed_columns` stored each element alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from vm.kernels import gemm, jobs, packed
+
+_PANEL = packed.PANEL
+
+
+@njit(nogil=True)
+def _items(x, plane, k, pw, units, pc, lo, hi):
+    """Items ``lo:hi`` of the (pixel panel, weight panel) grid of one image: ``x``, ``pw``
+    and ``pc`` are the byte addresses of the image's ``(k, plane)`` input, the packed
+    weight and the ``(units, plane)`` output."""
+    panels = -(-units // _PANEL)
+    scratch = np.zeros((0, _PANEL), np.float32)
+    held = -1
+    for item in range(lo, hi):
+        p, u = item // panels, item % panels
+        first = p * _PANEL
+        width = min(_PANEL, plane - first)
+        if width == _PANEL:
+            b = (x + first * 4, plane)
+        else:
+            # The last, short panel: panel_product reads a whole panel of each row, so the
+            # rows are copied into a zero-padded block rather than read past the input.
+            if held != p:
+                scratch = np.zeros((k, _PANEL), np.float32)
+                source = gemm.view_at(x + first * 4, (k, width), (plane * 4, 4))
+                scratch[:, :width] = source
+                held = p
+            b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))
+        unit = u * _PANEL
+        a = (pw + unit * k * 4, 1, _PANEL)
+        c = (pc + (unit * plane + first) * 4, plane)
+        packed.panel_product(a, k, min(_PANEL, units - unit), b, width, c)
+
+
+@njit(nogil=True)
+def conv(x, n, weight, out, share):
+    """``out[...]`` = image ``n`` of the 1x1 convolution of float32 NCHW ``x`` (C-contiguous)
+    by ``weight``, packed as ``(ceil(units / 32), channels, 32)``; ``out`` a C-contiguous
+    ``(units, height * width)``. With ``share``, the work is shared with the polling
+    workers.
+
+    Parameters
+    ----------
+    x : ndarray
+        ``(images, channels, height, width)`` float32.
+    n : int
+        The image.
+    weight : ndarray
+        The packed weight.
+    out : ndarray
+        The image's output, channels by pixels.
+    share : bool
+        Whether to offer the work to the worker threads.
+    """
+    k, plane = x.shape[1], x.shape[2] * x.shape[3]
+    units = out.shape[0]
+    if units == 0 or plane == 0:
+        return
+    base = np.int64(x.ctypes.data) + n * k * plane * 4
+    pw, pc = np.int64(weight.ctypes.data), np.int64(out.ctypes.data)
+    items = -(-plane // _PANEL) * -(-units // _PANEL)
+    if share and items > 1:
+        arguments = (base, plane, k, pw, units, pc, items)
+        if jobs.share(jobs.POINTWISE, items, arguments, units * k * plane):
+            return
+    _items(base, plane, k, pw, units, pc, 0, items)
+
+
+@jobs.chunk(jobs.POINTWISE)
+def _chunk(slot, index, parts):
+    """Items ``index`` of ``parts`` of the convolution :func:`conv` shares."""
+    a = jobs.argument
+    items = a(slot, 6)
+    lo, hi = items * index // parts, items * (index + 1) // parts
+    if hi > lo:
+        _items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi)

@@ -120,10 +120,9 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
             for q in range(_u(out_w)):
                 of[d0 + q] = lowest
             seen = False
-            for i in range(ph):
+            i0, i1 = _taps(ph, dh, r * sh - pt, height, 0)
+            for i in range(i0, i1):
                 ih = r * sh - pt + i * dh
-                if ih < 0 or ih >= height:
-                    continue
                 s0 = _u(xb + ih * width)
                 if not seen:
                     for q in range(_u(width)):
@@ -135,7 +134,8 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
                     rows[q] = v if (v > best or v != v) else best
             if not seen:
                 continue
-            for j in range(pw):
+            j0, j1 = _taps(pw, dw, -pl, width, (out_w - 1) * sw)
+            for j in range(j0, j1):
                 off = j * dw - pl
                 lo, hi = valid_range(off, sw, width, out_w)
                 s0 = _u(off + lo * sw)
@@ -145,6 +145,18 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
                     v = rows[s0 + q * step]
                     best = of[db + q]
                     of[db + q] = v if (v > best or v != v) else best
+
+
+@njit(nogil=True, cache=True)
+def _taps(pool, dilation, start, size, span):
+    """The taps ``[lo, hi)`` of a window along one axis, out of ``pool``, that can read the
+    input: tap ``i`` reads ``start + i * dilation`` (and, along a row, up to ``span``
+    further on), which must fall in ``[0, size)``. A window far bigger than its input
+    (EfficientNet's 1280-wide average pool over 7x7 features, under ``ceil_mode``) then
+    costs what it reads, not what it spans."""
+    lo = max(0, -((start + span) // dilation))
+    hi = min(pool, -((start - size) // dilation))
+    return lo, max(lo, hi)
 
 
 @njit(nogil=True, cache=True)
@@ -178,11 +190,11 @@ def avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, firs
             d0 = _u((plane * out_h + r) * out_w)
             for q in range(_u(out_w)):
                 of[d0 + q] = 0
-            for i in range(ph):
+            i0, i1 = _taps(ph, dh, r * sh - pt, height, 0)
+            j0, j1 = _taps(pw, dw, -pl, width, (out_w - 1) * sw)
+            for i in range(i0, i1):
                 ih = r * sh - pt + i * dh
-                if ih < 0 or ih >= height:
-                    continue
-                for j in range(pw):
+                for j in range(j0, j1):
                     off = j * dw - pl
                     lo, hi = valid_range(off, sw, width, out_w)
                     s0 = _u(xb + ih * width + off + lo * sw)

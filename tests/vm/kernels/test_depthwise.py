@@ -2,7 +2,8 @@
 the compiler's numpy references.
 
 Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
-on narrow outputs (channels-last loops) and on rows of 10 or more (per-group loops),
+with stride 1 (whole planes), on strided narrow outputs (channels-last loops) and on
+strided rows of 10 or more (per-group loops),
 grouped convolutions with 2 and 4 channels per group (direct loops) and 8 and 16 (im2col
 and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
 asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64

@@ -67,11 +67,18 @@ def _window_block(x, out, values):
 
 
 @njit(nogil=True)
+def _reach(ph, pw, x):
+    """The most input elements one window reads: a window wider than the input (see
+    :func:`_taps`) reads no more than the input."""
+    return min(ph, x.shape[2]) * min(pw, x.shape[3])
+
+
+@njit(nogil=True)
 def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     """:func:`max_pool2d` of float data over every plane, split between threads by planes
     when it is big enough."""
     planes = x.shape[0] * x.shape[1]
-    if out.size * ph * pw < SPLIT_WORK:
+    if out.size * _reach(ph, pw, x) < SPLIT_WORK:
         max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, planes)
         return
     # float32 (the only float of 4 bytes) in C order: what the callback reads.
@@ -92,7 +99,7 @@ def avg_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad
     """:func:`avg_pool2d` over every plane, split between threads by planes when it is big
     enough."""
     planes = x.shape[0] * x.shape[1]
-    if out.size * ph * pw < SPLIT_WORK:
+    if out.size * _reach(ph, pw, x) < SPLIT_WORK:
         avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, 0, planes)
         return
     window = (ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, 1 if include_pad else 0)

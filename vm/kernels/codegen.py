@@ -45,6 +45,7 @@ from vm.kernels import dtypes
 from vm.kernels.description import Description, Node
 from vm.kernels.rules import OpRule, Spec
 from vm.kernels.source import (
+    C_ARRAY,
     EmitCtx,
     ExprCtx,
     ShapeCtx,
@@ -373,7 +374,54 @@ class _Generator:
             for d, p in enumerate(positions)
         ]
 
+        def merged(
+            starts: list[str], counts: list[str], arrays: list[str]
+        ) -> tuple[list[str], dict[str, str]]:
+            """The region's trailing axes walked as one, when it spans them whole and every
+            operand reads all of them or none: the counts, and a view of each array in
+            ``arrays`` (the target, the operator's output, the leaves) with those axes
+            folded into its last. A 7x7 or 14x14 plane is then one loop that fills the
+            vector registers, where a loop along each 7- or 14-wide row stayed almost all
+            scalar remainder (a bias-and-relu6 epilogue of 384x14x14: 19 us, folded: 5)."""
+            ndim = len(counts)
+            first = ndim
+            while first and starts[first - 1] == "0" and counts[first - 1] == value.dims[first - 1]:
+                first -= 1
+            # A leaf reading part of the suffix (a residual broadcast along rows) narrows it.
+            while ndim - first >= 2:
+                suffix = tuple(range(first, ndim))
+                if all(
+                    not set(positions) & set(suffix) or positions[-len(suffix) :] == suffix
+                    for _, positions in leaves
+                ):
+                    break
+                first += 1
+            fold = ndim - first
+            reads = {arrays[0]: ndim, arrays[1]: ndim}
+            for array, (leaf, positions) in zip(arrays[2:], leaves):
+                if set(positions) & set(range(first, ndim)):
+                    reads[array] = leaf.spec.ndim
+            # Only arrays numba types as C-contiguous can be reshaped.
+            if fold < 2 or not all(C_ARRAY.fullmatch(name) for name in reads):
+                return counts, {}
+            views = {}
+            for name, rank in reads.items():
+                views[name] = src.fresh("v")
+                lead = [f"{name}.shape[{d}]" for d in range(rank - fold)]
+                tail = " * ".join(f"{name}.shape[{d}]" for d in range(rank - fold, rank))
+                shape = ", ".join([*lead, *["1"] * (fold - 1), tail])
+                src.line(f"{views[name]} = {name}.reshape(({shape},))")
+            whole = " * ".join(f"({count})" for count in counts[first:])
+            return [*counts[:first], *["1"] * (fold - 1), whole], views
+
         def loop(starts: list[str], counts: list[str], direct_leaves: bool) -> None:
+            output = target if plan.borrow else dest
+            arrays = [target, output] + [
+                leaf.arrays.get(COMPUTE) or leaf.arrays[STORAGE] for leaf, _ in leaves
+            ]
+            views: dict[str, str] = {}
+            if direct_leaves:
+                counts, views = merged(starts, counts, arrays)
             looped = [count for count in counts if count != "1"]
             with src.loops(looped, "l") as locals_:
                 names = []
@@ -389,11 +437,12 @@ class _Generator:
                 # another name it could only check the two for overlap at run time, and
                 # found them overlapping (the same memory), so the loop ran scalar (a
                 # transformer's gelu epilogue, 128x1024: 740 us).
-                self.direct[value.index] = target if plan.borrow else dest
+                self.direct[value.index] = views.get(output, output)
                 if direct_leaves:
-                    for leaf, _ in leaves:
-                        self.direct[leaf.index] = leaf.arrays.get(COMPUTE) or leaf.arrays[STORAGE]
-                self.emit_fused_body(root, order, names, f"{target}[{index(names)}]", STORAGE)
+                    for (leaf, _), array in zip(leaves, arrays[2:]):
+                        self.direct[leaf.index] = views.get(array, array)
+                write = views.get(target, target)
+                self.emit_fused_body(root, order, names, f"{write}[{index(names)}]", STORAGE)
                 del self.direct[value.index]
                 if direct_leaves:
                     for leaf, _ in leaves:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,11 @@ class Source:
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+
+#: Names of the arrays a kernel's source holds C-contiguous: its arguments and its
+#: temporaries (numba reshapes no other without a copy).
+C_ARRAY = re.compile(r"(in|out)\d+|tc?_\d+")
 
 
 def index(names: Sequence[str]) -> str:

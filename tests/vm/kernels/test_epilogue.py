@@ -8,7 +8,8 @@ when the chain broadcasts the output to a bigger shape; several results (pre-act
 activation, the convolution itself); a chain reading the convolution twice; a cast to
 another dtype; a chain that also needs a later array operator (no epilogue, still right);
 the transposed convolution; nn.dense and nn.batch_matmul with bias and activation
-(including leaky_relu and prelu, which fuse like any elementwise operator).
+(including leaky_relu and prelu, which fuse like any elementwise operator); a small
+plane's axes walked as one loop when every operand reads all of them or none.
 """
 
 from __future__ import annotations
@@ -182,3 +183,28 @@ def test_an_epilogue_operand_broadcast_along_a_looped_axis_takes_the_flagged_loo
         (value,) = program.add("erf", [value])
         check(program, [value], tolerances=SUMS)
     assert "as its epilogue" in source_of(program, [value])
+
+
+def test_a_bias_and_relu6_epilogue_walks_each_small_plane_in_one_loop() -> None:
+    # MobileNet's depthwise layer on a 7x7 plane: the bias reads channels only, so the
+    # plane's two axes are walked as one (a 7-wide row would leave the vectors idle).
+    for shape in [(1, 24, 7, 7), (2, 8, 5, 9)]:
+        c = shape[1]
+        program = Program([f32(*shape), f32(c, 1, 3, 3), f32(c)])
+        (value,) = program.add("nn.conv2d", [0, 1], padding=(1, 1), groups=c)
+        (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+        (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+        check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert re.search(r"v\d+ = out0\.reshape\(\(out0\.shape\[0\], out0\.shape\[1\], 1, ", source)
+    assert "in2.reshape" not in source  # the bias keeps its own shape
+
+
+def test_a_residual_reading_every_axis_is_folded_with_the_plane() -> None:
+    program = Program([f32(2, 16, 6, 6), f32(16, 16, 1, 1), f32(16), f32(2, 16, 6, 6)])
+    (value,) = program.add("nn.conv2d", [0, 1])
+    (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+    (value,) = program.add("add", [value, 3])
+    (value,) = program.add("nn.relu", [value])
+    check(program, [value], tolerances=SUMS)
+    assert re.search(r"v\d+ = in3\.reshape\(", source_of(program, [value]))

@@ -18,7 +18,16 @@ from typing import Any
 from vm.kernels import dtypes
 from vm.kernels import shape_rules as sr
 from vm.kernels.rules import Attr, OpRule, RuleSet, Spec, norm_axes, require_kind
-from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, index, product, shape_tuple
+from vm.kernels.source import (
+    C_ARRAY,
+    EmitCtx,
+    ShapeCtx,
+    cast,
+    const,
+    index,
+    product,
+    shape_tuple,
+)
 
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
 RULES = RuleSet()
@@ -140,11 +149,19 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
             return index(kept_idx)
 
         trailing = kept == list(range(len(kept)))
-        if trailing and len(axes) == 1 and op in ("sum", "mean") and dtype in _SUMMED_FLOATS:
-            # One innermost axis of floats (a layer norm's mean and variance): running sums.
+        summed = trailing and op in ("sum", "mean") and dtype in _SUMMED_FLOATS
+        # One innermost axis of floats (a layer norm's mean and variance), or several of a
+        # contiguous array read as one (a global pool's plane): running sums, which
+        # vectorize where one sum in order cannot.
+        source, extent = x, dims[axes[0]] if len(axes) == 1 else None
+        if summed and len(axes) > 1 and C_ARRAY.fullmatch(x):
+            source, extent = src.fresh("f"), count
+            shape = [f"{x}.shape[{a}]" for a in kept] + [f"{count}"]
+            src.line(f"{source} = {x}.reshape(({', '.join(shape)},))")
+        if summed and extent is not None:
             with src.loops([dims[a] for a in kept]) as ki:
                 a_var = src.fresh("acc")
-                src.running_sum(a_var, lambda j: f"{x}[{index([*ki, j])}]", dims[axes[0]])
+                src.running_sum(a_var, lambda j: f"{source}[{index([*ki, j])}]", extent)
                 value = _finish(op, dtype, out_dtype, a_var, acc, count)
                 src.line(f"{out}[{out_index(ki)}] = {value}")
             return

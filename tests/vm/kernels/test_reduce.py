@@ -2,16 +2,20 @@
 
 Returns group: every reduction over every axis configuration (all axes, innermost axes,
 interleaved axes, keepdims, exclude) on one rank-3 input per dtype, NaN propagation,
-empty reductions, argmax/argmin with select_last_index. Traps group: reductions that have
+empty reductions, argmax/argmin with select_last_index, a float sum over a whole plane in
+one run of sums. Traps group: reductions that have
 no value over zero elements.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from tests.vm.kernels.harness import Program, check, run
+from vm.kernels import load_kernel
 
 RNG = np.random.default_rng(99)
 
@@ -98,3 +102,14 @@ def test_reductions_without_identity_refuse_zero_elements(dtype: str, op: str) -
     out = np.zeros((2, 4), program.values[results[0]].dtype)
     with pytest.raises(ValueError, match=f"{op}.*zero elements"):
         run(program.description(results), [np.zeros((2, 0, 4), dtype)], [out])
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_a_sum_over_a_whole_plane_runs_as_one_axis_and_matches_numpy(op: str) -> None:
+    # A global pool (squeeze-excite's mean over H and W): the plane is one run of sums.
+    x = RNG.uniform(-2, 2, (2, 5, 13, 11)).astype("float32")
+    program = Program([x])
+    (value,) = program.add(op, [0], axis=[2, 3], keepdims=True)
+    check(program, [value])
+    source = load_kernel(program.description([value])).path.read_text()
+    assert re.search(r"f\d+ = in0\.reshape\(\(in0\.shape\[0\], in0\.shape\[1\], n\d+,\)\)", source)

@@ -305,18 +305,16 @@ def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
 def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """Image ``n`` of a float32 convolution by a weight packed in ``NC32n`` panels
     (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows``
-    rows (0: the 1x1 input is its own column matrix), then the product in register tiles
-    (:mod:`vm.kernels.packed`); when big, both are shared with the polling workers without
-    the GIL (the copy by input channels). Compiled code reaches it only when the column
-    blocks of :func:`vm.kernels.gemm.packed_conv` do not pay (:func:`conv_packed_into`)."""
+    rows, then the product in register tiles (:mod:`vm.kernels.packed`); when big, both
+    are shared with the polling workers without the GIL (the copy by input channels).
+    Compiled code reaches it only for a convolution with a window whose column blocks
+    (:func:`vm.kernels.gemm.packed_conv`) do not pay: a pointwise one (``rows`` 0) always
+    runs in :func:`_conv_blocks` (see :func:`conv_packed_into`)."""
     plane = out_h * out_w
     out = out3[n]
-    if rows == 0:
-        source = x[n].reshape(cg, plane)
-    else:
-        source = workspace("cols", rows * plane, x.dtype).reshape(rows, plane)
-        share = out.shape[0] * rows * plane >= SMALL_CONV_FLOPS
-        _im2col(x, n, source, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
+    source = workspace("cols", rows * plane, x.dtype).reshape(rows, plane)
+    share = out.shape[0] * rows * plane >= SMALL_CONV_FLOPS
+    _im2col(x, n, source, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
     _packed_columns(source, w, out)
 
 

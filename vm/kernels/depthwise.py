@@ -16,9 +16,11 @@ contiguous run of the workspace: the innermost loop runs along an output row wit
 bounds checks or strided loads, and LLVM vectorizes it at the host's vector width (numba
 compiles for the CPU it runs on). 3x3 kernels (most depthwise layers) sum all nine taps
 per output element in registers; kernels 3 or 5 wide sum one row of taps at a time; other
-sizes take one tap at a time. Depthwise layers with short output rows (MobileNet's 7x7
-stages) instead run channels-last (:func:`image_channels_last`), the innermost
-loop across channels. :func:`image_groups` runs every group of one image, shared
+sizes take one tap at a time. Depthwise layers without dilation run a whole plane per
+loop instead (:func:`_plane_range`) at stride 1, and at equal strides when their output
+rows are short (MobileNet's 14x14 and 7x7 stages); dilated ones with short rows run
+channels-last (:func:`image_channels_last`), the innermost loop across channels.
+:func:`image_groups` runs every group of one image, shared
 between the calling thread and the polling workers (a job of
 :func:`vm.kernels.jobs.share`, no GIL) when the image is big enough; the caller
 then applies the fused epilogue to the image, as after :func:`image_channels_last`.
@@ -300,92 +302,137 @@ def _taps3x3_stride2(pad, wf, of, wb, c, rows, cols, ob, sh, dh, out_h, out_w, a
                 of[d + q] = line[two * q]
 
 
-@njit(nogil=True, cache=True)
-def plane_workspace_size(kh, kw, out_h, out_w):
-    """Elements of the workspace :func:`_plane_range` needs: one padded input plane and
-    one output plane as wide as a padded row."""
-    return (out_h + kh - 1 + out_h) * (out_w + kw - 1)
+#: Strided depthwise convolutions run plane by plane (:func:`_plane_range`) when their
+#: output rows are narrower than this; wider ones keep row loops (:func:`group_image`),
+#: which read the input in order where the plane loops scatter it into phases. One
+#: thread, stride 2: 576 channels 14 -> 7 157 -> 64 us, 192 channels 28 -> 14 88 -> 71,
+#: 5x5 of 672 channels 14 -> 7 239 -> 158; from 56 -> 28 the row loops win (184 vs 215).
+PLANE_MAX_STRIDED_WIDTH = 16
 
 
 @njit(nogil=True, cache=True)
-def _plane_range(x, w3, out3, n, first, last, kh, kw, pt, pl, out_h, out_w, pad):
-    """Input channels ``first:last`` of image ``n`` of a depthwise convolution with stride 1
-    and no dilation (any kernel size, padding and channel multiplier), each plane one
-    loop.
+def plane_geometry(kh, kw, s, out_h, out_w):
+    """Rows and row length of each of the ``s * s`` phase planes of :func:`_plane_range`."""
+    return out_h + (kh - 1) // s, out_w + (kw - 1) // s
 
-    With stride 1, consecutive output rows read consecutive rows of the zero-bordered
-    input, so each channel is copied into a padded plane (``pad``, of
-    :func:`plane_workspace_size` elements, zero wherever no call wrote) and the taps run
-    along the whole flattened plane at once: the ``kw - 1`` columns past each output row
-    are computed and dropped, and the rows are copied out. On MobileNet's 14x14 and 7x7
-    stages this loop fills the vector registers that a 14- or 7-wide row leaves idle, and
-    needs neither the channels-last copies nor a per-group setup: 2.5-3.5x faster there,
-    as fast on 112x112 (benchmarks/NOTES.md).
+
+@njit(nogil=True, cache=True)
+def plane_workspace_size(kh, kw, s, out_h, out_w):
+    """Elements of the workspace :func:`_plane_range` needs: the ``s * s`` phase planes of
+    one padded input channel, one output plane as wide as their rows, and a last element
+    that input the taps never read is copied to."""
+    rows, row_len = plane_geometry(kh, kw, s, out_h, out_w)
+    return s * s * rows * row_len + out_h * row_len + 1
+
+
+@njit(nogil=True, cache=True)
+def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad):
+    """Input channels ``first:last`` of image ``n`` of a depthwise convolution with stride
+    ``s`` along both axes and no dilation (any kernel size, padding and channel
+    multiplier), each plane one loop.
+
+    Each channel is copied into a zero-bordered plane split by phase (stride 1: one plane;
+    stride 2: four, phase ``(p, q)`` holding the padded rows ``p, p + 2, ...`` and columns
+    ``q, q + 2, ...``). Every tap then reads its phase at a fixed offset from the output
+    element, so the taps run along the whole flattened plane at once: the columns past
+    each output row are computed and dropped, and the rows copied out. On MobileNet's
+    14x14 and 7x7 stages this loop fills the vector registers that a 14- or 7-wide row
+    leaves idle, and needs neither the channels-last copies nor a per-group setup
+    (benchmarks/NOTES.md). ``pad`` has :func:`plane_workspace_size` elements, zero
+    wherever no call wrote.
     """
     _, channels, height, width = x.shape
     og = w3.shape[1]
     taps = kh * kw
-    rows, row_len = out_h + kh - 1, out_w + kw - 1
-    line = _u(rows * row_len)
+    rows, row_len = plane_geometry(kh, kw, s, out_h, out_w)
+    phase = rows * row_len
+    line = _u(s * s * phase)
     count = _u((out_h - 1) * row_len + out_w)
     xf = x.reshape(x.size)
     wf = w3.reshape(w3.size)
     of = out3.reshape(out3.size)
     out_channels = out3.shape[1]
     plane = out_h * out_w
-    i0, i1 = max(0, -pt), min(height, rows - pt)
-    j0, j1 = max(0, -pl), min(width, row_len - pl)
+    # Where each tap reads, relative to the output element.
+    offsets = np.empty(taps, np.uint64)
+    for i in range(kh):
+        for j in range(kw):
+            offsets[i * kw + j] = ((i % s) * s + j % s) * phase + (i // s) * row_len + j // s
+    # Where each input element goes: with stride 1 a row is one run (copied as such);
+    # with a stride, each element's phase position, or the last element of the workspace
+    # for one no tap reads.
+    i0, i1 = max(0, -pt), min(height, s * rows - pt)
+    j0, j1 = max(0, -pl), min(width, s * row_len - pl)
     span = _u(max(0, j1 - j0))
-    # Unsigned constants: uint64 plus a plain int would be a float64 index.
-    one, two, three, four = _u(1), _u(2), _u(3), _u(4)
-    r1, r2 = _u(row_len), _u(2 * row_len)
+    spot = np.empty(height * width if s > 1 else 0, np.uint64)
+    if s > 1:
+        unused = _u(pad.size - 1)
+        for ih in range(height):
+            for iw in range(width):
+                pr, pc = ih + pt, iw + pl
+                inside = 0 <= pr < s * rows and 0 <= pc < s * row_len
+                spot[ih * width + iw] = (
+                    ((pr % s) * s + pc % s) * phase + (pr // s) * row_len + pc // s
+                    if inside
+                    else unused
+                )
+    hw = _u(height * width)
     for c in range(first, last):
         src = (n * channels + c) * height * width
-        for ih in range(i0, i1):
-            d = _u((ih + pt) * row_len + j0 + pl)
-            s = _u(src + ih * width + j0)
-            for k in range(span):
-                pad[d + k] = xf[s + k]
+        if s == 1:
+            for ih in range(i0, i1):
+                d = _u((ih + pt) * row_len + j0 + pl)
+                at = _u(src + ih * width + j0)
+                for k in range(span):
+                    pad[d + k] = xf[at + k]
+        else:
+            at = _u(src)
+            for k in range(hw):
+                pad[spot[k]] = xf[at + k]
         for m in range(og):
             o = c * og + m
             wb = o * taps
             if kh == 3 and kw == 3:
+                a0, a1, a2 = offsets[0], offsets[1], offsets[2]
+                a3, a4, a5 = offsets[3], offsets[4], offsets[5]
+                a6, a7, a8 = offsets[6], offsets[7], offsets[8]
                 w00, w01, w02 = wf[wb], wf[wb + 1], wf[wb + 2]
                 w10, w11, w12 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
                 w20, w21, w22 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
                 for e in range(count):
                     pad[line + e] = (
-                        w00 * pad[e]
-                        + w01 * pad[e + one]
-                        + w02 * pad[e + two]
-                        + w10 * pad[r1 + e]
-                        + w11 * pad[r1 + e + one]
-                        + w12 * pad[r1 + e + two]
-                        + w20 * pad[r2 + e]
-                        + w21 * pad[r2 + e + one]
-                        + w22 * pad[r2 + e + two]
+                        w00 * pad[a0 + e]
+                        + w01 * pad[a1 + e]
+                        + w02 * pad[a2 + e]
+                        + w10 * pad[a3 + e]
+                        + w11 * pad[a4 + e]
+                        + w12 * pad[a5 + e]
+                        + w20 * pad[a6 + e]
+                        + w21 * pad[a7 + e]
+                        + w22 * pad[a8 + e]
                     )
             else:
                 for e in range(count):
                     pad[line + e] = 0
                 for i in range(kh):
-                    base = _u(i * row_len)
-                    wi = wb + i * kw
+                    t = i * kw
+                    wi = wb + t
                     if kw == 5:
+                        a0, a1, a2 = offsets[t], offsets[t + 1], offsets[t + 2]
+                        a3, a4 = offsets[t + 3], offsets[t + 4]
                         v0, v1, v2, v3, v4 = wf[wi], wf[wi + 1], wf[wi + 2], wf[wi + 3], wf[wi + 4]
                         for e in range(count):
-                            a = base + e
                             pad[line + e] += (
-                                v0 * pad[a]
-                                + v1 * pad[a + one]
-                                + v2 * pad[a + two]
-                                + v3 * pad[a + three]
-                                + v4 * pad[a + four]
+                                v0 * pad[a0 + e]
+                                + v1 * pad[a1 + e]
+                                + v2 * pad[a2 + e]
+                                + v3 * pad[a3 + e]
+                                + v4 * pad[a4 + e]
                             )
                     else:
                         for j in range(kw):
                             v = wf[wi + j]
-                            a = base + _u(j)
+                            a = offsets[t + j]
                             for e in range(count):
                                 pad[line + e] += v * pad[a + e]
             ob = (n * out_channels + o) * plane
@@ -562,16 +609,25 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     _groups_range(x, w3, out3, n, 0, groups, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
 
 
+@njit(nogil=True, cache=True)
+def plane_by_plane(cg, sh, sw, dh, dw, out_w):
+    """Whether :func:`_groups_range` runs a grouped convolution by :func:`_plane_range`."""
+    if cg != 1 or dh != 1 or dw != 1 or sh != sw:
+        return False
+    return sh == 1 or out_w < PLANE_MAX_STRIDED_WIDTH
+
+
 @njit(nogil=True)
 def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """Groups ``lo:hi`` of image ``n`` (:func:`image_groups`), with a workspace of their
-    own: depthwise with stride 1 and no dilation plane by plane (:func:`_plane_range`),
-    any other by :func:`group_image`."""
+    own: depthwise without dilation plane by plane (:func:`_plane_range`) at stride 1,
+    or with equal strides and rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; any
+    other by :func:`group_image`."""
     k = w3.shape[2]
     cg = k // (kh * kw)
-    if cg == 1 and sh == 1 and sw == 1 and dh == 1 and dw == 1:
-        pad = np.zeros(plane_workspace_size(kh, kw, out_h, out_w), x.dtype)
-        _plane_range(x, w3, out3, n, lo, hi, kh, kw, pt, pl, out_h, out_w, pad)
+    if plane_by_plane(cg, sh, sw, dh, dw, out_w):
+        pad = np.zeros(plane_workspace_size(kh, kw, sh, out_h, out_w), x.dtype)
+        _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad)
         return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
     shifts = tap_shifts(kw, sw, dw, out_w)

@@ -212,11 +212,11 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
 DIRECT_MAX_GROUP_CHANNELS = 4
 
 
-#: Strided or dilated depthwise outputs narrower than this many columns run channels-last
-#: (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too short to fill a
-#: vector register, the channels are not (MobileNet's 7x7 and 14x14 stages). From 28
-#: columns on, the two layout copies cost more than the short rows (benchmarks/NOTES.md).
-#: Stride 1 without dilation runs whole planes at any width instead.
+#: Dilated (or unequally strided) depthwise outputs narrower than this many columns run
+#: channels-last (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too
+#: short to fill a vector register, the channels are not. From 28 columns on, the two
+#: layout copies cost more than the short rows (benchmarks/NOTES.md). Without dilation,
+#: whole planes run instead (:func:`vm.kernels.depthwise.plane_by_plane`).
 CHANNELS_LAST_MAX_WIDTH = 16
 
 
@@ -233,9 +233,9 @@ def _grouped_emit(ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, b: str, call:
     dh, dw = pair("dilation", ctx.attrs["dilation"])
     top, left, _, _ = padding4(ctx.attrs["padding"])
     window = ", ".join(plain(v) for v in (sh, sw, top, left, dh, dw))
-    # Stride 1 without dilation runs plane by plane at any width (dwc._plane_range).
-    strided = (sh, sw, dh, dw) != (1, 1, 1, 1)
-    narrow = f"{cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}" if strided else "False"
+    # Without dilation and with equal strides, planes run whole (dwc._plane_range).
+    planes = (dh, dw) == (1, 1) and sh == sw
+    narrow = "False" if planes else f"{cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}"
     with s.block(f"if {narrow}:"), s.block(f"for {b} in range({n}):"):
         s.line(
             f"dwc.image_channels_last({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})"

@@ -63,6 +63,11 @@ CASES = [
     ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
     ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),
+    # Equal strides on short rows: whole planes split into phases.
+    ((1, 6, 14, 14), 6, 1, (3, 3), {"padding": (0, 0, 1, 1), "strides": (2, 2)}),
+    ((1, 5, 13, 15), 5, 2, (5, 5), {"padding": (2, 2), "strides": (2, 2)}),
+    ((2, 4, 9, 10), 4, 1, (4, 4), {"padding": (1, 2, 2, 1), "strides": (3, 3)}),
+    ((1, 3, 16, 16), 3, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
 ]
 
 
@@ -116,9 +121,11 @@ def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
 
 
 @needs_workers
-@pytest.mark.parametrize(("cg", "og", "stride"), [(1, 1, 1), (1, 2, 2), (4, 4, 1)])
-def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride):
-    groups, size = 24, 40
+@pytest.mark.parametrize(
+    ("cg", "og", "stride", "size"), [(1, 1, 1, 40), (1, 2, 2, 40), (1, 8, 2, 24), (4, 4, 1, 40)]
+)
+def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride, size):
+    groups = 24
     out_size = (size - 1) // stride + 1
     geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
     assert groups * og * cg * 9 * out_size**2 >= dwc.SPLIT_WORK

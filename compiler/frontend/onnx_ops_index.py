@@ -289,30 +289,18 @@ def _hardmax(node: NodeContext) -> Value:
 
 
 def _topk_at_run_time(node: NodeContext, x: Value, axis: int, largest: bool) -> list[Value]:
-    """TopK with k known only when the model runs: ``dyn.topk`` sizes its outputs then.
-
-    ONNX keeps no element for k = 0, where ``dyn.topk`` (TVM's rule) keeps every element
-    for k < 1, so the top max(k, 1) are taken and then cut to k along the axis with a
-    ``dyn.strided_slice``, whose shape function reads k too. A negative k, which
-    onnxruntime refuses, keeps no element either.
-    """
+    """TopK with k known only when the model runs: ``dyn.topk`` sizes its outputs then,
+    with ONNX's rule for k (``exact_k``: 0 keeps nothing, and a k below 0 or above the
+    axis length fails when it runs, as in onnxruntime)."""
     k = node.input(1)
     if k.dtype != "int64":
         raise node.error(f"k must be an int64 tensor, found {k.dtype}")
     k = node.call("reshape", k, newshape=(1,))
-    one, zero = node.const(np.array([1], "int64")), node.const(np.array([0], "int64"))
     out = node.call(
-        "dyn.topk", x, node.call("maximum", k, one), axis=axis, ret_type="both",
-        is_ascend=not largest, dtype="int64",
+        "dyn.topk", x, k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64",
+        exact_k=True,
     )  # fmt: skip
-    # The slice runs over the axes up to ``axis``: whole before it, the first k along it.
-    begin = node.const(np.zeros(axis + 1, "int64"))
-    before = node.const(np.full(axis, np.iinfo(np.int64).max, "int64"))
-    end = node.call("concatenate", [before, node.call("maximum", k, zero)], axis=0)
-    steps = node.const(np.ones(axis + 1, "int64"))
-    return [
-        node.call("dyn.strided_slice", node.item(out, field), begin, end, steps) for field in (0, 1)
-    ]
+    return [node.item(out, 0), node.item(out, 1)]
 
 
 @register("TopK")

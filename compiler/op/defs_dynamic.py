@@ -439,7 +439,21 @@ def _first(ty: Type) -> TensorType:
 
 def _dyn_topk(args: Sequence[np.ndarray], attrs: Attrs) -> object:
     x, k = args
-    return _topk([x], Attrs({**dict(attrs), "k": int(np.asarray(k).reshape(-1)[0])}))
+    count = int(np.asarray(k).reshape(-1)[0])
+    plain = {key: value for key, value in dict(attrs).items() if key != "exact_k"}
+    if not attrs["exact_k"]:
+        return _topk([x], Attrs({**plain, "k": count}))
+    axis = normalize_axis("dyn.topk", attrs["axis"], x.ndim)  # type: ignore[arg-type]
+    if not 0 <= count <= x.shape[axis]:
+        raise ValueError(
+            f"dyn.topk: k={count} must lie between 0 and the length {x.shape[axis]} of axis {axis}"
+        )
+    # All of them, sorted, then the first k (TVM's topk would read k = 0 as all).
+    out = _topk([x], Attrs({**plain, "k": 0}))
+    keep = np.arange(count)
+    if isinstance(out, tuple):
+        return tuple(np.take(o, keep, axis=axis) for o in out)
+    return np.take(out, keep, axis=axis)  # type: ignore[call-overload]
 
 
 define(

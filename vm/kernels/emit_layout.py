@@ -1068,7 +1068,8 @@ def _dyn_topk_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
 
 def _dyn_topk_emit(ctx: EmitCtx) -> None:
     """topk with ``k`` a tensor: the outputs are sized by the shape function from k's value,
-    and the kernel checks that size against the same rule before writing."""
+    and the kernel checks that size against the same rule (TVM's, or ``exact_k``) before
+    writing."""
     axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
     n = ctx.arg_dims[0][axis]
     k = ctx.src.fresh("k")
@@ -1078,7 +1079,11 @@ def _dyn_topk_emit(ctx: EmitCtx) -> None:
         ctx.fail_if(f"{ctx.arg_dims[1][0]} != 1", "k must hold one value")
         ctx.src.line(f"{k} = np.int64({ctx.args[1]}[0])")
     keep = ctx.out_dims[0][axis]
-    ctx.src.line(f"h.expect({keep}, min({k}, {n}) if {k} >= 1 else {n}, {ctx.what('k')})")
+    if ctx.attrs["exact_k"]:
+        ctx.fail_if(f"{k} < 0 or {k} > {n}", "k must lie between 0 and the length of the axis")
+        ctx.src.line(f"h.expect({keep}, {k}, {ctx.what('k')})")
+    else:
+        ctx.src.line(f"h.expect({keep}, min({k}, {n}) if {k} >= 1 else {n}, {ctx.what('k')})")
     _topk_emit(ctx)
 
 
@@ -1091,6 +1096,9 @@ RULES.register(
             Attr("ret_type", "str", "both", choices=("both", "values", "indices")),
             Attr("is_ascend", "bool", False),
             Attr("dtype", "dtype", "int32"),
+            # TVM's rule keeps every element for k < 1; exact_k (ONNX's) keeps k of them,
+            # none for 0, and fails for a k outside [0, length].
+            Attr("exact_k", "bool", False),
         ),
         _dyn_topk_infer,
         # Both outputs (values, indices) have the shape the shape function gave output 0.
@@ -1411,7 +1419,13 @@ def _run_dyn_topk(
         raise RuleError(f"argument k must hold one value, found {len(ks)}")
     dims = list(shapes[0])
     axis = sr.axis_of(attrs["axis"], len(dims))
-    if ks[0] >= 1:
+    if attrs["exact_k"]:
+        if not 0 <= ks[0] <= dims[axis]:
+            raise RuleError(
+                f"k={ks[0]} must lie between 0 and the length {dims[axis]} of axis {axis}"
+            )
+        dims[axis] = ks[0]
+    elif ks[0] >= 1:
         dims[axis] = min(ks[0], dims[axis])
     count = 2 if attrs["ret_type"] == "both" else 1
     return [tuple(dims)] * count

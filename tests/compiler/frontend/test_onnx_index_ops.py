@@ -1,7 +1,8 @@
 """ONNX indexing and rearranging operators imported by from_onnx agree with onnxruntime
 and, without it, with onnx's numpy reference (returns): GatherElements, GatherND, OneHot,
 Trilu, CumSum, DepthToSpace, SpaceToDepth, Hardmax, TopK and ReverseSequence; indices out
-of range or shapes that do not fit get errors naming them (invalid)."""
+of range or shapes that do not fit get errors naming them (invalid), and a TopK k fed at run
+time outside the axis fails when it runs (traps)."""
 
 from __future__ import annotations
 
@@ -206,6 +207,24 @@ def test_reverse_sequence_on_either_layout(batch_axis, time_axis):
     lengths = np.array([4, 1, 3], dtype="int64")
     attrs = {"batch_axis": batch_axis, "time_axis": time_axis}
     both(*single_op("ReverseSequence", {"x": randn(*shape), "l": lengths}, attrs))
+
+
+# --- traps -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", [-1, 8])
+def test_a_run_time_topk_k_outside_the_axis_fails_naming_k_and_the_machine_goes_on(keep):
+    # onnxruntime refuses both; TVM's rule (k < 1 keeps all) must not apply to ONNX models.
+    x = randn(4, 7)
+    proto, _ = single_op(
+        "TopK", {"x": x, "k": np.array([3], "int64")}, {"axis": 1}, outputs=2, opset=11
+    )
+    mod, params = relay.frontend.from_onnx(proto)
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    with pytest.raises(vm.VMError, match=rf"k={keep} must lie between 0 and the length 7"):
+        machine.invoke("main", x, np.array([keep], "int64"))
+    values, _ = machine.invoke("main", x, np.array([2], "int64"))
+    np.testing.assert_array_equal(values.numpy(), -np.sort(-x, axis=1)[:, :2])
 
 
 # --- invalid -----------------------------------------------------------------------------------

@@ -173,6 +173,15 @@ MODELS = (
         _image(320),
         "SSDlite320 detector with non-maximum suppression",
     ),
+    WildModel(
+        "retinanet_resnet50_fpn",
+        "torchvision",
+        _torchvision(
+            "detection.retinanet_resnet50_fpn", weights_backbone=None, min_size=320, max_size=320
+        ),
+        _image(320),
+        "RetinaNet detector (ResNet-50 FPN) at 320x320",
+    ),
 )
 
 

@@ -232,6 +232,17 @@ class NodeContext:
             )
         return value.static
 
+    def known(self, index: int) -> np.ndarray | None:
+        """The import-time value of input ``index`` if it has one (see :meth:`static`),
+        else ``None``: for converters with a dynamic form for values known only at run
+        time."""
+        value = self.optional(index)
+        if value is None:
+            return None
+        if value.static is None and self._evaluate is not None:
+            return self._evaluate(value.expr)
+        return None if isinstance(value.static, tuple) else value.static
+
     def optional_static(self, index: int, what: str) -> np.ndarray | None:
         """Like :meth:`static`, but ``None`` for an omitted input."""
         return self.static(index, what) if self.has_input(index) else None

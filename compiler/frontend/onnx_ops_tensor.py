@@ -64,25 +64,31 @@ def _constant(node: NodeContext) -> Value:
 
 @register("ConstantOfShape")
 def _constant_of_shape(node: NodeContext) -> Value:
-    shape = node.static_ints(0, "shape") or []
-    if any(d < 0 for d in shape):
-        raise node.error(f"shape {tuple(shape)} has a negative dimension")
     fill = node.attr("value")
     if fill is None:
         fill = np.zeros((1,), dtype="float32")
     if fill.size != 1:
         raise node.error(f"attribute 'value' must hold one element, found {fill.size}")
+    if node.known(0) is None:
+        shape = _shape_operand(node, 0, "shape")
+        return node.call("dyn.full", node.scalar(fill.reshape(-1)[0], fill.dtype.name), shape)
+    shape = node.static_ints(0, "shape") or []
+    if any(d < 0 for d in shape):
+        raise node.error(f"shape {tuple(shape)} has a negative dimension")
     return node.const(np.full(shape, fill.reshape(-1)[0], dtype=fill.dtype))
 
 
-def _static_dims(node: NodeContext, x: Value, dims: tuple, what: str) -> list[int]:
-    if any(isinstance(d, Any) for d in dims):
+def _shape_operand(node: NodeContext, index: int, what: str) -> Value:
+    """Input ``index``, a shape computed at run time: a 1-D int64 tensor of known length."""
+    value = node.input(index)
+    if value.ndim != 1 or isinstance(value.shape[0], Any):
         raise node.unsupported(
-            f"{what} of input {node.input_name(0)!r} with shape {shape_text(x.shape)} is only "
-            "known at run time; give the model's inputs static shapes (from_onnx's shape= "
-            "argument) to import it"
+            f"input {index} ({what}) is computed at run time with shape "
+            f"{shape_text(value.shape)}; only a 1-D shape of known length is supported"
         )
-    return [int(d) for d in dims]
+    if value.dtype not in ("int32", "int64"):
+        raise node.error(f"input {index} ({what}) must be an integer tensor, found {value.dtype}")
+    return value if value.dtype == "int64" else node.call("cast", value, dtype="int64")
 
 
 @register("Shape")
@@ -91,14 +97,24 @@ def _shape(node: NodeContext) -> Value:
     start = int(node.attr("start", 0)) if node.opset >= 15 else 0
     end = node.attr("end") if node.opset >= 15 else None
     dims = x.shape[slice(start, None if end is None else int(end))]
-    return node.const(np.asarray(_static_dims(node, x, dims, "the shape"), dtype="int64"))
+    if not any(isinstance(d, Any) for d in dims):
+        return node.const(np.asarray([int(d) for d in dims], dtype="int64"))
+    # Some dimension is known only when the model runs (after NonZero, TopK with a
+    # run-time k, ...): the shape is read then, and its consumers take their dynamic forms.
+    shape = node.call("shape_of", x, dtype="int64")
+    if (start, end) == (0, None):
+        return shape
+    begin, stop, _ = slice(start, None if end is None else int(end)).indices(x.ndim)
+    return node.call("strided_slice", shape, begin=(begin,), end=(max(begin, stop),), strides=(1,))
 
 
 @register("Size")
 def _size(node: NodeContext) -> Value:
     x = node.input(0)
-    dims = _static_dims(node, x, x.shape, "the size")
-    return node.const(np.asarray(int(np.prod(dims, dtype=np.int64)), dtype="int64"))
+    dims = x.shape
+    if any(isinstance(d, Any) for d in dims):
+        return node.call("ndarray_size", x, dtype="int64")
+    return node.const(np.asarray(int(np.prod([int(d) for d in dims], dtype=np.int64)), "int64"))
 
 
 # --- reshaping ---------------------------------------------------------------------------------
@@ -109,6 +125,10 @@ def _reshape(node: NodeContext) -> Value:
     x = node.input(0)
     if node.opset < 5:
         raise node.unsupported("Reshape before opset 5 (shape as an attribute) is not supported")
+    if node.known(1) is None:
+        if int(node.attr("allowzero", 0)):
+            raise node.unsupported("allowzero=1 with a target shape computed at run time")
+        return node.call("dyn.reshape", x, _shape_operand(node, 1, "shape"))
     shape = node.static_ints(1, "shape") or []
     if any(d < -1 for d in shape):
         raise node.error(f"target shape {tuple(shape)} has an entry below -1")
@@ -246,6 +266,12 @@ def _slice(node: NodeContext) -> Value:
         axes = node.attr("axes")
         steps = None
     else:
+        if (
+            node.known(1) is None
+            or node.known(2) is None
+            or (node.has_input(4) and node.known(4) is None)
+        ):
+            return _slice_at_run_time(node, x)
         starts = node.static_ints(1, "starts") or []
         ends = node.static_ints(2, "ends") or []
         axes = node.static_ints(3, "axes")
@@ -276,6 +302,47 @@ def _slice(node: NodeContext) -> Value:
     )
 
 
+def _slice_at_run_time(node: NodeContext, x: Value) -> Value:
+    """Slice with starts, ends or steps computed at run time: ``dyn.strided_slice`` over the
+    axes up to the last one sliced, the others taken whole. The axes must be constants."""
+    starts = _shape_operand(node, 1, "starts")
+    ends = _shape_operand(node, 2, "ends")
+    count = int(starts.shape[0])
+    given = node.static_ints(3, "axes")
+    axes = list(range(count)) if given is None else given
+    if len(axes) != count or int(ends.shape[0]) != count:
+        raise node.error("starts, ends and axes must have one entry per sliced axis")
+    axes = [normalize_axis(node, a, x.ndim, "slice axis") for a in axes]
+    if len(set(axes)) != len(axes):
+        raise node.error(f"axes {tuple(axes)} repeat an axis")
+    steps = node.optional(4)
+    if steps is None:
+        steps = node.const(np.ones(count, "int64"))
+    else:
+        steps = _shape_operand(node, 4, "steps")
+    span = max(axes) + 1 if axes else 0
+    if span == 0:
+        return x
+    # Position of each of the first `span` axes in the given lists (0 where not sliced; the
+    # mask then picks the whole-axis default instead).
+    where_given = np.zeros(span, "int64")
+    mask = np.zeros(span, bool)
+    for i, axis in enumerate(axes):
+        where_given[axis], mask[axis] = i, True
+
+    def spread(values: Value, default: int) -> Value:
+        if values.dtype != "int64":
+            values = node.call("cast", values, dtype="int64")
+        picked = node.call("take", values, node.const(where_given), axis=0)
+        return node.call(
+            "where", node.const(mask), picked, node.const(np.full(span, default, "int64"))
+        )
+
+    return node.call(
+        "dyn.strided_slice", x, spread(starts, 0), spread(ends, _BOUND), spread(steps, 1)
+    )
+
+
 @register("Gather")
 def _gather(node: NodeContext) -> Value:
     data, indices = node.input(0), node.input(1)
@@ -301,6 +368,8 @@ def _gather(node: NodeContext) -> Value:
 @register("Expand")
 def _expand(node: NodeContext) -> Value:
     x = node.input(0)
+    if node.known(1) is None:
+        return _expand_at_run_time(node, x, _shape_operand(node, 1, "shape"))
     shape = node.static_ints(1, "shape") or []
     static = x.static_shape()
     if static is not None:
@@ -320,9 +389,50 @@ def _expand(node: NodeContext) -> Value:
     return node.call("multiply", x, node.call("ones", shape=tuple(shape), dtype=x.dtype))
 
 
+def _expand_at_run_time(node: NodeContext, x: Value, shape: Value) -> Value:
+    """Expand to a shape computed at run time: both shapes are aligned on the right and
+    each pair of dimensions broadcast (ONNX's bidirectional rule; a pair that is neither
+    equal nor has a 1 fails in ``dyn.broadcast_to`` when it runs)."""
+    rank = max(x.ndim, int(shape.shape[0]))
+    ones = lambda n: node.const(np.ones(n, "int64"))  # noqa: E731
+    own = node.call("shape_of", x, dtype="int64")
+    if x.ndim < rank:
+        own = node.call("concatenate", [ones(rank - x.ndim), own], axis=0)
+    if int(shape.shape[0]) < rank:
+        shape = node.call("concatenate", [ones(rank - int(shape.shape[0])), shape], axis=0)
+    # A 1 yields to the other side (even to 0); otherwise the requested size stands, and
+    # dyn.broadcast_to refuses it when it differs from the input's.
+    requested = node.call("where", node.call("equal", shape, ones(rank)), own, shape)
+    target = node.call("where", node.call("equal", own, ones(rank)), shape, requested)
+    return node.call("dyn.broadcast_to", x, target)
+
+
+def _tile_at_run_time(node: NodeContext, x: Value, repeats: Value) -> Value:
+    """Tile with repeats or input dimensions known only at run time: the same interleaved
+    reshape, broadcast and merge as the static form, on shape tensors."""
+    dims = node.call("shape_of", x, dtype="int64")
+    ones = node.const(np.ones(x.ndim, "int64"))
+
+    def interleave(first: Value, second: Value) -> Value:
+        pairs = node.call("stack", [first, second], axis=1)
+        return node.call("reshape", pairs, newshape=(2 * x.ndim,))
+
+    out = node.call("dyn.reshape", x, interleave(ones, dims))
+    out = node.call("dyn.broadcast_to", out, interleave(repeats, dims))
+    return node.call("dyn.reshape", out, node.call("multiply", repeats, dims))
+
+
 @register("Tile")
 def _tile(node: NodeContext) -> Value:
     x = node.input(0)
+    if node.known(1) is None:
+        repeats_value = _shape_operand(node, 1, "repeats")
+        if int(repeats_value.shape[0]) != x.ndim:
+            raise node.error(
+                f"repeats has {repeats_value.shape[0]} entries, one per axis of "
+                f"{shape_text(x.shape)} expected"
+            )
+        return _tile_at_run_time(node, x, repeats_value)
     repeats = node.static_ints(1, "repeats") or []
     if len(repeats) != x.ndim or any(r < 0 for r in repeats):
         raise node.error(
@@ -331,7 +441,9 @@ def _tile(node: NodeContext) -> Value:
         )
     if all(r == 1 for r in repeats):
         return x
-    dims = _static_dims(node, x, x.shape, "the shape")
+    if x.static_shape() is None:
+        return _tile_at_run_time(node, x, node.const(np.asarray(repeats, "int64")))
+    dims = [int(d) for d in x.shape]
     # (d0, d1) tiled (r0, r1) is (1, d0, 1, d1) broadcast to (r0, d0, r1, d1), then merged.
     interleaved = tuple(v for d in dims for v in (1, d))
     target = tuple(v for r, d in zip(repeats, dims) for v in (r, d))
@@ -342,9 +454,15 @@ def _tile(node: NodeContext) -> Value:
 
 @register("Range")
 def _range(node: NodeContext) -> Value:
-    start = node.static(0, "start")
-    limit = node.static(1, "limit")
-    delta = node.static(2, "delta")
+    known = [node.known(i) for i in range(3)]
+    if any(k is None for k in known):
+        parts = [node.input(i) for i in range(3)]
+        for i, part in enumerate(parts):
+            if part.shape not in ((), (1,)):
+                raise node.error(f"input {i} must be a scalar, found {shape_text(part.shape)}")
+        scalars = [p if p.shape == () else node.call("reshape", p, newshape=()) for p in parts]
+        return node.call("arange", *scalars, dtype=parts[0].dtype)
+    start, limit, delta = known
     if np.asarray(delta).item() == 0:
         raise node.error("delta must not be 0")
     values = np.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)

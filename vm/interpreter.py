@@ -41,6 +41,7 @@ Decisions where TVM is loose
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -446,8 +447,16 @@ def load_kernels(exe: Any) -> list[Any]:
         return []
     # Imported here so that ``import vm`` does not import numba; shape functions run in
     # Python (vm.shape_funcs), everything else is a numba kernel.
-    from vm.shape_funcs import load_primitive  # deferred: numba, until kernels are loaded
+    from vm.prebuild import build_in_processes  # deferred: numba, until kernels are loaded
+    from vm.shape_funcs import is_shape_func, load_primitive  # deferred: numba, as above
 
+    # The kernels no process built before compile in builder processes first (one per
+    # CPU); the loop below then loads them from the disk cache, and reports any error.
+    # An invalid description raises here too: the loop then names its primitive.
+    with contextlib.suppress(Exception):
+        build_in_processes(
+            p.description for p in exe.primitives if not is_shape_func(p.description)
+        )
     kernels = []
     for index, primitive in enumerate(exe.primitives):
         try:

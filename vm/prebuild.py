@@ -1,31 +1,190 @@
-"""Build a set of kernels ahead of first use, telling a callback how far along it is.
+"""Build a set of kernels ahead of first use, in parallel processes, telling a callback how
+far along it is.
 
 Runtime layer (``vm``); imports numba through :mod:`vm.kernels.library`. It sits beside
 the kernel library rather than in it: generated kernels never reach it, so it is no part
 of their cache key.
 
 A virtual machine builds its kernels (compiles them, or loads their machine code from the
-disk cache) when it is made, which takes seconds per kernel on a cold cache. Calling
-:func:`build_kernels` first does the same work with a progress hook, and the machine then
-finds every kernel in the in-process table. The hook is a plain callback: this layer never
-prints; the command line (:mod:`vm.cli`) turns the callback into a bar.
+disk cache) when it is made, which takes seconds per kernel on a cold cache. numba
+compiles under the interpreter lock, so threads cannot share that work; processes can.
+:func:`build_in_processes` hands the kernels that no process built before (with this
+cache directory) to builder processes, one per CPU, which compile them into numba's disk
+cache; this process then loads every kernel from there. :func:`build_kernels` does that
+with a progress hook, and the machine then finds every kernel in the in-process table.
+The hook is a plain callback: this layer never prints; the command line (:mod:`vm.cli`)
+turns the callback into a bar.
+
+A builder is a fresh interpreter reading JSON descriptions on its standard input (never
+this process's ``__main__`` run again, as a ``multiprocessing`` spawn would); it starts
+in a second or two, so kernels are built in this process alone when there are fewer than
+:data:`MIN_PARALLEL_KERNELS` new ones, one CPU, or ``RELAYVM_BUILD_PROCESSES=1``. A
+builder that fails leaves its kernels to this process, which reports any error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
 
 from vm.kernels.description import parse_description
-from vm.kernels.library import CompiledKernel, kernel_key, load_kernel
+from vm.kernels.library import CompiledKernel, built_before, is_loaded, kernel_key, load_kernel
 
 #: ``progress(done, total)``: ``done`` kernels of ``total`` are built.
 ProgressHook = Callable[[int, int], None]
 
+#: How many processes build kernels the disk cache lacks; unset: one per CPU this
+#: process may run on. ``1`` builds them in this process alone.
+PROCESSES_ENV = "RELAYVM_BUILD_PROCESSES"
+
+#: Fewer new kernels than this are built here: a builder process costs about a kernel's
+#: build time to start (an interpreter, numba and the kernel library).
+MIN_PARALLEL_KERNELS = 3
+
+# The directory holding the ``vm`` package, for the builders' import path.
+_ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
+_BUILDER = "from vm.prebuild import _serve; _serve()"
+
+
+def build_processes() -> int:
+    """How many processes build new kernels: ``$RELAYVM_BUILD_PROCESSES``, else the CPUs
+    this process may run on.
+
+    Raises
+    ------
+    ValueError
+        If the variable is set to anything but a positive integer.
+    """
+    value = os.environ.get(PROCESSES_ENV, "").strip()
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"{PROCESSES_ENV}={value!r}: expected a positive integer")
+        return count
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _distinct(descriptions: Iterable[object]) -> dict[str, object]:
+    """The descriptions by cache key, each kernel once (all validated first)."""
+    distinct: dict[str, object] = {}
+    for description in descriptions:
+        distinct.setdefault(kernel_key(parse_description(description)), description)
+    return distinct
+
+
+def build_in_processes(
+    descriptions: Iterable[object],
+    on_built: Callable[[str], None] | None = None,
+    processes: int | None = None,
+) -> list[str]:
+    """Compile, in builder processes, the kernels of ``descriptions`` that are neither in
+    this process nor built before by any process, so that loading them here is a disk
+    cache hit.
+
+    Best effort: a kernel a builder could not build is left to this process (which then
+    raises its error when it builds it), and nothing is done when there are fewer than
+    :data:`MIN_PARALLEL_KERNELS` such kernels or one process to build them.
+
+    Parameters
+    ----------
+    descriptions : iterable of kernel descriptions
+        Kernel descriptions (shape functions excluded), validated first.
+    on_built : callable, optional
+        Called with the cache key of each kernel a builder finished, as it finishes.
+    processes : int, optional
+        At most this many builders; default :func:`build_processes`.
+
+    Returns
+    -------
+    list of str
+        The keys of the kernels the builders built.
+
+    Raises
+    ------
+    KernelDescriptionError
+        If a description is invalid (nothing is built).
+    """
+    new = [
+        (key, description)
+        for key, description in _distinct(descriptions).items()
+        if not is_loaded(key) and not built_before(key)
+    ]
+    count = min(build_processes() if processes is None else processes, len(new))
+    if count < 2 or len(new) < MIN_PARALLEL_KERNELS:
+        return []
+    env = dict(os.environ)
+    env[PROCESSES_ENV] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
+    built: list[str] = []
+    lock = threading.Lock()
+
+    def run(share: Sequence[tuple[str, object]]) -> None:
+        try:
+            builder = subprocess.Popen(
+                [sys.executable, "-c", _BUILDER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                text=True,
+            )
+        except OSError:
+            return
+        assert builder.stdin is not None and builder.stdout is not None
+        try:
+            builder.stdin.write(json.dumps([d for _, d in share]))
+            builder.stdin.close()
+        except OSError:
+            pass
+        wanted = {key for key, _ in share}
+        for line in builder.stdout:
+            key = line.strip()
+            if key in wanted:
+                with lock:
+                    built.append(key)
+                if on_built is not None:
+                    on_built(key)
+        builder.wait()
+
+    # Round robin: neighbouring primitives of a model tend to be alike in cost.
+    workers = [
+        threading.Thread(target=run, args=(new[i::count],), daemon=True) for i in range(count)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return built
+
+
+def _serve() -> None:
+    """A builder: build each description of the JSON list on standard input, printing the
+    cache key of each one built (and nothing for one that failed)."""
+    for description in json.loads(sys.stdin.read()):
+        try:
+            kernel = load_kernel(description)
+        except Exception:  # left to the parent, which reports it
+            continue
+        print(kernel.key, flush=True)
+
 
 def build_kernels(
-    descriptions: Iterable[object], progress: ProgressHook | None = None
+    descriptions: Iterable[object],
+    progress: ProgressHook | None = None,
+    processes: int | None = None,
 ) -> list[CompiledKernel]:
-    """Build (compile or load from the disk cache) the kernel of every description.
+    """Build (compile or load from the disk cache) the kernel of every description, the
+    new ones in parallel processes (:func:`build_in_processes`).
 
     Parameters
     ----------
@@ -36,6 +195,8 @@ def build_kernels(
         Called as ``progress(0, total)`` before the first build and as
         ``progress(done, total)`` after each distinct kernel, where ``total`` is the number
         of distinct kernels. Kernels already in this process count, and report at once.
+    processes : int, optional
+        At most this many builder processes; default :func:`build_processes`.
 
     Returns
     -------
@@ -49,15 +210,26 @@ def build_kernels(
     KernelBuildError
         If a valid description fails to compile.
     """
-    distinct: dict[str, object] = {}
-    for description in descriptions:
-        distinct.setdefault(kernel_key(parse_description(description)), description)
+    distinct = _distinct(descriptions)
     total = len(distinct)
+    done = 0
     if progress is not None:
         progress(0, total)
+    lock = threading.Lock()
+
+    def built_elsewhere(key: str) -> None:
+        nonlocal done
+        with lock:
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+    elsewhere = set(build_in_processes(distinct.values(), built_elsewhere, processes))
     kernels = []
-    for done, description in enumerate(distinct.values(), start=1):
+    for key, description in distinct.items():
         kernels.append(load_kernel(description))
-        if progress is not None:
-            progress(done, total)
+        if key not in elsewhere:
+            done += 1
+            if progress is not None:
+                progress(done, total)
     return kernels

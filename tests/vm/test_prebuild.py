@@ -2,17 +2,35 @@
 
 Returns: each distinct kernel is built once and reported once, with the total, after a
 ``(0, total)`` call; the kernels are the in-process table's, so a machine made afterwards
-builds nothing. Invalid: a bad description fails before any kernel is built or reported.
+builds nothing. New kernels are compiled by builder processes into the disk cache and
+loaded from there; a second process, finding them built, starts no builder. Invalid: a
+bad description fails before any kernel is built or reported, and a bad process count in
+the environment is named.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import Program
+from tests.vm.kernels.harness import Program, seed_library_cache
 from vm.kernels import KernelDescriptionError, load_kernel
-from vm.prebuild import build_kernels
+from vm.prebuild import (
+    MIN_PARALLEL_KERNELS,
+    PROCESSES_ENV,
+    build_in_processes,
+    build_kernels,
+    build_processes,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def binary(op: str) -> dict:
@@ -51,3 +69,81 @@ def test_an_invalid_description_fails_before_anything_is_reported() -> None:
     with pytest.raises(KernelDescriptionError):
         build_kernels([binary("add"), {"nodes": "nope"}], lambda *a: calls.append(a))
     assert calls == []
+
+
+# --- builder processes -------------------------------------------------------------------------
+
+BUILDERS = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from vm.prebuild import build_kernels
+
+    descriptions = json.loads(sys.argv[1])
+    calls = []
+    kernels = build_kernels(descriptions, lambda *a: calls.append(a), processes=2)
+    x = np.arange(1, 7, dtype="float32").reshape(2, 3)
+    results = []
+    for kernel in kernels:
+        out = np.empty((2, 3), "float32")
+        kernel.entry(x, x, out)
+        results.append(out.tolist())
+    print(json.dumps({
+        "calls": calls,
+        "from_cache": [k.from_cache for k in kernels],
+        "results": results,
+    }))
+    """
+)
+
+
+def _build_in_a_fresh_cache(cache: pathlib.Path, descriptions: list[dict]) -> dict:
+    env = {**os.environ, "RELAYVM_CACHE_DIR": str(seed_library_cache(cache))}
+    env.pop("RELAYVM_BUILD_PROCESSES", None)
+    done = subprocess.run(
+        [sys.executable, "-c", BUILDERS, json.dumps(descriptions)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_new_kernels_built_by_builder_processes_load_here_from_the_disk_cache(
+    tmp_path: pathlib.Path,
+) -> None:
+    ops = ["add", "multiply", "subtract", "maximum"]
+    first = _build_in_a_fresh_cache(tmp_path, [binary(op) for op in ops])
+    # The builders compiled every kernel; this process loaded each from numba's disk cache.
+    assert first["from_cache"] == [True] * 4
+    assert [c[1] for c in first["calls"]] == [4] * 5
+    assert sorted(c[0] for c in first["calls"]) == [0, 1, 2, 3, 4]
+    x = np.arange(1, 7, dtype="float32").reshape(2, 3)
+    expected = [getattr(np, op)(x, x).tolist() for op in ops]
+    assert first["results"] == expected
+    # Built before: the next process starts no builder and loads them all itself.
+    again = _build_in_a_fresh_cache(tmp_path, [binary(op) for op in ops])
+    assert again["from_cache"] == [True] * 4 and again["results"] == expected
+    assert again["calls"] == [[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]]
+
+
+def test_too_few_new_kernels_start_no_builder() -> None:
+    assert MIN_PARALLEL_KERNELS > 2
+    assert build_in_processes([binary("add"), binary("multiply")], processes=8) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_a_bad_process_count_in_the_environment_is_named(monkeypatch, value: str) -> None:
+    monkeypatch.setenv(PROCESSES_ENV, value)
+    with pytest.raises(ValueError, match=rf"RELAYVM_BUILD_PROCESSES='{value}'.*positive integer"):
+        build_processes()
+
+
+def test_the_environment_sets_the_process_count(monkeypatch) -> None:
+    monkeypatch.setenv(PROCESSES_ENV, "3")
+    assert build_processes() == 3
+    monkeypatch.delenv(PROCESSES_ENV)
+    assert build_processes() >= 1

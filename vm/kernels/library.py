@@ -15,6 +15,7 @@ canonical JSON of the normalized description.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import pathlib
@@ -149,6 +150,7 @@ def _build(desc: Description, key: str) -> CompiledKernel:
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
             f"generated source: {path}"
         ) from exc
+    _mark_built(key)
     specs = (*desc.inputs, *desc.outputs)
     entry = _float16_entry(native, [s.dtype == "float16" for s in specs])
     return CompiledKernel(
@@ -162,6 +164,33 @@ def _build(desc: Description, key: str) -> CompiledKernel:
         from_cache=sum(dispatcher.stats.cache_hits.values()) > 0,
         dispatcher=dispatcher,
     )
+
+
+def _built_marker(key: str) -> pathlib.Path:
+    return cache.kernels_dir() / f"k_{key}.built"
+
+
+def _mark_built(key: str) -> None:
+    """Record that the kernel of ``key`` compiled (or loaded) here, so that numba's disk
+    cache holds it for the next process (see :func:`built_before`)."""
+    # The marker only saves work: without it the kernel is built again.
+    with contextlib.suppress(OSError):
+        _built_marker(key).touch()
+
+
+def is_loaded(key: str) -> bool:
+    """Whether the kernel of ``key`` is in this process's table."""
+    return key in _TABLE
+
+
+def built_before(key: str) -> bool:
+    """Whether some process built the kernel of ``key`` with this cache directory, so that
+    loading it here takes its machine code from numba's disk cache rather than compiling
+    (unless that cache was removed since)."""
+    try:
+        return _built_marker(key).exists()
+    except OSError:
+        return False
 
 
 def _prepare(source: str) -> None:

@@ -29,6 +29,9 @@ class WildModel:
     inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]
     #: What the model computes, for the tables.
     what: str
+    #: Paths of the convolutions whose outputs are a detector's raw logits and box
+    #: offsets, with the spread each should have (see :func:`_calibrate`).
+    heads: tuple[tuple[str, float, float], ...] = ()
 
 
 def _image(size: int = 224) -> Callable[[np.random.Generator], dict[str, np.ndarray]]:
@@ -181,6 +184,10 @@ MODELS = (
         ),
         _image(320),
         "RetinaNet detector (ResNet-50 FPN) at 320x320",
+        heads=(
+            ("head.classification_head.cls_logits", 1.5, -2.0),
+            ("head.regression_head.bbox_reg", 0.3, 0.0),
+        ),
     ),
 )
 
@@ -234,6 +241,30 @@ def _randomize(module: object, seed: int) -> None:
                     sub.bias.copy_(torch.randn(sub.bias.shape, generator=generator) * 0.1)
 
 
+def _calibrate(module: object, heads: tuple, args: tuple) -> None:
+    """Scale each head convolution so that its outputs on ``args`` have the given standard
+    deviation around the given mean. With random weights a detector's logits otherwise
+    come out in the tens: every score is 1.0, every box clipped to the image, and which
+    of the tied boxes a detector keeps is an accident of its sort, not a result to compare."""
+    import torch
+
+    for path, spread, centre in heads:
+        conv = module
+        for part in path.split("."):
+            conv = getattr(conv, part)
+        outputs: list = []
+        hook = conv.register_forward_hook(lambda m, i, o: outputs.append(o.detach()))  # noqa: B023
+        try:
+            with torch.no_grad():
+                module(*args)  # type: ignore[operator]
+        finally:
+            hook.remove()
+        std = float(torch.cat([o.flatten() for o in outputs]).std()) or 1.0
+        with torch.no_grad():
+            conv.weight.mul_(spread / std)
+            conv.bias.fill_(centre)
+
+
 def export(wild: WildModel, seed: int = 0) -> tuple[bytes, dict[str, np.ndarray]]:
     """``wild`` with seeded random weights as ONNX bytes (opset 17), and example inputs."""
     import torch
@@ -243,6 +274,8 @@ def export(wild: WildModel, seed: int = 0) -> tuple[bytes, dict[str, np.ndarray]
     _randomize(module, seed)
     feeds = wild.inputs(np.random.default_rng(seed))
     args = tuple(torch.from_numpy(v) for v in feeds.values())
+    if wild.heads:
+        _calibrate(module, wild.heads, args)
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

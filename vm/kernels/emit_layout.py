@@ -953,7 +953,8 @@ def _sort_infer(args: tuple[Spec, ...], attrs: dict) -> int:
 
 def _emit_sorted(ctx: EmitCtx, keep: str, values_out: str | None, indices_out: str) -> None:
     """Sort each line along the axis (stably: equal elements keep their order) and write
-    the first ``keep`` positions: the indices, and the values if ``values_out``."""
+    the first ``keep`` positions: the indices, and the values if ``values_out``. A long
+    line is partitioned first when few positions are kept (:func:`h.sorted_positions`)."""
     src = ctx.src
     dims = ctx.arg_dims[0]
     axis = norm_axis("axis", ctx.attrs["axis"], len(dims))
@@ -970,13 +971,7 @@ def _emit_sorted(ctx: EmitCtx, keep: str, values_out: str | None, indices_out: s
 
         with src.block(f"for {j} in range({n}):"):
             src.line(f"{buf}[{j}] = {ctx.args[0]}[{at(j)}]")
-        if ctx.attrs["is_ascend"]:
-            src.line(f'{order} = np.argsort({buf}, kind="mergesort")')
-        else:
-            # Stable descending: sort the reversed line, read it backwards, map indices back.
-            rev = src.fresh("rev")
-            src.line(f'{rev} = np.argsort({buf}[::-1].copy(), kind="mergesort")')
-            src.line(f"{order} = {n} - 1 - {rev}[::-1]")
+        src.line(f"{order} = h.sorted_positions({buf}, {keep}, {bool(ctx.attrs['is_ascend'])})")
         with src.block(f"for {j} in range({keep}):"):
             src.line(f"{indices_out}[{at(j)}] = {order}[{j}]")
             if values_out is not None:

@@ -303,3 +303,57 @@ def slice_start(dim, begin, end, has_end, stride):
 def index_error(what):
     """Raise ``IndexError(what)``."""
     raise IndexError(what)
+
+
+# --- sorting -----------------------------------------------------------------------------------
+
+#: A line at least this many times longer than the positions wanted from it is selected
+#: (a partition, then a sort of the kept ones) rather than sorted whole: RetinaNet's top
+#: 1000 of 958,386 scores took 136 ms sorted whole.
+SELECT_RATIO = 8
+
+
+@register_jitable
+def _stable_order(line, ascending):
+    """Positions of ``line`` in stable sorted order (equal elements by position; NaN last
+    ascending, first descending, as numpy's argsort of the line and of its reverse)."""
+    n = line.size
+    if ascending:
+        return np.argsort(line, kind="mergesort")
+    # Stable descending: sort the reversed line, read it backwards, map positions back.
+    rev = np.argsort(line[::-1].copy(), kind="mergesort")
+    return n - 1 - rev[::-1]
+
+
+@register_jitable
+def sorted_positions(line, keep, ascending):
+    """The positions of the first ``keep`` elements of ``line`` in stable sorted order (see
+    :func:`_stable_order`), the same as sorting it whole.
+
+    A long line without NaN is first partitioned around its ``keep``-th element: the
+    elements strictly before it and, in order of position, as many equal to it as fill
+    ``keep``, are the ones a stable sort puts first; only they are sorted.
+    """
+    n = line.size
+    if keep * SELECT_RATIO > n or keep < 1:
+        return _stable_order(line, ascending)[:keep]
+    for i in range(n):
+        if line[i] != line[i]:  # NaN: its rank is the whole sort's business
+            return _stable_order(line, ascending)[:keep]
+    ranked = np.partition(line, keep - 1 if ascending else n - keep)
+    pivot = ranked[keep - 1] if ascending else ranked[n - keep]
+    chosen = np.empty(keep, np.int64)
+    count = 0
+    for i in range(n):
+        if (line[i] < pivot) if ascending else (line[i] > pivot):
+            chosen[count] = i
+            count += 1
+    for i in range(n):
+        if count == keep:
+            break
+        if line[i] == pivot:
+            chosen[count] = i
+            count += 1
+    # Strictly-before elements come first and equal ones after them, each in order of
+    # position, so a stable sort of the chosen values gives the whole sort's first `keep`.
+    return chosen[_stable_order(line[chosen], ascending)]

@@ -102,6 +102,25 @@ def test_argsort_and_topk_are_stable(dtype: str) -> None:
     check(program, results)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float64"])
+@pytest.mark.parametrize("nan", [False, True])
+def test_topk_of_a_few_from_long_lines_selects_what_a_whole_sort_keeps(
+    dtype: str, nan: bool
+) -> None:
+    # Lines at least eight times longer than k are partitioned first; ties at the k-th
+    # value must still be kept by position, and NaN (largest descending) first.
+    values = data((3, 400), dtype)
+    if nan and dtype != "int16":
+        values[1, [5, 77, 300]] = np.nan
+    program = Program([values])
+    results = [
+        *program.add("topk", [0], k=7),
+        *program.add("topk", [0], k=20, is_ascend=True, dtype="int64"),
+        *program.add("topk", [0], k=3, axis=0, ret_type="indices"),
+    ]
+    check(program, results)
+
+
 @pytest.mark.parametrize("dtype", ["bool", "float16", "int8", "float32"])
 @pytest.mark.parametrize("shape", [(7,), (2, 3, 4), (0, 3), (2, 1, 2, 1, 3)])
 def test_argwhere_lists_the_nonzero_elements_in_c_order(dtype: str, shape: tuple) -> None:

@@ -114,9 +114,20 @@ def build_in_processes(
     KernelDescriptionError
         If a description is invalid (nothing is built).
     """
+    return _build_new(_distinct(descriptions), on_built, processes)
+
+
+def _build_new(
+    distinct: dict[str, object],
+    on_built: Callable[[str], None] | None,
+    processes: int | None,
+) -> list[str]:
+    """:func:`build_in_processes` on descriptions already keyed by :func:`_distinct`."""
+    if len(distinct) < MIN_PARALLEL_KERNELS:
+        return []
     new = [
         (key, description)
-        for key, description in _distinct(descriptions).items()
+        for key, description in distinct.items()
         if not is_loaded(key) and not built_before(key)
     ]
     count = min(build_processes() if processes is None else processes, len(new))
@@ -224,7 +235,7 @@ def build_kernels(
             if progress is not None:
                 progress(done, total)
 
-    elsewhere = set(build_in_processes(distinct.values(), built_elsewhere, processes))
+    elsewhere = set(_build_new(distinct, built_elsewhere, processes))
     kernels = []
     for key, description in distinct.items():
         kernels.append(load_kernel(description))

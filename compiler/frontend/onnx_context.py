@@ -216,21 +216,15 @@ class NodeContext:
         It must be a constant: an initializer, the output of a ``Constant`` node, or
         computed from those and static shapes.
         """
-        value = self.input(index)
-        if value.static is None and self._evaluate is not None:
-            # Float initializers stay parameters rather than folding (see _foldable), so a
-            # weight reshaped on its way to a node that needs it (as in the body of an
-            # exported loop) is evaluated here, when a converter asks for it.
-            evaluated = self._evaluate(value.expr)
-            if evaluated is not None:
-                return evaluated
-        if value.static is None or isinstance(value.static, tuple):
+        self.input(index)  # an error naming the node if it is missing
+        known = self.known(index)
+        if known is None:
             raise self.unsupported(
                 f"input {index} ({what}, {self.input_name(index)!r}) must be known when the "
                 "model is imported (an initializer, a Constant node, or computed from static "
                 "shapes); values computed at run time are not supported here"
             )
-        return value.static
+        return known
 
     def known(self, index: int) -> np.ndarray | None:
         """The import-time value of input ``index`` if it has one (see :meth:`static`),
@@ -240,6 +234,9 @@ class NodeContext:
         if value is None:
             return None
         if value.static is None and self._evaluate is not None:
+            # Float initializers stay parameters rather than folding (see _foldable), so a
+            # weight reshaped on its way to a node that needs it (as in the body of an
+            # exported loop) is evaluated here, when a converter asks for it.
             return self._evaluate(value.expr)
         return None if isinstance(value.static, tuple) else value.static
 

@@ -30,11 +30,13 @@ __all__ = [  # the operator builders, sorted
     "abs", "add", "all", "any", "arange", "argmax", "argmin", "argsort", "argwhere",
     "broadcast_to", "cast",
     "ceil", "clip", "concatenate", "copy", "cos", "divide", "equal", "erf", "exp",
-    "expand_dims", "floor", "floor_divide", "floor_mod", "full", "full_like", "greater",
+    "expand_dims", "floor", "floor_divide", "floor_mod", "full", "full_like", "gather",
+    "gather_nd", "greater",
     "greater_equal", "layout_transform", "less", "less_equal", "log", "logical_and",
     "logical_not", "logical_or", "max", "maximum", "mean", "min", "minimum", "mod", "multiply",
     "ndarray_size", "negative", "not_equal", "ones", "ones_like", "power", "prod", "reshape",
-    "round", "rsqrt", "shape_of", "sigmoid", "sign", "sin", "split", "sqrt", "squeeze", "stack",
+    "round", "rsqrt", "scatter", "scatter_add", "scatter_elements", "scatter_nd", "shape_of",
+    "sigmoid", "sign", "sin", "split", "sqrt", "squeeze", "stack",
     "strided_slice", "subtract", "sum", "take", "tanh", "topk", "transpose", "where", "zeros",
     "zeros_like",
 ]  # fmt: skip
@@ -566,6 +568,49 @@ def take(
 ) -> Call:  # fmt: skip
     """Gather along ``axis`` (flattened if ``None``); ``mode`` clip, wrap or fast."""
     return call_op("take", [data, indices], axis=axis, batch_dims=batch_dims, mode=mode)
+
+
+@schema_defaults("gather")
+def gather(data: object, axis: int, indices: object) -> Call:
+    """``data`` at ``indices`` along ``axis``, every other index the element's own
+    (TVM's argument order; ONNX's ``GatherElements``, torch's ``gather``)."""
+    return call_op("gather", [data, indices], axis=axis)
+
+
+@schema_defaults("gather_nd")
+def gather_nd(
+    data: object, indices: object, batch_dims: int = SCHEMA, index_rank: int | None = SCHEMA
+) -> Call:
+    """``data`` at the index tuples along ``indices``' first axis, after ``batch_dims``
+    batch axes shared by both; ``index_rank`` is the tuple length where that axis is ``?``."""
+    return call_op("gather_nd", [data, indices], batch_dims=batch_dims, index_rank=index_rank)
+
+
+@schema_defaults("scatter_elements")
+def scatter_elements(
+    data: object, indices: object, updates: object, axis: int = SCHEMA, reduction: str = SCHEMA
+) -> Call:
+    """``data`` with ``updates`` written where ``gather(data, axis, indices)`` reads;
+    ``reduction`` (``update``, ``add``, ``mul``, ``mean``, ``min``, ``max``) combines each
+    update with what is there, repeats in order."""
+    return call_op("scatter_elements", [data, indices, updates], axis=axis, reduction=reduction)
+
+
+def scatter(data: object, indices: object, updates: object, axis: int = 0) -> Call:
+    """``scatter_elements`` with ``reduction="update"`` (TVM's older name)."""
+    return scatter_elements(data, indices, updates, axis=axis, reduction="update")
+
+
+def scatter_add(data: object, indices: object, updates: object, axis: int = 0) -> Call:
+    """``scatter_elements`` with ``reduction="add"`` (TVM's older name)."""
+    return scatter_elements(data, indices, updates, axis=axis, reduction="add")
+
+
+@schema_defaults("scatter_nd")
+def scatter_nd(data: object, indices: object, updates: object, mode: str = SCHEMA) -> Call:
+    """``data`` with ``updates`` written at the index tuples along ``indices``' first axis
+    (``mode``: ``update``, ``add``, ``mul``, ``min``, ``max``)."""
+    return call_op("scatter_nd", [data, indices, updates], mode=mode)
 
 
 def where(condition: object, x: object, y: object) -> Call:

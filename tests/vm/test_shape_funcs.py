@@ -142,6 +142,21 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((5, 4), F), ((2, 3), I32)], {}),
         ([((3, 5, 4), F), ((3, 2), I32)], {"axis": 1, "batch_dims": 1}),
     ],
+    "gather": [
+        ([((5, 4), F), ((2, 4), I32)], {"axis": 0}),
+        ([((5, 4), F), ((3, 7), I32)], {"axis": -1}),
+    ],
+    "gather_nd": [
+        ([((5, 4, 3), F), ((2, 6), I32)], {}),
+        ([((2, 4, 3), F), ((1, 2, 5), I32)], {"batch_dims": 1}),
+    ],
+    "scatter_elements": [
+        ([((5, 4), F), ((2, 4), I32), ((2, 4), F)], {"axis": 0, "reduction": "add"}),
+    ],
+    "scatter_nd": [
+        ([((5, 4), F), ((1, 3), I32), ((3, 4), F)], {}),
+        ([((5, 4), F), ((2, 3), I32), ((3,), F)], {"mode": "max"}),
+    ],
     "nn.dense": [
         ([((2, 5), F), ((3, 5), F)], {}),
         ([((4, 2, 5), F), ((3, 5), F)], {"units": 3}),
@@ -455,6 +470,13 @@ def test_reshape_infers_minus_one_from_a_run_time_batch() -> None:
         ("nn.max_pool2d", [(1, 1, 2, 2)], {"pool_size": [3, 3]}, r"smaller than the dilated pool"),
         ("nn.bias_add", [(2, 4), (3,)], {"axis": 1}, r"nn.bias_add: cannot broadcast"),
         ("take", [(3, 4), (2, 2)], {"axis": 1, "batch_dims": 1}, r"take: batch dimension 0"),
+        ("gather", [(3, 4), (2, 5)], {"axis": 0}, r"gather: indices \(2, 5\) are longer than"),
+        (
+            "scatter_nd",
+            [(5, 4), (1, 3), (3, 5)],
+            {},
+            r"scatter_nd: indices \(1, 3\) and updates \(3, 5\) do not fit",
+        ),
         ("broadcast_to", [(3,)], {"shape": [2, 4]}, r"broadcast_to: cannot broadcast \(3,\)"),
     ],
 )

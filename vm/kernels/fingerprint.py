@@ -29,6 +29,7 @@ LIBRARY_MODULES = (
     "emit_activation.py",
     "emit_conv.py",
     "emit_elementwise.py",
+    "emit_index.py",
     "emit_layout.py",
     "emit_nn.py",
     "emit_norm.py",

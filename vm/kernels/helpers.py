@@ -267,6 +267,21 @@ def take_index(i, n, mode):
 
 
 @register_jitable
+def element_index(i, n, what):
+    """Index ``i`` into an axis of size ``n``, counting from the end when negative (numpy's
+    and ONNX's rule for gathers and scatters); anything outside ``[-n, n)`` raises
+    ``IndexError`` naming ``what``, the index and the size."""
+    j = np.int64(i)
+    if j < 0:
+        j += n
+    if j < 0 or j >= n:
+        raise IndexError(
+            what + ": index " + str(np.int64(i)) + " is out of range for an axis of size " + str(n)
+        )
+    return j
+
+
+@register_jitable
 def slice_start(dim, begin, end, has_end, stride):
     """Python's ``slice(begin, end, stride).indices(dim)``: the first index and the count."""
     if stride < 0:

@@ -33,8 +33,11 @@ DYNAMIC_OPS = [
     "dyn.full", "dyn.strided_slice", "arange", "argsort", "topk", "argwhere", "dyn.topk",
 ]  # fmt: skip
 
-#: The detection operators (issue 17).
-VISION_OPS = ["vision.roi_align", "vision.all_class_non_max_suppression"]
+#: The detection operators, and the gathers and scatters by index tensors (issue 17).
+VISION_OPS = [
+    "vision.roi_align", "vision.all_class_non_max_suppression", "gather", "gather_nd",
+    "scatter_elements", "scatter_nd",
+]  # fmt: skip
 
 #: The neural-network operators of the performance milestone (issue 4).
 NN_OPS = [

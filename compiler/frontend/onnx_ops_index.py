@@ -2,10 +2,10 @@
 ``OneHot``, ``Trilu``, ``CumSum``, ``DepthToSpace``, ``SpaceToDepth``, ``Hardmax``,
 ``TopK``, ``ReverseSequence`` and ``Einsum``.
 
-Compiler layer (``compiler.frontend``); does not import ``onnx``. The element gathers
-become one ``take`` from the flattened data: with the shapes known at import time, the
-flat position of every output element is the run-time index times a constant stride plus
-a constant offset computed here with numpy. ``OneHot``, ``Trilu``, ``Hardmax`` and
+Compiler layer (``compiler.frontend``); does not import ``onnx``. The gathers become
+Relay's ``gather`` and ``gather_nd`` (index tuples moved to the front, TVM's layout), so
+any size but the index depth may be known only at run time; indices known at import are
+checked here, the rest by the kernels. ``OneHot``, ``Trilu``, ``Hardmax`` and
 ``CumSum`` compare or multiply with constant index grids. ``Einsum`` folds its operands
 pairwise into ``nn.batch_matmul`` calls between transposes and reshapes.
 """
@@ -61,85 +61,48 @@ def _check_static_range(node: NodeContext, indices: Value, sizes: np.ndarray, wh
 @register("GatherElements")
 def _gather_elements(node: NodeContext) -> Value:
     data, indices = node.input(0), _int_indices(node, node.input(1))
-    dshape = _static_shape(node, data, "the data shape")
-    ishape = _static_shape(node, indices, "the indices shape")
-    if len(dshape) != len(ishape):
+    if len(data.shape) != len(indices.shape):
         raise node.error(
-            f"data {shape_text(dshape)} and indices {shape_text(ishape)} must have the same rank"
+            f"data {shape_text(data.shape)} and indices {shape_text(indices.shape)} must have "
+            "the same rank"
         )
-    axis = normalize_axis(node, int(node.attr("axis", 0)), len(dshape))
-    for d, (a, b) in enumerate(zip(dshape, ishape)):
-        if d != axis and b > a:
-            raise node.error(
-                f"indices {shape_text(ishape)} are larger than data {shape_text(dshape)} on "
-                f"axis {d}"
-            )
-    _check_static_range(node, indices, np.asarray(dshape[axis]), "index")
-    strides = np.array([int(np.prod(dshape[d + 1 :], dtype=np.int64)) for d in range(len(dshape))])
-    grid = np.indices(ishape, dtype=np.int64) if ishape else np.zeros((0,), dtype=np.int64)
-    offset = np.zeros(ishape, dtype=np.int64)
-    for d in range(len(dshape)):
-        if d != axis:
-            offset = offset + grid[d] * strides[d]
-    idx = _wrap_negative(node, indices, dshape[axis])
-    flat = node.call(
-        "add",
-        node.call("multiply", idx, node.scalar(strides[axis], indices.dtype)),
-        node.const(offset.astype(indices.dtype)),
-    )
-    return node.call("take", node.call("reshape", data, newshape=(-1,)), flat, axis=0)
+    axis = normalize_axis(node, int(node.attr("axis", 0)), len(data.shape))
+    if not isinstance(data.shape[axis], Any):
+        _check_static_range(node, indices, np.asarray(data.shape[axis]), "index")
+    return node.call("gather", data, indices, axis=axis)
+
+
+def index_tuples_first(node: NodeContext, indices: Value) -> tuple[Value, int]:
+    """ONNX's ``(..., M)`` index tuples moved to TVM's ``(M, ...)`` layout, and ``M``."""
+    if not indices.shape or isinstance(indices.shape[-1], Any):
+        raise node.error(
+            f"indices {shape_text(indices.shape)} need a last axis of known length (the "
+            "index depth)"
+        )
+    rank = len(indices.shape)
+    moved = node.call("transpose", indices, axes=(rank - 1, *range(rank - 1)))
+    return moved, int(indices.shape[-1])
 
 
 @register("GatherND")
 def _gather_nd(node: NodeContext) -> Value:
     data, indices = node.input(0), _int_indices(node, node.input(1))
-    dshape = _static_shape(node, data, "the data shape")
     batch = int(node.attr("batch_dims", 0)) if node.opset >= 12 else 0
-    ishape = indices.shape
-    if not ishape:
-        raise node.error("indices must have rank >= 1")
-    # Only the index depth and the batch axes must be known at import: the other axes of
-    # the indices (how many rows NonMaxSuppression kept, say) may be known only at run
-    # time, as the arithmetic and the take below carry them through.
-    if batch or isinstance(ishape[-1], Any):
-        ishape = _static_shape(node, indices, "the indices shape")
-    depth = int(ishape[-1])
-    if batch < 0 or batch >= min(len(dshape), len(ishape)):
+    moved, depth = index_tuples_first(node, indices)
+    if batch < 0 or batch >= min(len(data.shape), len(indices.shape)):
         raise node.error(
-            f"batch_dims={batch} must be below the ranks of data {shape_text(dshape)} and "
-            f"indices {shape_text(ishape)}"
+            f"batch_dims={batch} must be below the ranks of data {shape_text(data.shape)} and "
+            f"indices {shape_text(indices.shape)}"
         )
-    if dshape[:batch] != ishape[:batch]:
+    if depth > len(data.shape) - batch:
         raise node.error(
-            f"the first batch_dims={batch} dimensions of data {shape_text(dshape)} and indices "
-            f"{shape_text(ishape)} differ"
+            f"indices {shape_text(indices.shape)} address {depth} axes, but data "
+            f"{shape_text(data.shape)} has only {len(data.shape) - batch} after the batch axes"
         )
-    if depth > len(dshape) - batch:
-        raise node.error(
-            f"indices {shape_text(ishape)} address {depth} axes, but data "
-            f"{shape_text(dshape)} has only {len(dshape) - batch} after the batch axes"
-        )
-    indexed = dshape[batch : batch + depth]
-    _check_static_range(node, indices, np.asarray(indexed, dtype=np.int64), "index")
-    block = int(np.prod(indexed, dtype=np.int64))
-    strides = np.array(
-        [int(np.prod(indexed[k + 1 :], dtype=np.int64)) for k in range(depth)], dtype=np.int64
-    )
-    dt = indices.dtype
-    wrapped = _wrap_negative(node, indices, node.const(np.asarray(indexed, dtype=dt)))
-    flat = node.call(
-        "sum", node.call("multiply", wrapped, node.const(strides.astype(dt))), axis=(-1,)
-    )
-    if batch:
-        positions = np.indices(ishape[:batch], dtype=np.int64)
-        linear = np.zeros(ishape[:batch], dtype=np.int64)
-        for d in range(batch):
-            linear = linear * dshape[d] + positions[d]
-        shape = ishape[:batch] + (1,) * (len(ishape) - 1 - batch)
-        flat = node.call("add", flat, node.const((linear * block).reshape(shape).astype(dt)))
-    rows = int(np.prod(dshape[: batch + depth], dtype=np.int64))
-    table = node.call("reshape", data, newshape=(rows, *dshape[batch + depth :]))
-    return node.call("take", table, flat, axis=0)
+    indexed = data.shape[batch : batch + depth]
+    if all(not isinstance(d, Any) for d in indexed):
+        _check_static_range(node, indices, np.asarray(indexed, dtype=np.int64), "index")
+    return node.call("gather_nd", data, moved, batch_dims=batch, index_rank=depth)
 
 
 @register("OneHot")

@@ -1,6 +1,6 @@
 """TorchScript shape and indexing converters: ``view``/``reshape``/``flatten``, ``permute``,
 ``transpose``, ``(un)squeeze``, ``cat``/``stack``, ``chunk``/``split``/``unbind``,
-``slice``/``select``, ``expand``, ``embedding``, reductions.
+``slice``/``select``, ``expand``, ``embedding``, ``gather``/``scatter``, reductions.
 
 Compiler layer (``compiler.frontend``); does not import ``torch``. Registers into
 :data:`compiler.frontend.pytorch_ops.CONVERTERS`. Target shapes are computed here from the
@@ -254,6 +254,58 @@ def _embedding(node: TorchNode) -> Value:
     if indices.dtype[0] not in "iu":
         raise node.error(f"indices must be integers, found {indices.dtype}")
     return node.call("take", weight, indices, axis=0, mode="clip")
+
+
+@register("aten::gather")
+def _gather(node: TorchNode) -> Value:
+    x, indices = node.tensor(0), node.tensor(2)
+    if indices.dtype[0] not in "iu":
+        raise node.error(f"index must be integers, found {indices.dtype}")
+    return node.call("gather", x, indices, axis=node.axis(node.arg(1), x.ndim))
+
+
+#: torch's scatter ``reduce`` strings and ``scatter_reduce``'s, as scatter_elements' names.
+_SCATTER_REDUCE = {
+    "add": "add", "multiply": "mul", "sum": "add", "prod": "mul", "mean": "mean",
+    "amax": "max", "amin": "min",
+}  # fmt: skip
+
+
+def _scatter_source(node: TorchNode, src: AnyT, indices: Value, like: Value) -> Value:
+    """``src`` cut (or a scalar spread) to the shape of ``indices``: torch reads only that
+    much of a larger ``src``."""
+    shape = node.shape_of(indices)
+    if not isinstance(src, Value) or src.ndim == 0:
+        value = node.cast(node.as_value(src, like), like.dtype)
+        return node.call("broadcast_to", value, shape=shape)
+    value = node.cast(src, like.dtype)
+    have = node.shape_of(value)
+    if len(have) != len(shape) or any(h < s for h, s in zip(have, shape)):
+        raise node.error(f"src of shape {have} is smaller than index of shape {shape}")
+    if have != shape:
+        value = node.call("strided_slice", value, begin=[0] * len(shape), end=list(shape))
+    return value
+
+
+@register("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_reduce")
+def _scatter(node: TorchNode) -> Value:
+    x, indices = node.tensor(0), node.tensor(2)
+    if indices.dtype[0] not in "iu":
+        raise node.error(f"index must be integers, found {indices.dtype}")
+    axis = node.axis(node.arg(1), x.ndim)
+    reduce = node.arg(4)
+    if node.kind == "aten::scatter_add":
+        reduction = "add"
+    elif isinstance(reduce, str):
+        if reduce not in _SCATTER_REDUCE:
+            raise node.unsupported(f"reduce={reduce!r} is not supported")
+        reduction = _SCATTER_REDUCE[reduce]
+    else:
+        reduction = "update"
+    if node.kind == "aten::scatter_reduce" and not node.arg(5, True):
+        raise node.unsupported("include_self=False is not supported")
+    src = _scatter_source(node, node.arg(3), indices, x)
+    return node.call("scatter_elements", x, indices, src, axis=axis, reduction=reduction)
 
 
 def _reduce_axes(node: TorchNode, x: Value, index: int) -> tuple[int, ...] | None:

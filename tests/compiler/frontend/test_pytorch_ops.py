@@ -82,6 +82,13 @@ class _Fn(nn.Module):
             ints = (x * 10).to(torch.int32)
             scalar = torch.tensor(2.5)
             return scalar * ints + (ints + torch.tensor(3, dtype=torch.int64)).to(x)
+        if mode == "gather_scatter":
+            idx = torch.tensor([[0, 2, 1, 0], [2, 2, 0, 1]])
+            gathered = torch.gather(x, 0, idx)
+            added = torch.zeros(3, 4).scatter_add(0, idx, x[:2])
+            largest = x.scatter_reduce(0, idx, x * 2, reduce="amax")
+            filled = x.scatter(1, idx[:, :2], 5.0)
+            return torch.cat([gathered, added, largest, filled])
         if mode == "arange":
             return x + torch.arange(x.shape[1]) + torch.arange(1, 9, 2, dtype=torch.float32)
         return x
@@ -89,6 +96,7 @@ class _Fn(nn.Module):
 
 _FN_SHAPES = {
     "rsub_pow": (3, 4),
+    "gather_scatter": (3, 4),
     "div_floor": (3, 4),
     "div_trunc": (3, 4),
     "div_trunc_int": (3, 4),

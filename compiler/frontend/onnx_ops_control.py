@@ -31,6 +31,8 @@ from compiler.frontend.onnx_registry import register
 from compiler.frontend.onnx_scope import capture
 from compiler.ir.expr import Call, Expr, Function, If, Let, Tuple, TupleGetItem, Var
 from compiler.ir.types import Any, TensorType
+from compiler.op.api import call_op
+from compiler.typing.unify import Mismatch, join_tensors
 
 
 def _same_type(a: TensorType, b: TensorType) -> bool:
@@ -55,9 +57,15 @@ def _scalar(node: NodeContext, value: Value, dtype: str, what: str) -> Value:
     return node.call("reshape", value, newshape=())
 
 
-def _run_time_shape(node: NodeContext, value: Value) -> Value:
-    """``value`` typed with every dimension known only at run time (same data)."""
-    return node.call("dyn.reshape", value, node.call("shape_of", value, dtype="int64"))
+def _run_time_shape(value: Value) -> Value:
+    """``value`` typed with every dimension known only at run time (same data).
+
+    Built without :meth:`NodeContext.call`, which would fold a constant (a branch's empty
+    tensor, say) straight back to its static shape.
+    """
+    shape = call_op("shape_of", [value.expr], dtype="int64")
+    expr = call_op("dyn.reshape", [value.expr, shape])
+    return Value(expr, TensorType([Any() for _ in range(value.ndim)], value.dtype))
 
 
 def _declared_rank(graph_input: object) -> int | None:
@@ -89,6 +97,7 @@ def _if(node: NodeContext) -> list[Value]:
         return _check_count(node, node.subgraph(taken, []), taken)
     then = _check_count(node, node.subgraph("then_branch", []), "then_branch")
     otherwise = _check_count(node, node.subgraph("else_branch", []), "else_branch")
+    types: list[TensorType] = []
     for k, (a, b) in enumerate(zip(then, otherwise)):
         if not isinstance(a.type, TensorType) or not isinstance(b.type, TensorType):
             raise node.unsupported(f"output {k} is not a tensor in both branches")
@@ -98,11 +107,17 @@ def _if(node: NodeContext) -> list[Value]:
                 f"{b.dtype} tensor of rank {b.ndim} in else_branch; the branches of an If "
                 "must agree on dtype and rank"
             )
-        if not _same_type(a.tensor, b.tensor):
-            then[k], otherwise[k] = _run_time_shape(node, a), _run_time_shape(node, b)
+        if _same_type(a.tensor, b.tensor):
+            types.append(a.tensor)
+            continue
+        try:
+            # Where one branch knows a size the other does not, the if has ``?`` there.
+            types.append(join_tensors(a.tensor, b.tensor))
+        except Mismatch:
+            then[k], otherwise[k] = _run_time_shape(a), _run_time_shape(b)
+            types.append(then[k].tensor)
     if len(then) == 1:
-        return [Value(If(cond.expr, then[0].expr, otherwise[0].expr), then[0].type)]
-    types = [v.tensor for v in then]
+        return [Value(If(cond.expr, then[0].expr, otherwise[0].expr), types[0])]
     expr = If(cond.expr, Tuple([v.expr for v in then]), Tuple([v.expr for v in otherwise]))
     return _fields(expr, types)
 
@@ -142,10 +157,10 @@ class _LoopBuilder:
         if any(isinstance(d, Any) for d in piece.shape):
             # The first step fixes the slice shape, which only the run knows: it starts
             # the accumulator instead of joining the placeholder it was given.
-            one = _run_time_shape(node, one)
+            one = _run_time_shape(one)
             first = node.call("equal", self.counter, node.scalar(0, "int64"))
             joined = _run_time_shape(
-                node, node.call("concatenate", [one, acc] if prepend else [acc, one], axis=0)
+                node.call("concatenate", [one, acc] if prepend else [acc, one], axis=0)
             )
             return Value(If(first.expr, one.expr, joined.expr), joined.type)
         return node.call("concatenate", [one, acc] if prepend else [acc, one], axis=0)

@@ -399,6 +399,43 @@ def test_if_branches_may_differ_in_shape() -> None:
     assert positive.shape == (3,) and negative.shape == (2,)
 
 
+def test_an_if_with_a_constant_empty_branch_keeps_the_other_branchs_run_time_length() -> None:
+    # torchvision's batched_nms: "if no boxes, an empty tensor, else the kept indices".
+    # The empty constant must not lend its size 0 to what follows the if.
+    then = _graph(
+        [helper.make_node("Identity", ["empty"], ["t"])], [], [info("t", "int64", [0])],
+        {"empty": np.zeros(0, "int64")}, name="then",
+    )  # fmt: skip
+    other = _graph(
+        [
+            helper.make_node("Greater", ["x", "zero"], ["big"]),
+            helper.make_node("NonZero", ["big"], ["nz"]),
+            helper.make_node("Squeeze", ["nz", "axes"], ["e"]),
+        ],
+        [], [info("e", "int64", [None])], {"axes": np.array([0], "int64")}, name="else",
+    )  # fmt: skip
+    proto = _model(
+        _graph(
+            [
+                helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
+                helper.make_node("LessOrEqual", ["top", "zero"], ["none"]),
+                helper.make_node("If", ["none"], ["kept"], then_branch=then, else_branch=other),
+                helper.make_node("Gather", ["x", "kept"], ["y"], axis=0),
+                helper.make_node("Shape", ["kept"], ["n"]),
+            ],
+            [info("x", "float32", [5])],
+            [info("y", "float32", [None]), info("n", "int64", [1])],
+            {"zero": F(0)},
+            name="main",
+        )
+    )
+    machine = _machine(proto)
+    for x in ([1, -2, 3, 0, 4], [-1, -2, -3, 0, -4]):
+        y, n = _check(machine, proto, {"x": np.array(x, F)})
+        assert y.tolist() == [v for v in x if v > 0]
+        assert n.tolist() == [len(y)]
+
+
 def test_an_if_on_a_condition_known_at_import_keeps_only_its_branch() -> None:
     then = _graph([helper.make_node("Neg", ["x"], ["t"])], [], [info("t", "float32", [3])])
     other = _graph([helper.make_node("Abs", ["x"], ["e"])], [], [info("e", "float32", [3])])

@@ -189,6 +189,22 @@ MODELS = (
             ("head.regression_head.bbox_reg", 0.3, 0.0),
         ),
     ),
+    WildModel(
+        "fasterrcnn_mobilenet_v3_large_320_fpn",
+        "torchvision",
+        # Every detection kept (no score threshold): the comparison covers 100 boxes.
+        _torchvision(
+            "detection.fasterrcnn_mobilenet_v3_large_320_fpn",
+            weights_backbone=None,
+            box_score_thresh=0.0,
+        ),
+        _image(320),
+        "Faster R-CNN detector (MobileNetV3 FPN, RoI pooling) at 320x320",
+        heads=(
+            ("roi_heads.box_predictor.cls_score", 1.5, 0.0),
+            ("roi_heads.box_predictor.bbox_pred", 0.3, 0.0),
+        ),
+    ),
 )
 
 

@@ -321,6 +321,17 @@ def output_shapes(
 #: Shape results a shape function remembers, by input shapes (then it starts over).
 CACHE_ENTRIES = 256
 
+#: Inputs read by value are part of the remembered key only up to this many elements:
+#: shape vectors and counts are short, while ``argwhere``'s condition can hold millions
+#: (turning RetinaNet's 1.3M scores into a key took 20 ms a call, and 256 such keys
+#: would hold gigabytes), and a count of them is cheaper than a lookup anyway.
+VALUE_KEY_LIMIT = 64
+
+
+def _unkeyed(values: Mapping[int, np.ndarray]) -> bool:
+    """Whether the inputs read by value are too long to remember results by."""
+    return any(v.size > VALUE_KEY_LIMIT for v in values.values())
+
 
 class ShapeFunction:
     """A validated shape function, called like a kernel: ``entry(*inputs, *outputs)``.
@@ -347,17 +358,28 @@ class ShapeFunction:
         """The output shapes and their sizes in bytes for ``input_shapes`` (and, for the
         inputs read by value, ``input_values``)."""
         values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
-        key = tuple(
-            tuple(values[k].reshape(-1).tolist()) if k in values else tuple(s)
-            for k, s in enumerate(input_shapes)
-        )
-        writes = self._lookup(key, values)
+        if _unkeyed(values):
+            shapes_in = [values[k].shape if k in values else s for k, s in enumerate(input_shapes)]
+            writes = self._writes(output_shapes(self.kernel, shapes_in, values))
+        else:
+            key = tuple(
+                tuple(values[k].reshape(-1).tolist()) if k in values else tuple(s)
+                for k, s in enumerate(input_shapes)
+            )
+            writes = self._lookup(key, values)
         return [shape for shape, _, _ in writes], [size for _, _, size in writes]
+
+    def _writes(self, shapes: Sequence[Shape]) -> list[tuple[Shape, tuple[int], int]]:
+        """Per output: its shape, the shape of the vector holding it, its size in bytes."""
+        return [
+            (shape, (len(shape),), sr.prod(shape) * itemsize)
+            for shape, itemsize in zip(shapes, self.itemsizes)
+        ]
 
     def _lookup(
         self, key: tuple, values: Mapping[int, Any] | None = None
     ) -> list[tuple[Shape, tuple[int], int]]:
-        """Per output: its shape, the shape of the vector holding it, its size in bytes.
+        """:meth:`_writes` for the inputs ``key`` describes, remembered.
 
         ``key`` holds each input's shape, or its flattened values for an input read by
         value (whose shape the description fixes)."""
@@ -370,10 +392,7 @@ class ShapeFunction:
                 shapes = output_shapes(self.kernel, shapes_in, values)
             else:
                 shapes = output_shapes(self.kernel, key)
-            writes = [
-                (shape, (len(shape),), sr.prod(shape) * itemsize)
-                for shape, itemsize in zip(shapes, self.itemsizes)
-            ]
+            writes = self._writes(shapes)
             if len(self._cache) >= CACHE_ENTRIES:
                 self._cache.clear()
             self._cache[key] = writes
@@ -390,15 +409,22 @@ class ShapeFunction:
         # Called on every run of a dynamic kernel, so the common case is a dictionary hit.
         if self.value_inputs:
             values = {k: arrays[k] for k in self.value_inputs}
-            key = tuple(
-                [
-                    tuple(a.reshape(-1).tolist()) if k in values else tuple(a.tolist())
+            if _unkeyed(values):
+                shapes_in = [
+                    a.shape if k in values else tuple(a.tolist())
                     for k, a in enumerate(arrays[:n_in])
                 ]
-            )
-            writes = self._cache.get(key)
-            if writes is None:
-                writes = self._lookup(key, values)
+                writes = self._writes(output_shapes(self.kernel, shapes_in, values))
+            else:
+                key = tuple(
+                    [
+                        tuple(a.reshape(-1).tolist()) if k in values else tuple(a.tolist())
+                        for k, a in enumerate(arrays[:n_in])
+                    ]
+                )
+                writes = self._cache.get(key)
+                if writes is None:
+                    writes = self._lookup(key, values)
         else:
             key = tuple([tuple(a.tolist()) for a in arrays[:n_in]])
             writes = self._cache.get(key)

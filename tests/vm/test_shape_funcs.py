@@ -27,6 +27,7 @@ from compiler.typing import infer_types
 from vm.kernels import KernelDescriptionError, supported_ops
 from vm.shape_funcs import (
     SHAPE_RULES,
+    VALUE_KEY_LIMIT,
     VALUE_RULES,
     ShapeFuncError,
     ShapeFunction,
@@ -349,6 +350,23 @@ def test_data_dependent_shape_function_reads_the_shape_tensor_itself() -> None:
         ShapeFuncError, match=r"dyn\.reshape: cannot reshape \(6,\) .*: 6 elements vs 8"
     ):
         function(np.array([6]), np.array([4, 2]), shape, size)
+
+
+def test_a_long_value_input_sizes_the_outputs_without_being_remembered() -> None:
+    # argwhere's condition (1.3M scores in RetinaNet) would cost more as a key than a count.
+    kernel = _kernel_description("argwhere", [((5000,), "bool")], {})
+    function = load_shape_function(shape_func_description(kernel))
+    shape = np.full(2, -1, dtype=np.int64)
+    size = np.array(-1, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    for density in (0.5, 0.0, 0.5, 1.0):
+        condition = rng.random(5000) < density
+        function(condition, shape, size)
+        count = int(condition.sum())
+        assert shape.tolist() == [count, 1] and size.item() == count * 4  # int32 rows
+        assert function.compute([(5000,)], {0: condition})[0] == [(count, 1)]
+    # The function is shared by every argwhere over a vector; short conditions may be kept.
+    assert all(len(key[0]) <= VALUE_KEY_LIMIT for key in function._cache)
 
 
 @pytest.mark.parametrize(

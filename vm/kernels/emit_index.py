@@ -48,9 +48,15 @@ SCATTER_ND_MODES = ("update", "add", "mul", "min", "max")
 
 
 def _checked(ctx: EmitCtx, value: str, size: str, detail: str) -> str:
-    """A fresh variable holding index ``value`` into an axis of ``size``, checked."""
-    name = ctx.src.fresh("j")
-    ctx.src.line(f"{name} = h.element_index({value}, {size}, {ctx.what(detail)})")
+    """A fresh variable holding index ``value`` into an axis of ``size``, negative ones
+    counted from the end; anything else outside the axis raises. Inline, so the common
+    path is two compares (a helper call per element cost more than the copy)."""
+    src, name = ctx.src, ctx.src.fresh("j")
+    src.line(f"{name} = np.int64({value})")
+    with src.block(f"if {name} < 0:"):
+        src.line(f"{name} += {size}")
+    with src.block(f"if {name} < 0 or {name} >= {size}:"):
+        src.line(f"h.index_out_of_range({ctx.what(detail)}, {value}, {size})")
     return name
 
 

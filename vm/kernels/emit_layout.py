@@ -734,7 +734,9 @@ def _dyn_broadcast_to_emit(ctx: EmitCtx) -> None:
     dims = ctx.arg_dims[0]
     with ctx.src.loops(ctx.out_dims[0]) as oi:
         offset = len(oi) - len(dims)
-        source = [f"{oi[offset + k]} % {d}" for k, d in enumerate(dims)]
+        # Each input size is 1 or the output's (checked above): min() picks 0 or the index
+        # without the division of a modulo (Faster R-CNN's 1.9M-element broadcast took 15 ms).
+        source = [f"min({oi[offset + k]}, {d} - 1)" for k, d in enumerate(dims)]
         ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
 
 

@@ -267,18 +267,12 @@ def take_index(i, n, mode):
 
 
 @register_jitable
-def element_index(i, n, what):
-    """Index ``i`` into an axis of size ``n``, counting from the end when negative (numpy's
-    and ONNX's rule for gathers and scatters); anything outside ``[-n, n)`` raises
-    ``IndexError`` naming ``what``, the index and the size."""
-    j = np.int64(i)
-    if j < 0:
-        j += n
-    if j < 0 or j >= n:
-        raise IndexError(
-            what + ": index " + str(np.int64(i)) + " is out of range for an axis of size " + str(n)
-        )
-    return j
+def index_out_of_range(what, i, n):
+    """Raise ``IndexError`` naming ``what``, index ``i`` and the axis size ``n`` (kernels
+    check gather and scatter indices inline and call this only for a bad one)."""
+    raise IndexError(
+        what + ": index " + str(np.int64(i)) + " is out of range for an axis of size " + str(n)
+    )
 
 
 @register_jitable

@@ -328,11 +328,6 @@ CACHE_ENTRIES = 256
 VALUE_KEY_LIMIT = 64
 
 
-def _unkeyed(values: Mapping[int, np.ndarray]) -> bool:
-    """Whether the inputs read by value are too long to remember results by."""
-    return any(v.size > VALUE_KEY_LIMIT for v in values.values())
-
-
 class ShapeFunction:
     """A validated shape function, called like a kernel: ``entry(*inputs, *outputs)``.
 
@@ -358,45 +353,44 @@ class ShapeFunction:
         """The output shapes and their sizes in bytes for ``input_shapes`` (and, for the
         inputs read by value, ``input_values``)."""
         values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
-        if _unkeyed(values):
-            shapes_in = [values[k].shape if k in values else s for k, s in enumerate(input_shapes)]
-            writes = self._writes(output_shapes(self.kernel, shapes_in, values))
-        else:
-            key = tuple(
-                tuple(values[k].reshape(-1).tolist()) if k in values else tuple(s)
-                for k, s in enumerate(input_shapes)
-            )
-            writes = self._lookup(key, values)
+        shapes = [values[k].shape if k in values else tuple(s) for k, s in enumerate(input_shapes)]
+        writes = self._by_value(shapes, values) if values else self._lookup(tuple(shapes), shapes)
         return [shape for shape, _, _ in writes], [size for _, _, size in writes]
 
-    def _writes(self, shapes: Sequence[Shape]) -> list[tuple[Shape, tuple[int], int]]:
-        """Per output: its shape, the shape of the vector holding it, its size in bytes."""
-        return [
-            (shape, (len(shape),), sr.prod(shape) * itemsize)
-            for shape, itemsize in zip(shapes, self.itemsizes)
-        ]
-
     def _lookup(
-        self, key: tuple, values: Mapping[int, Any] | None = None
+        self, key: tuple, shapes: Sequence[Shape], values: Mapping[int, Any] | None = None
     ) -> list[tuple[Shape, tuple[int], int]]:
-        """:meth:`_writes` for the inputs ``key`` describes, remembered.
-
-        ``key`` holds each input's shape, or its flattened values for an input read by
-        value (whose shape the description fixes)."""
+        """Per output: its shape, the shape of the vector holding it, its size in bytes;
+        remembered by ``key`` (the input shapes, and the values of inputs read by value)."""
         writes = self._cache.get(key)
         if writes is None:
-            if values:
-                shapes_in = [
-                    values[k].shape if k in values else shape for k, shape in enumerate(key)
-                ]
-                shapes = output_shapes(self.kernel, shapes_in, values)
-            else:
-                shapes = output_shapes(self.kernel, key)
-            writes = self._writes(shapes)
+            writes = self._writes(shapes, values)
             if len(self._cache) >= CACHE_ENTRIES:
                 self._cache.clear()
             self._cache[key] = writes
         return writes
+
+    def _writes(
+        self, shapes: Sequence[Shape], values: Mapping[int, Any] | None = None
+    ) -> list[tuple[Shape, tuple[int], int]]:
+        """:meth:`_lookup`'s result, computed."""
+        return [
+            (shape, (len(shape),), sr.prod(shape) * itemsize)
+            for shape, itemsize in zip(output_shapes(self.kernel, shapes, values), self.itemsizes)
+        ]
+
+    def _by_value(
+        self, shapes: Sequence[Shape], values: Mapping[int, np.ndarray]
+    ) -> list[tuple[Shape, tuple[int], int]]:
+        """:meth:`_lookup` for a kernel with inputs read by value, which are part of the key
+        only while they are short (see :data:`VALUE_KEY_LIMIT`)."""
+        if any(v.size > VALUE_KEY_LIMIT for v in values.values()):
+            return self._writes(shapes, values)
+        key = tuple(
+            tuple(values[k].reshape(-1).tolist()) if k in values else s
+            for k, s in enumerate(shapes)
+        )
+        return self._lookup(key, shapes, values)
 
     def entry(self, *arrays: np.ndarray) -> None:
         """Compute into the output arrays (the calling convention of kernel entries)."""
@@ -409,27 +403,15 @@ class ShapeFunction:
         # Called on every run of a dynamic kernel, so the common case is a dictionary hit.
         if self.value_inputs:
             values = {k: arrays[k] for k in self.value_inputs}
-            if _unkeyed(values):
-                shapes_in = [
-                    a.shape if k in values else tuple(a.tolist())
-                    for k, a in enumerate(arrays[:n_in])
-                ]
-                writes = self._writes(output_shapes(self.kernel, shapes_in, values))
-            else:
-                key = tuple(
-                    [
-                        tuple(a.reshape(-1).tolist()) if k in values else tuple(a.tolist())
-                        for k, a in enumerate(arrays[:n_in])
-                    ]
-                )
-                writes = self._cache.get(key)
-                if writes is None:
-                    writes = self._lookup(key, values)
+            shapes = [
+                a.shape if k in values else tuple(a.tolist()) for k, a in enumerate(arrays[:n_in])
+            ]
+            writes = self._by_value(shapes, values)
         else:
             key = tuple([tuple(a.tolist()) for a in arrays[:n_in]])
             writes = self._cache.get(key)
             if writes is None:
-                writes = self._lookup(key)
+                writes = self._lookup(key, key)
         k = n_in
         for shape, vector, size in writes:
             out = arrays[k]

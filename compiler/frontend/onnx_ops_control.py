@@ -107,9 +107,6 @@ def _if(node: NodeContext) -> list[Value]:
                 f"{b.dtype} tensor of rank {b.ndim} in else_branch; the branches of an If "
                 "must agree on dtype and rank"
             )
-        if _same_type(a.tensor, b.tensor):
-            types.append(a.tensor)
-            continue
         try:
             # Where one branch knows a size the other does not, the if has ``?`` there.
             types.append(join_tensors(a.tensor, b.tensor))

@@ -114,34 +114,22 @@ def product(
     a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
 ) -> None:
     """``out[...] = op(a) @ op(b)`` for 2-D operands (any strides), ``op`` transposing when
-    asked: cut as :func:`vm.kernels.gemm.partition` cuts it, each part one OpenBLAS call
-    (the calls :func:`vm.kernels.gemm.gemm` makes) when BLAS reads the operands in place,
-    else numpy's product of each part. The caller and the workers share the parts."""
-    x, y = (a.T if trans_a else a), (b.T if trans_b else b)
-    m, n = out.shape
-    k = x.shape[1]
-    rows, parts = gemm.partition.py_func(m, n, k)
-    # One task for a small product: each task costs GIL hand-overs.
-    per_task = parts if m * n * k < SPLIT_FLOPS else 1
+    asked. When BLAS reads the operands in place this is :func:`vm.kernels.gemm.gemm`,
+    shared with the polling workers without the GIL (the one way a product is split
+    between threads); else numpy's product on this thread."""
     first, second = _stored(a, trans_a), _stored(b, trans_b)
-    in_place = (
+    if (
         first is not None
         and second is not None
         and a.dtype == b.dtype == out.dtype
         and _fits(out)
         and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
-    )
+    ):
+        (pa, ta), (pb, tb) = first, second
+        _gemm(pa, pb, out, ta, tb)
+        return
     with threads.single_threaded_blas():
-        if in_place:
-            (pa, ta), (pb, tb) = first, second
-            tasks = [_call(_gemm_parts, pa, pb, out, ta, tb, i, min(i + per_task, parts))
-                     for i in range(0, parts, per_task)]  # fmt: skip
-        else:
-            extent = m if rows else n
-            cut = _rows if rows else _columns
-            ranges = [(0, extent)] if per_task > 1 else _fixed_ranges(extent, parts)
-            tasks = [cut(x, y, out, lo, hi) for lo, hi in ranges]
-        threads.run(tasks)
+        np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -150,74 +138,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit(nogil=True, cache=True)
-def _gemm_parts(a, b, out, trans_a, trans_b, first, last):
-    """:func:`vm.kernels.gemm.gemm_parts`, cached on disk (called from Python)."""
-    gemm.gemm_parts(a, b, out, trans_a, trans_b, first, last)
-
-
-def _columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
-    return lambda: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
-
-
-def _rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
-    return lambda: np.matmul(a[lo:hi], b, out=out[lo:hi])
-
-
-def batch_matmul(
-    a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
-) -> None:
-    """``out[i] = op(a[i or 0]) @ op(b[i or 0])`` for 3-D stacks (a batch of 1
-    broadcasts), ``op`` swapping the last two axes when asked; each product cut as
-    :func:`product` cuts it."""
-    batch = out.shape[0]
-
-    def operands(i: int) -> tuple[np.ndarray, np.ndarray]:
-        return a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0]
-
-    k = a.shape[1] if trans_a else a.shape[2]
-    if batch == 1 or out[0].size * k >= SPLIT_FLOPS:
-        for i in range(batch):
-            product(*operands(i), out[i], trans_a, trans_b)
-        return
-    # Images of the batch to each thread, each product whole on one thread in the cuts of
-    # product() (which the items' strides decide alike for all).
-    first, second = operands(0)
-    stored = (_stored(first, trans_a), _stored(second, trans_b))
-    in_place = stored[0] is not None and stored[1] is not None
-    in_place = in_place and a.dtype == b.dtype == out.dtype and _fits(out[0])
-    in_place = in_place and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
-    with threads.single_threaded_blas():
-        flops = out.size * k
-        if in_place:
-            x = a if stored[0][1] == trans_a else a.transpose((0, 2, 1))
-            y = b if stored[1][1] == trans_b else b.transpose((0, 2, 1))
-            tasks = [_call(_batch_parts, x, y, out, stored[0][1], stored[1][1], lo, hi)
-                     for lo, hi in _ranges(batch, flops)]  # fmt: skip
-        else:
-            x = a.transpose((0, 2, 1)) if trans_a else a
-            y = b.transpose((0, 2, 1)) if trans_b else b
-            tasks = [_batch(x, y, out, lo, hi) for lo, hi in _ranges(batch, flops)]
-        threads.run(tasks)
-
-
-@njit(nogil=True, cache=True)
-def _batch_parts(a, b, out, trans_a, trans_b, lo, hi):
-    """Products ``lo:hi`` of :func:`batch_matmul`, each in every part of its cut on this
-    thread (cached on disk: called from Python)."""
-    for i in range(lo, hi):
-        x, y = a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0]
-        m, n = out.shape[1], out.shape[2]
-        k = x.shape[0] if trans_a else x.shape[1]
-        gemm.gemm_parts(x, y, out[i], trans_a, trans_b, 0, gemm.partition(m, n, k)[1])
-
-
-def _batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, lo: int, hi: int):
-    def task() -> None:
-        x = a[lo:hi] if a.shape[0] > 1 else a
-        y = b[lo:hi] if b.shape[0] > 1 else b
-        np.matmul(x, y, out=out[lo:hi])
-
-    return task
+def _gemm(a, b, out, trans_a, trans_b):
+    """:func:`vm.kernels.gemm.gemm`, cached on disk: called from Python, it would otherwise
+    compile in every process (about 2 s)."""
+    gemm.gemm(a, b, out, trans_a, trans_b)
 
 
 def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
@@ -252,8 +176,7 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
                            cols[lo * taps : hi * taps], kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                            out_w, 0, out_h) for lo, hi in chunks]
                 )  # fmt: skip
-            if not _product_without_gil(weights, source, out):
-                product(weights, source, out)
+            product(weights, source, out)
             return
 
         fill = conv_loops.im2col_strided if kw > 2 * sw > 2 else conv_loops.im2col
@@ -270,17 +193,6 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
 
         # The chunks cut the product's columns: as many whatever the number of threads.
         threads.run([rows(r0, r1) for r0, r1 in _fixed_ranges(out_h, gemm.PRODUCT_PARTS)])
-
-
-@njit(nogil=True, cache=True)
-def _product_without_gil(a, b, out):
-    """``out = a @ b`` by :func:`gemm.gemm` (shared with polling workers); False, doing
-    nothing, if BLAS cannot read an operand in place. Cached on disk: called from Python,
-    it would otherwise compile in every process (about 2 s)."""
-    if gemm.fits(a) and gemm.fits(b) and gemm.fits(out):
-        gemm.gemm(a, b, out, False, False)
-        return True
-    return False
 
 
 def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
@@ -570,16 +482,6 @@ def conv_transpose_columns(w, c0, c1, x, n, cols) -> None:
 # --- the entry points compiled code calls ------------------------------------------------------
 
 
-def _product(x, y, out, transpose_x, transpose_y) -> None:
-    product(x, y, out, bool(transpose_x), bool(transpose_y))
-
-
-def _matmul(x, y, out, transpose_x, transpose_y) -> None:
-    batch_matmul(x, y, out, bool(transpose_x), bool(transpose_y))
-
-
-_PRODUCT = bridge.register("blas.product", _product, 3)
-_MATMUL = bridge.register("blas.matmul", _matmul, 3)
 _CONV_IMAGE = bridge.register("blas.conv_image", conv_image, 3)
 _CONV_PACKED = bridge.register("blas.conv_packed", conv_packed, 3)
 _CONV_WINOGRAD = bridge.register("blas.conv_winograd", conv_winograd, 3)
@@ -591,21 +493,19 @@ _CONV_TRANSPOSE_IMAGE = bridge.register("blas.conv_transpose_image", conv_transp
 
 @njit(nogil=True)
 def product_into(x, y, out, transpose_x, transpose_y):
-    """``out[...] = op(x) @ op(y)`` for 2-D C-contiguous operands, ``op`` transposing when
-    asked: ``nn.dense`` is ``product_into(x, w, out, False, True)``."""
-    m, n = out.shape
-    k = x.shape[0] if transpose_x else x.shape[1]
-    small = m * n * k < SPLIT_FLOPS
-    if (small or jobs.polling()) and gemm.fits(x) and gemm.fits(y) and gemm.fits(out):
+    """``out[...] = op(x) @ op(y)`` for 2-D float32 or float64 operands, ``op`` transposing
+    when asked: ``nn.dense`` is ``product_into(x, w, out, False, True)``. Without the GIL,
+    shared with the polling workers when big (:func:`vm.kernels.gemm.gemm`)."""
+    if not gemm.fits(x):
+        x = np.ascontiguousarray(x)
+    if not gemm.fits(y):
+        y = np.ascontiguousarray(y)
+    if gemm.fits(out):
         gemm.gemm(x, y, out, transpose_x, transpose_y)
-        return
-    block = np.empty(32, np.int64)
-    at = bridge.put(block, 1, x)
-    at = bridge.put(block, at, y)
-    at = bridge.put(block, at, out)
-    block[at] = 1 if transpose_x else 0
-    block[at + 1] = 1 if transpose_y else 0
-    bridge.invoke(_PRODUCT, block, at + 2)
+    else:
+        result = np.empty(out.shape, out.dtype)
+        gemm.gemm(x, y, result, transpose_x, transpose_y)
+        out[...] = result
 
 
 @njit(nogil=True)
@@ -628,26 +528,16 @@ def packed_into(x, w, out):
 
 @njit(nogil=True)
 def matmul_into(x, y, out, transpose_x, transpose_y):
-    """``out[...] = op(x) @ op(y)`` for 3-D stacks, ``op`` swapping the last two axes when
-    asked; a batch of 1 broadcasts."""
-    batch, m, n = out.shape
-    k = x.shape[1] if transpose_x else x.shape[2]
-    if batch * m * n * k < SPLIT_FLOPS or jobs.polling():
-        for i in range(batch):
-            a = x[i if x.shape[0] > 1 else 0]
-            b = y[i if y.shape[0] > 1 else 0]
-            if not (gemm.fits(a) and gemm.fits(b) and gemm.fits(out[i])):
-                break
-            gemm.gemm(a, b, out[i], transpose_x, transpose_y)
-        else:
-            return
-    block = np.empty(32, np.int64)
-    at = bridge.put(block, 1, x)
-    at = bridge.put(block, at, y)
-    at = bridge.put(block, at, out)
-    block[at] = 1 if transpose_x else 0
-    block[at + 1] = 1 if transpose_y else 0
-    bridge.invoke(_MATMUL, block, at + 2)
+    """``out[...] = op(x) @ op(y)`` for 3-D float32 or float64 stacks, ``op`` swapping the
+    last two axes when asked; a stack of one item broadcasts. Without the GIL, the items
+    or their parts shared with the polling workers (:func:`vm.kernels.gemm.batched`)."""
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    if out.flags.c_contiguous:
+        gemm.batched(x, y, out, transpose_x, transpose_y)
+    else:
+        result = np.empty(out.shape, out.dtype)
+        gemm.batched(x, y, result, transpose_x, transpose_y)
+        out[...] = result
 
 
 @njit(nogil=True)
@@ -732,7 +622,7 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 #: symbol left out fails the kernel's link.
 NEEDS = {
     "product_into": jobs.Needs(kinds=(jobs.BLAS,)),
-    "matmul_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "matmul_into": jobs.Needs(kinds=(jobs.BLAS, jobs.BATCHED)),
     "packed_into": jobs.Needs((jobs.PACKED,), ("relayvm_packed",)),
     "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
     "conv_packed_into": jobs.Needs(

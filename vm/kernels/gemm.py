@@ -590,6 +590,61 @@ def gemm_parts(a, b, out, trans_a, trans_b, first, last):
     _blas_threads(previous)
 
 
+#: Items from which a stack of products is shared by items (each item whole on one thread,
+#: in :func:`partition`'s cuts) rather than each item by its parts: one job for the stack
+#: instead of a job per item (an attention layer's heads), with a chunk or more per thread.
+BATCH_ITEMS = 4
+
+
+@njit(nogil=True)
+def batched(a, b, out, trans_a, trans_b):
+    """``out[i] = op(a[i or 0]) @ op(b[i or 0])`` for 3-D float32 or float64 stacks whose
+    items :func:`fits` (a stack of one item broadcasts), ``op`` swapping the last two axes
+    when asked; without the GIL. From :data:`BATCH_ITEMS` items on, the polling workers
+    share the items, else each item's parts (:func:`gemm`). Either way an item is cut as
+    :func:`partition` cuts it, so the result does not depend on who computes what."""
+    batch, m, n = out.shape
+    k = a.shape[1] if trans_a else a.shape[2]
+    if batch == 0 or m == 0 or n == 0:
+        return
+    if k == 0:
+        out[...] = 0
+        return
+    work = batch * m * n * k
+    if batch >= BATCH_ITEMS and work >= PARALLEL_FLOPS:
+        # A broadcast stack steps by 0 bytes from item to item.
+        step_a = a.strides[0] if a.shape[0] > 1 else 0
+        step_b = b.strides[0] if b.shape[0] > 1 else 0
+        words = (a.ctypes.data, b.ctypes.data, out.ctypes.data, m, n, k, leading(a[0]),
+                 leading(b[0]), leading(out[0]), _TRANS if trans_a else _NO_TRANS,
+                 _TRANS if trans_b else _NO_TRANS, out.itemsize, step_a, step_b,
+                 out.strides[0], batch)  # fmt: skip
+        arguments = np.array([np.int64(w) for w in literal_unroll(words)])
+        if jobs.share(jobs.BATCHED, batch, arguments, work):
+            return
+    for i in range(batch):
+        gemm(a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0], out[i], trans_a,
+             trans_b)  # fmt: skip
+
+
+@jobs.chunk(jobs.BATCHED)
+def _batched_chunk(slot, index, parts):
+    """Items ``index`` of ``parts`` of the stack :func:`batched` shares, each item in every
+    part of its :func:`partition` cut, with OpenBLAS on this thread only."""
+    a = jobs.argument
+    batch = a(slot, 15)
+    m, n, k = a(slot, 3), a(slot, 4), a(slot, 5)
+    rows, cuts = partition(m, n, k)
+    previous = _blas_threads(1)
+    for item in range(batch * index // parts, batch * (index + 1) // parts):
+        product = (a(slot, 9), a(slot, 10), m, n, k, a(slot, 0) + item * a(slot, 12),
+                   a(slot, 6), a(slot, 1) + item * a(slot, 13), a(slot, 7),
+                   a(slot, 2) + item * a(slot, 14), a(slot, 8), a(slot, 11))  # fmt: skip
+        for part in range(cuts):
+            _blas_part(product, rows, part, cuts)
+    _blas_threads(previous)
+
+
 @njit(nogil=True)
 def whole(a, b, out):
     """``out[...] = a @ b`` for 2-D float32 or float64 arrays that :func:`fits`, in one

@@ -21,7 +21,7 @@ table, which the threads taking chunks call through. So a process compiles the c
 code of the kinds its kernels use and no other: the kernel loader requires, for each
 kernel, what the library entry points it calls need (:class:`Needs`, in tables beside
 those entry points). A kind's number is its place in one fixed table (:data:`BLAS` ...
-:data:`MAX_POOL`), since it is compiled into the callers' machine code. Posting a kind
+:data:`BATCHED`), since it is compiled into the callers' machine code. Posting a kind
 whose chunk code is not registered shares nothing (the caller computes the job alone, as
 when no worker polls) and is counted (:func:`unregistered_posts`), so that a missing
 requirement shows instead of making a model silently single-threaded.
@@ -80,7 +80,7 @@ _INDEX_MASK = (1 << 32) - 1
 #: The kinds of job. The numbers are compiled into every caller (and kept in numba's disk
 #: cache): a new kind takes the next free number.
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
-DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE = 6, 7, 8, 9
+DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.gemm",
@@ -93,6 +93,7 @@ OWNERS = {
     DEPTHWISE_CHANNELS: "vm.kernels.depthwise",
     MAX_POOL: "vm.kernels.pool_loops",
     POINTWISE: "vm.kernels.pointwise",
+    BATCHED: "vm.kernels.gemm",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

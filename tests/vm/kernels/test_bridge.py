@@ -28,7 +28,7 @@ import sys
 for name in sys.argv[1:]:
     __import__(name)
 from vm.kernels import blas, pool_loops
-print(blas._CONV_PACKED, blas._MATMUL, pool_loops._MAX_POOL, pool_loops._AVG_POOL)
+print(blas._CONV_PACKED, blas._CONV_IMAGE, pool_loops._MAX_POOL, pool_loops._AVG_POOL)
 """
 
 

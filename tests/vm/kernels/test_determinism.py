@@ -2,8 +2,8 @@
 
 Returns group: a product, a Winograd convolution's planes and a batch of products have the
 same bits whether polling workers share them or the caller does them alone (another job
-holding the shared slot), and whether compiled code or the threads' Python tasks cut
-them; programs built with ``compiler.relay`` at opt_level 3 (a Winograd convolution, a
+holding the shared slot), and a product called from Python has the bits of the compiled
+one; programs built with ``compiler.relay`` at opt_level 3 (a Winograd convolution, a
 packed one, dense layers by packed and by run-time weights, a batch of products, a small
 ResNet-style network) give the same bits on one thread and on two, on every run, workers
 awake or asleep. ``RELAYVM_DETERMINISM_RUNS`` sets the runs per program and thread
@@ -64,34 +64,38 @@ def _operands(m: int, n: int, k: int, ta: bool, tb: bool) -> tuple[np.ndarray, n
 
 
 # Shapes of ResNet-18's Winograd planes and of dense layers (cut by rows or columns), most
-# of whose OpenBLAS bits depend on the cut (the last two above the size from which Python
-# tasks cut a product).
+# of whose OpenBLAS bits depend on the cut.
 PRODUCTS = [(64, 196, 64, False, False), (32, 100, 32, False, False),
             (8, 256, 512, False, True), (300, 64, 128, True, False),
             (30, 70, 1000, False, False), (30, 70, 1000, True, True)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("m", "n", "k", "ta", "tb"), PRODUCTS)
-def test_a_product_has_the_same_bits_cut_into_python_tasks_or_in_compiled_code(m, n, k, ta, tb):
+def test_a_product_from_python_has_the_bits_of_the_compiled_one(m, n, k, ta, tb):
     a, b = _operands(m, n, k, ta, tb)
     compiled = np.full((m, n), np.nan, "float32")
     with _slot_held():
         _gemm(a, b, compiled, ta, tb)
-    tasks = np.full((m, n), np.nan, "float32")
-    blas._product(a, b, tasks, ta, tb)  # what compiled code's bridge calls
-    np.testing.assert_array_equal(_bits(tasks), _bits(compiled))
+    python = np.full((m, n), np.nan, "float32")
+    blas.product(a, b, python, ta, tb)  # what the Python convolution paths call
+    np.testing.assert_array_equal(_bits(python), _bits(compiled))
 
 
-def test_a_batch_of_products_has_the_same_bits_in_python_tasks_or_in_compiled_code():
+@needs_workers
+def test_a_batch_of_products_has_the_same_bits_shared_by_items_or_each_alone():
     a = RNG.standard_normal((6, 96, 128)).astype("float32")
     b = RNG.standard_normal((1, 64, 128)).astype("float32")
-    compiled = np.full((6, 96, 64), np.nan, "float32")
+    alone = np.full((6, 96, 64), np.nan, "float32")
     with _slot_held():
         for i in range(6):
-            _gemm(a[i], b[0], compiled[i], False, True)
-    tasks = np.full((6, 96, 64), np.nan, "float32")
-    blas._matmul(a, b, tasks, False, True)
-    np.testing.assert_array_equal(_bits(tasks), _bits(compiled))
+            _gemm(a[i], b[0], alone[i], False, True)
+    shared = np.full((6, 96, 64), np.nan, "float32")
+
+    def check() -> None:
+        np.testing.assert_array_equal(_bits(shared), _bits(alone))
+        shared[...] = np.nan
+
+    assert_shared(lambda: blas.matmul_into(a, b, shared, False, True), check)
 
 
 @needs_workers

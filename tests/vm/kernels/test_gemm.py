@@ -2,10 +2,11 @@
 
 Returns: ``gemm`` equals numpy for both float dtypes, every transpose combination, single
 rows and columns, strided rows and empty operands; OpenBLAS's per-thread thread count is
-the same after a call as before; the blas entry points take the direct path below the
-split size and give the same answers as the threaded path above it; the numpy fallback
+the same after a call as before; the blas entry points equal numpy for small and big
+products, operands BLAS cannot read in place and broadcast stacks; the numpy fallback
 used when OpenBLAS is missing computes the same products through its C signature.
-Products big enough to share give the same answers when workers poll, when several
+Products and stacks of products big enough to share give the same answers (a stack's
+items bit for bit those computed alone) when workers poll, when several
 threads share at once, after a worker slept and was woken, and in a forked child.
 """
 
@@ -103,24 +104,50 @@ def test_the_thread_count_is_restored_after_a_call():
 
 @pytest.mark.parametrize("m", [1, 64])
 @pytest.mark.parametrize(("ta", "tb"), [(False, True), (False, False), (True, False), (True, True)])
-def test_product_into_agrees_on_both_sides_of_the_split(m, ta, tb):
+def test_product_into_equals_numpy_small_and_big(m, ta, tb):
     x = RNG.standard_normal((m, 784)).astype("float32")
     w = RNG.standard_normal((512, 784)).astype("float32")
     out = np.empty((m, 512), "float32")
-    assert (m * 512 * 784 < blas.SPLIT_FLOPS) == (m == 1)
     left = np.ascontiguousarray(x.T) if ta else x
     right = w if tb else np.ascontiguousarray(w.T)
     blas.product_into(left, right, out, ta, tb)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("batch_x", "batch_y"), [(3, 3), (1, 3), (3, 1)])
-def test_small_batch_matmul_broadcasts_a_batch_of_one(batch_x, batch_y):
+def test_product_into_copies_operands_blas_cannot_read_in_place():
+    x = RNG.standard_normal((6, 10)).astype("float64")
+    y = RNG.standard_normal((10, 8)).astype("float64")
+    out = np.full((8, 6), np.nan)
+    blas.product_into(x[:, ::2], y[::2], out.T, False, False)  # strided columns, strided out
+    np.testing.assert_allclose(out.T, x[:, ::2] @ y[::2], rtol=1e-12)
+
+
+@pytest.mark.parametrize(("batch_x", "batch_y"), [(3, 3), (1, 3), (3, 1), (6, 6), (1, 6)])
+def test_batch_matmul_broadcasts_a_batch_of_one(batch_x, batch_y):
+    batch = max(batch_x, batch_y)
     x = RNG.standard_normal((batch_x, 9, 5)).astype("float64")
     y = RNG.standard_normal((batch_y, 7, 5)).astype("float64")
-    out = np.empty((3, 9, 7))
+    out = np.empty((batch, 9, 7))
     blas.matmul_into(x, y, out, False, True)
     np.testing.assert_allclose(out, x @ y.transpose(0, 2, 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize(("ta", "tb"), [(False, False), (True, False), (False, True), (True, True)])
+def test_batch_matmul_equals_numpy_with_every_transpose(ta, tb):
+    x = RNG.standard_normal((12, 64, 48)).astype("float32")
+    y = RNG.standard_normal((12, 48, 40)).astype("float32")
+    out = np.full((12, 64, 40), np.nan, "float32")
+    left = np.ascontiguousarray(x.transpose(0, 2, 1)) if ta else x
+    right = np.ascontiguousarray(y.transpose(0, 2, 1)) if tb else y
+    blas.matmul_into(left, right, out, ta, tb)
+    np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_an_empty_batch_matmul_depth_gives_zeros():
+    out = np.full((5, 3, 4), np.nan, "float32")
+    blas.matmul_into(np.empty((5, 3, 0), "float32"), np.empty((1, 0, 4), "float32"), out,
+                     False, False)  # fmt: skip
+    assert (out == 0).all()
 
 
 @pytest.mark.parametrize(("ta", "tb"), [(False, False), (True, True)])
@@ -156,6 +183,25 @@ def test_shared_products_equal_numpy(m, n, k, ta, tb):
     assert_shared(
         shared_run, lambda: np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
     )
+
+
+@needs_workers
+@pytest.mark.parametrize(("batch", "broadcast"), [(12, None), (8, "a"), (5, "b")])
+def test_a_shared_batch_matmul_equals_each_item_computed_alone(batch, broadcast):
+    # Items shared between threads are cut as one thread cuts them: bit for bit equal.
+    x = RNG.standard_normal((1 if broadcast == "a" else batch, 128, 64)).astype("float32")
+    y = RNG.standard_normal((1 if broadcast == "b" else batch, 96, 64)).astype("float32")
+    alone = np.empty((batch, 128, 96), "float32")
+    for i in range(batch):
+        _gemm(x[min(i, len(x) - 1)], y[min(i, len(y) - 1)], alone[i], False, True)
+    out = np.empty_like(alone)
+    blas.matmul_into(x, y, out, False, True)  # compiled before the workers are woken
+
+    def shared_run() -> None:
+        out[...] = np.nan
+        blas.matmul_into(x, y, out, False, True)
+
+    assert_shared(shared_run, lambda: np.testing.assert_array_equal(out, alone))
 
 
 @needs_workers

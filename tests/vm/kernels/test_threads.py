@@ -108,7 +108,7 @@ def test_split_products_equal_numpy(m: int, k: int, n: int) -> None:
     stack_a = RNG.standard_normal((6, 40, 300)).astype("float64")
     stack_b = RNG.standard_normal((1, 300, 50)).astype("float64")
     stacked = np.empty((6, 40, 50))
-    blas.batch_matmul(stack_a, stack_b, stacked)
+    blas.matmul_into(stack_a, stack_b, stacked, False, False)
     np.testing.assert_allclose(stacked, stack_a @ stack_b, rtol=1e-10)
 
 

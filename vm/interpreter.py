@@ -282,7 +282,7 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     except HookError as error:
         raise vm_error(program, code, pc, regs, error) from error.original
     except Exception as error:
-        bridge = sys.modules.get("vm.kernels.bridge")
+        bridge = sys.modules.get("vm.kernels.runtime.bridge")
         if bridge is not None and isinstance(error, bridge.Interrupted):
             # A kernel's call into Python was interrupted: raise what interrupted it
             # (Ctrl-C's KeyboardInterrupt), not the stand-in compiled code could raise.
@@ -1089,7 +1089,8 @@ def _check_memory_cfg(memory_cfg: Any) -> None:
 
 
 def kernel_threads() -> int:
-    """How many threads kernels may use (``RELAYVM_NUM_THREADS``, see vm.kernels.threads)."""
-    from vm.kernels import threads  # deferred: numba, until kernels run
+    """How many threads kernels may use (``RELAYVM_NUM_THREADS``, see
+    :mod:`vm.kernels.runtime.threads`)."""
+    from vm.kernels.runtime import threads  # deferred: numba, until kernels run
 
     return threads.threads()

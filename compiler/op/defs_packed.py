@@ -8,7 +8,7 @@ A weight in the ``NC{n}n`` layout is a ``(units, in_features)`` matrix cut into 
 ``n`` output features, each stored feature-major: shape ``(ceil(units / n), in_features,
 n)``, element ``[p, k, j]`` being row ``p * n + j``, column ``k``; rows past ``units`` are
 zero. The runtime's product kernel reads such panels in order (see
-:mod:`vm.kernels.packed`), so when the weight is a constant ``AlterOpLayout`` writes
+:mod:`vm.kernels.runtime.packed`), so when the weight is a constant ``AlterOpLayout`` writes
 
 - ``nn.dense(x, w)`` as ``nn.contrib_dense_pack(x, layout_transform(w, "NC", "NC32n"),
   units=...)``;
@@ -44,8 +44,8 @@ from compiler.op.defs_nn import dense_features
 from compiler.op.defs_window import pair
 from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
-from vm.kernels import panels
-from vm.kernels.panels import PANEL
+from vm.kernels.runtime import panels
+from vm.kernels.runtime.panels import PANEL
 
 TRANSFORM = "layout_transform"
 DENSE_PACK = "nn.contrib_dense_pack"

@@ -26,12 +26,12 @@ weights:
           data, layout_transform(reshape(weight, (O, -1)), "NC", "NC32n"), channels=O, ...)
 
   im2col and a product by the weight packed in 32-wide panels, in register tiles
-  (``vm.kernels.packed``) instead of OpenBLAS, which re-packs the weight on every call
+  (``vm.kernels.runtime.packed``) instead of OpenBLAS, which re-packs the weight on every call
   (faster on every ResNet-18 layer; benchmarks/NOTES.md).
 * A float32 ``nn.dense`` with a constant weight of at least :data:`MIN_DENSE_WEIGHTS`
   elements becomes ``nn.contrib_dense_pack(data, layout_transform(weight, "NC",
   "NC32n"), units=...)``: the runtime multiplies by weights packed in 32-wide panels in
-  register tiles (``vm.kernels.packed``), where OpenBLAS would re-pack the weight on
+  register tiles (``vm.kernels.runtime.packed``), where OpenBLAS would re-pack the weight on
   every call (faster on an MLP's products, as fast for a single row; figures in
   benchmarks/NOTES.md). A float64 one becomes
   ``nn.matmul(data, transpose(weight))``: BLAS multiplies by a row-major
@@ -58,7 +58,7 @@ from compiler.op.defs_window import padding4, pair
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
-from vm.kernels import panels
+from vm.kernels.runtime import panels
 
 __all__ = ["AlterOpLayout", "alter_op_layout"]
 
@@ -71,7 +71,7 @@ MIN_TILES = 40
 #: Fewest multiply-adds per output element (input channels times kernel taps) for which a
 #: convolution's product runs by its packed weight: every ResNet-18 layer gains, and so do
 #: MobileNet's thin layers (16 to 96 channels 1x1, 3 to 32 channels 3x3), 1.3-4x, once
-#: 1x1 convolutions run pointwise (``vm.kernels.pointwise``; benchmarks/NOTES.md).
+#: 1x1 convolutions run pointwise (``vm.kernels.runtime.pointwise``; benchmarks/NOTES.md).
 MIN_PACKED_DEPTH = 8
 #: Fewest weight elements for which a dense layer is given a packed or transposed weight:
 #: smaller products go to BLAS by the ``(units, in_features)`` weight as it is (or, below

@@ -21,7 +21,7 @@ import pytest
 
 import vm
 from compiler import relay
-from vm.kernels import bridge
+from vm.kernels.runtime import bridge
 
 RNG = np.random.default_rng(13)
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-3}

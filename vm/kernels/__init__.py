@@ -9,10 +9,17 @@ machine code on disk (:func:`cache_dir`) so later processes load it without comp
 Kernels use destination-passing style: call ``kernel.entry(*inputs, *outputs)`` with
 outputs the caller allocated.
 
+The package has two halves. The generator lives here: descriptions
+(:mod:`~vm.kernels.description`), the operator table and its rules (:mod:`~vm.kernels.table`,
+:mod:`~vm.kernels.rules`, the ``emit_*`` modules), the source builder and code generator
+(:mod:`~vm.kernels.source`, :mod:`~vm.kernels.codegen`), and the cache and loader
+(:mod:`~vm.kernels.cache`, :mod:`~vm.kernels.library`). What generated kernels call while
+they run lives in :mod:`vm.kernels.runtime`.
+
 Kernels are compiled without numba's ``parallel=True``: big matrix products, convolutions
 and pools are split between the calling thread and a small pool of worker threads of
-their own (:mod:`vm.kernels.threads`; ``RELAYVM_NUM_THREADS`` sets the count), so any
-number of virtual machines may run kernels from any number of threads.
+their own (:mod:`vm.kernels.runtime.threads`; ``RELAYVM_NUM_THREADS`` sets the count), so
+any number of virtual machines may run kernels from any number of threads.
 """
 
 from vm.kernels.cache import cache_dir

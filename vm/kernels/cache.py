@@ -1,7 +1,7 @@
 """The on-disk kernel cache: where it lives, writing generated modules, importing them, and
 checking every cached byte before it is loaded.
 
-Runtime layer (``vm.kernels``); standard library and numba's caching machinery.
+Runtime layer, kernel generator (``vm.kernels``); standard library and numba's caching machinery.
 
 Each kernel is a generated module ``<cache_dir>/kernels/k_<key>.py``; numba keeps its
 compiled code in ``__pycache__`` beside it (``cache=True``). The library's own cached

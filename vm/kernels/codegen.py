@@ -1,7 +1,7 @@
 """Kernel code generation: a validated description becomes the source of one numba module.
 
-Runtime layer (``vm.kernels``); standard library only (the generated code imports numpy,
-numba, and the modules of :data:`LIBRARY_ALIASES` it calls).
+Runtime layer, kernel generator (``vm.kernels``); standard library only (the generated code imports
+numpy, numba, and the modules of :data:`LIBRARY_ALIASES` it calls).
 
 The module holds one ``@numba.njit`` function ``kernel(in0, ..., out0, ...)`` with an
 explicit signature (C-contiguous arrays of the declared dtypes and ranks) in
@@ -61,12 +61,13 @@ from vm.kernels.table import get_rule
 #: Bump when generated code changes meaning in a way the library hash would not catch.
 CODEGEN_VERSION = 1
 
-#: The library modules generated code calls (modules of ``vm.kernels``), by the name the
-#: emitters call them under. A kernel imports only those it calls: importing one compiles
-#: nothing, but what its entry points need is compiled for each kernel that calls them
-#: (see :func:`library_calls`).
+#: The runtime modules generated code calls (modules of ``vm.kernels.runtime``), by the
+#: name the emitters call them under. A kernel imports only those it calls: importing one
+#: compiles nothing, but what its entry points need is compiled for each kernel that calls
+#: them (see :func:`library_calls`).
 LIBRARY_ALIASES = {
-    "blas": "blas",
+    "products": "products",
+    "convolution": "convolution",
     "cv": "conv_loops",
     "dwc": "depthwise",
     "pool": "pool_loops",
@@ -79,9 +80,9 @@ _REFERENCE = re.compile(r"(?<![\w.])(" + "|".join(LIBRARY_ALIASES) + r")\.([A-Za
 
 def library_calls(source: str) -> set[tuple[str, str]]:
     """The library functions generated ``source`` refers to outside comments, as
-    ``(module, function)`` pairs, the module named as in ``vm.kernels`` (``("blas",
-    "product_into")``). A quoted message mentioning ``blas.x`` would add a pair too, which
-    costs an import at worst."""
+    ``(module, function)`` pairs, the module named as in ``vm.kernels.runtime``
+    (``("products", "product_into")``). A quoted message mentioning ``products.x`` would
+    add a pair too, which costs an import at worst."""
     found = set()
     for line in source.splitlines():
         if not line.lstrip().startswith("#"):
@@ -656,7 +657,7 @@ class _Generator:
         ]
         used = {module for module, _ in library_calls("\n".join(self.src.lines))}
         imports = [
-            f"from vm.kernels import {module}" + ("" if alias == module else f" as {alias}")
+            f"from vm.kernels.runtime import {module}" + ("" if alias == module else f" as {alias}")
             for alias, module in LIBRARY_ALIASES.items()
             if module in used
         ]

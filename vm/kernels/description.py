@@ -1,6 +1,6 @@
 """Validation of kernel descriptions: the structured, plain-data form a primitive is saved in.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 The format is defined in :mod:`vm.program`. A description comes from a file and is
 untrusted, so :func:`parse_description` checks every field (types, value indices,

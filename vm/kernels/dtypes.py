@@ -1,6 +1,7 @@
 """Dtype tables for the kernel library: which dtypes kernels accept and how numba sees them.
 
-Runtime layer (``vm.kernels``); standard library and the dtype list of ``serialization``.
+Runtime layer, kernel generator (``vm.kernels``); standard library and the dtype list of
+``serialization``.
 
 Every tensor has a *storage* type (the element type of the numba array the kernel is
 given) and a *compute* type (the scalar type arithmetic happens in). They are the same

@@ -1,6 +1,7 @@
 """Kernel rules for nn.leaky_relu, nn.prelu and nn.dropout.
 
-Runtime layer (``vm.kernels``); imports numpy (to round ``alpha`` to the data's dtype).
+Runtime layer, kernel generator (``vm.kernels``); imports numpy (to round ``alpha`` to the data's
+dtype).
 
 ``nn.leaky_relu`` and ``nn.prelu`` are elementwise (``x if x > 0 else alpha * x``, the
 product in the data's dtype), so they fuse into the loops of their neighbours and into

@@ -1,29 +1,27 @@
 """Kernel rules for nn.conv2d, nn.conv2d_transpose and the contrib convolutions by
 transformed weights (NCHW data; OIHW / IOHW weights).
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 A float convolution runs image by image, each image one call through
-:mod:`vm.kernels.bridge` to :func:`vm.kernels.blas.conv_image`: per group, im2col plus one
-matrix product through BLAS (the 1x1, stride-1, unpadded case multiplies the input itself,
-without a copy), both split between threads by output rows; direct loops, split by
-groups, when every group reads a single input channel (depthwise). Ungrouped 3x3,
-stride-1 convolutions with enough channels and output use Winograd F(2x2, 3x3) instead
-(:mod:`vm.kernels.winograd`), which needs 2.25 times fewer multiplications.
-Float convolutions with ``groups > 1`` whose groups read few channels (depthwise,
-ResNeXt-style) run direct vectorized loops instead (:mod:`vm.kernels.depthwise`), with the
-epilogue per group or per image.
-``nn.contrib_conv2d_gemm_without_weight_transform`` takes float32 weights packed ahead of
-time in 32-wide panels and multiplies the im2col matrix by them in register tiles
-(:func:`vm.kernels.blas.conv_packed`, :mod:`vm.kernels.packed`). Integer
-convolutions run compiled loops (:mod:`vm.kernels.conv_loops`) with 64-bit accumulation,
-one (image, group) block at a time. The transposed convolution multiplies first and
-scatters the contributions with col2im. After each image (integers: each block) the
-kernel calls the epilogue hook, so an elementwise chain fused after the convolution
-(bias, folded batch norm, residual add, relu) is applied while the output is in cache
-(see :mod:`vm.kernels.codegen`).
-Semantics mirror ``compiler/op/defs_conv.py``: ``out_dtype`` converts both operands first
-and the product accumulates in it.
+:mod:`vm.kernels.runtime.bridge` to :func:`vm.kernels.runtime.convolution.conv_image`: per group,
+im2col plus one matrix product through BLAS (the 1x1, stride-1, unpadded case multiplies the input
+itself, without a copy), both split between threads by output rows; direct loops, split by groups,
+when every group reads a single input channel (depthwise). Ungrouped 3x3, stride-1 convolutions with
+enough channels and output use Winograd F(2x2, 3x3) instead (:mod:`vm.kernels.runtime.winograd`),
+which needs 2.25 times fewer multiplications. Float convolutions with ``groups > 1`` whose groups
+read few channels (depthwise, ResNeXt-style) run direct vectorized loops instead
+(:mod:`vm.kernels.runtime.depthwise`), with the epilogue per group or per image.
+``nn.contrib_conv2d_gemm_without_weight_transform`` takes float32 weights packed ahead of time in
+32-wide panels and multiplies the im2col matrix by them in register tiles
+(:func:`vm.kernels.runtime.convolution.conv_packed`, :mod:`vm.kernels.runtime.packed`). Integer
+convolutions run compiled loops (:mod:`vm.kernels.runtime.conv_loops`) with 64-bit accumulation, one
+(image, group) block at a time. The transposed convolution multiplies first and scatters the
+contributions with col2im. After each image (integers: each block) the kernel calls the epilogue
+hook, so an elementwise chain fused after the convolution (bias, folded batch norm, residual add,
+relu) is applied while the output is in cache (see :mod:`vm.kernels.codegen`). Semantics mirror
+``compiler/op/defs_conv.py``: ``out_dtype`` converts both operands first and the product accumulates
+in it.
 """
 
 from __future__ import annotations
@@ -31,9 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vm.kernels import dtypes, panels
+from vm.kernels import dtypes
 from vm.kernels import shape_rules as sr
-from vm.kernels.panels import PANEL
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -44,6 +41,8 @@ from vm.kernels.rules import (
     require_rank,
     require_same_dtype,
 )
+from vm.kernels.runtime import panels
+from vm.kernels.runtime.panels import PANEL
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, plain, product
 from vm.kernels.windows import NCHW, check_layout, padding4, pair, window_output
 
@@ -90,7 +89,7 @@ def _check_kernel_attrs(ctx: ShapeCtx, out_channels: str, kh: str, kw: str) -> N
 
 
 def _int_block(dtype: str, transposed: bool) -> str:
-    """The :mod:`vm.kernels.conv_loops` step for integer arrays of dtype ``dtype``."""
+    """The :mod:`vm.kernels.runtime.conv_loops` step for integer arrays of dtype ``dtype``."""
     base = "conv_transpose_block" if transposed else "conv_block"
     return f"cv.{base}_unsigned" if dtype in dtypes.UNSIGNED else f"cv.{base}_signed"
 
@@ -181,7 +180,7 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
         return
     # Floats: one call per image through the bridge (BLAS and the worker threads).
     call = (
-        f"blas.conv_image_into({x}, {w3}, {o3}, {rows}, {b}, {cg}, {kh}, {kw}, {window}, "
+        f"convolution.conv_image_into({x}, {w3}, {o3}, {rows}, {b}, {cg}, {kh}, {kw}, {window}, "
         f"{out_h}, {out_w})"
     )
     if groups > 1:
@@ -198,7 +197,8 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
             with s.block(f"if {winograd}:"):
                 pads = f"{plain(top)}, {plain(left)}"
                 s.line(
-                    f"blas.conv_winograd_into({x}, {weight}, {o3}, {b}, {pads}, {out_h}, {out_w})"
+                    f"convolution.conv_winograd_into({x}, {weight}, {o3}, {b}, {pads}, "
+                    f"{out_h}, {out_w})"
                 )
             with s.block("else:"):
                 s.line(call)
@@ -207,16 +207,16 @@ def _conv2d_emit(ctx: EmitCtx) -> None:
 
 
 #: Grouped convolutions whose groups read at most this many input channels run as direct
-#: loops (:mod:`vm.kernels.depthwise`); wider groups have enough depth for im2col and a
+#: loops (:mod:`vm.kernels.runtime.depthwise`); wider groups have enough depth for im2col and a
 #: product to win.
 DIRECT_MAX_GROUP_CHANNELS = 4
 
 
 #: Dilated (or unequally strided) depthwise outputs narrower than this many columns run
-#: channels-last (:func:`vm.kernels.depthwise.image_channels_last`): their rows are too
+#: channels-last (:func:`vm.kernels.runtime.depthwise.image_channels_last`): their rows are too
 #: short to fill a vector register, the channels are not. From 28 columns on, the two
 #: layout copies cost more than the short rows (benchmarks/NOTES.md). Without dilation,
-#: whole planes run instead (:func:`vm.kernels.depthwise.plane_by_plane`).
+#: whole planes run instead (:func:`vm.kernels.runtime.depthwise.plane_by_plane`).
 CHANNELS_LAST_MAX_WIDTH = 16
 
 
@@ -224,7 +224,7 @@ def _grouped_emit(ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, b: str, call:
     """A float convolution with ``groups > 1``: depthwise with narrow outputs, direct loops
     across channels per image; groups of at most :data:`DIRECT_MAX_GROUP_CHANNELS` input
     channels, direct loops per group, the groups of an image shared between threads
-    (:func:`vm.kernels.depthwise.image_groups`); otherwise ``call`` (im2col and products)
+    (:func:`vm.kernels.runtime.depthwise.image_groups`); otherwise ``call`` (im2col and products)
     for each image ``b``. The fused epilogue runs on each image once it is complete."""
     s = ctx.src
     n, o, out_h, out_w = ctx.out_dims[0]
@@ -351,7 +351,7 @@ def _winograd_emit(ctx: EmitCtx) -> None:
     _per_image(
         ctx,
         lambda o3, b: (
-            f"blas.conv_winograd_transformed_into({ctx.args[0]}, {u}, {o3}, {b}, "
+            f"convolution.conv_winograd_transformed_into({ctx.args[0]}, {u}, {o3}, {b}, "
             f"{plain(top)}, {plain(left)}, {out_h}, {out_w})"
         ),
     )
@@ -385,7 +385,7 @@ RULES.register(
 
 
 # --- nn.contrib_conv2d_gemm_without_weight_transform --------------------------------------------
-# OIHW weights flattened to (O, I * KH * KW) and packed in NC32n panels (vm.kernels.panels).
+# OIHW weights flattened to (O, I * KH * KW) and packed in NC32n panels (vm.kernels.runtime.panels).
 
 
 def _packed_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
@@ -442,7 +442,7 @@ def _packed_emit(ctx: EmitCtx) -> None:
     _per_image(
         ctx,
         lambda o3, b: (
-            f"blas.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
+            f"convolution.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
             f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w})"
         ),
     )
@@ -568,7 +568,7 @@ def _conv2d_transpose_emit(ctx: EmitCtx) -> None:
     if compute in dtypes.FLOATS:
         with s.block(f"for {b} in range({n}):"):
             s.line(
-                f"blas.conv_transpose_image_into({x}, {weight}, {ctx.outs[0]}, {b}, "
+                f"convolution.conv_transpose_image_into({x}, {weight}, {ctx.outs[0]}, {b}, "
                 f"{plain(groups)}, {kh}, {kw}, {window})"
             )
             if ctx.epilogue is not None:

@@ -1,6 +1,7 @@
 """Kernel rules for elementwise and broadcasting operators.
 
-Runtime layer (``vm.kernels``); imports numpy (for float16/float32 constant rounding).
+Runtime layer, kernel generator (``vm.kernels``); imports numpy (for float16/float32 constant
+rounding).
 
 Each rule returns a scalar expression in its dtype's compute type; the code generator
 puts a chain of them inside one loop over the output (see :mod:`vm.kernels.codegen`),
@@ -201,7 +202,8 @@ _SIGMOID = (
 
 
 def _vectorizable(helper: str, template: str) -> Callable[[ExprCtx], str]:
-    """float32 calls ``vx.<helper>`` (see vm.kernels.vecmath); other dtypes use ``template``."""
+    """float32 calls ``vx.<helper>`` (see :mod:`vm.kernels.runtime.vecmath`); other dtypes use
+    ``template``."""
     other = _same(template)
 
     def expr(ctx: ExprCtx) -> str:

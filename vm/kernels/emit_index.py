@@ -1,7 +1,7 @@
 """Kernel rules for gathers and scatters by index tensors: ``gather``, ``gather_nd``,
 ``scatter_elements`` and ``scatter_nd``.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Names, arguments and index layouts are TVM's; semantics mirror
 ``compiler/op/defs_index.py``. ``gather`` and ``scatter_elements`` pair every index with

@@ -1,7 +1,7 @@
 """Kernel rules for layout operators: reshape, squeeze, expand_dims, nn.batch_flatten,
 transpose, concatenate, stack, split, strided_slice and take.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 These operators move elements without arithmetic, so they work on raw storage (a
 ``float16`` tensor is copied as its bits). The reshape-like ones (``reshape``, ``squeeze``,

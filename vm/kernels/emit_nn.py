@@ -1,14 +1,14 @@
 """Kernel rules for nn.dense, nn.matmul, nn.batch_matmul, nn.softmax and nn.log_softmax.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
-Matrix products of ``float32``/``float64`` operands call numpy's BLAS through
-:mod:`vm.kernels.blas` (split between threads when big) once the product is big enough to
-repay the ~2 us of leaving compiled code; smaller ones, and integer products (which
-accumulate in 64 bits and wrap to the output dtype, as the reference's ``out_dtype``
-arithmetic does), run as compiled loops. Both products hand their finished output to the
-epilogue hook, so a fused bias and activation is applied without a temporary array.
-Semantics mirror ``compiler/op/defs_nn.py``.
+Matrix products of ``float32``/``float64`` operands call numpy's OpenBLAS from compiled code
+(:mod:`vm.kernels.runtime.products`, shared with the worker threads when big) once the product
+has :data:`BLAS_MIN_FLOPS` multiply-adds; smaller ones, and integer products (which accumulate in
+64 bits and wrap to the output dtype, as the reference's ``out_dtype`` arithmetic does), run as
+compiled loops. Both products hand their finished output to the epilogue hook, so a fused bias
+and activation is applied without a temporary array. Semantics mirror
+``compiler/op/defs_nn.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vm.kernels import dtypes, panels
+from vm.kernels import dtypes
 from vm.kernels import shape_rules as sr
-from vm.kernels.panels import PANEL, panel_width, unsupported
 from vm.kernels.rules import (
     Attr,
     OpRule,
@@ -30,6 +29,8 @@ from vm.kernels.rules import (
     require_rank,
     require_same_dtype,
 )
+from vm.kernels.runtime import panels
+from vm.kernels.runtime.panels import PANEL, panel_width, unsupported
 from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tuple
 
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
@@ -107,7 +108,7 @@ def _product_emit(op: str) -> Callable:
             src.line(f"{a2} = {a}.reshape(({m}, {k}))")
         src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {n}))")
         loop = _product_loop(ctx, a2, b, o2, (m, k, n), (ta, tb), in_dtype, out_dtype)
-        call = f"blas.product_into({a2}, {b}, {o2}, {ta}, {tb})"
+        call = f"products.product_into({a2}, {b}, {o2}, {ta}, {tb})"
         _blas_or_loops(ctx, f"{m} * {n} * {k}", call, loop)
         _whole_epilogue(ctx)
 
@@ -250,7 +251,7 @@ def _dense_pack_emit(ctx: EmitCtx) -> None:
     src.line(f"{a2} = {a}.reshape(({m}, {k}))")
     src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {units}))")
     if in_dtype == out_dtype == "float32" and n == PANEL:
-        src.line(f"blas.packed_into({a2}, {w}, {o2})")
+        src.line(f"products.packed_into({a2}, {w}, {o2})")
     else:
         acc = _acc(out_dtype)
         i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
@@ -374,7 +375,7 @@ def _batch_matmul_emit(ctx: EmitCtx) -> None:
                     src.line(f"{s} += {a} * {c}")
                 src.line(f"{out}[{b}, {i}, {j}] = {cast(s, acc, out_dtype)}")
 
-    call = f"blas.matmul_into({x}, {y}, {out}, {ta}, {tb})"
+    call = f"products.matmul_into({x}, {y}, {out}, {ta}, {tb})"
     _blas_or_loops(ctx, f"{batch} * {m} * {n} * {k}", call, loops)
     _whole_epilogue(ctx)
 

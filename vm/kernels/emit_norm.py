@@ -1,6 +1,6 @@
 """Kernel rules for nn.batch_norm, nn.layer_norm and nn.group_norm (inference).
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Each step is computed in the data's dtype, in the order the compiler's numpy reference
 uses (``compiler/op/defs_norm.py``), with float16 rounded after every operation as numpy

@@ -1,11 +1,11 @@
 """Kernel rules for pooling NCHW data: nn.max_pool2d, nn.avg_pool2d, nn.global_max_pool2d,
 nn.global_avg_pool2d and nn.adaptive_avg_pool2d.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Output sizes follow ``compiler/op/defs_pool.py`` (``ceil_mode`` rounds up but drops a last
 window that would start in the right padding); the loops are in
-:mod:`vm.kernels.pool_loops`. Max pooling treats padding as the dtype's lowest value
+:mod:`vm.kernels.runtime.pool_loops`. Max pooling treats padding as the dtype's lowest value
 and lets a NaN win; average pooling sums float16 and float32 data in float32 and float64
 data in float64, in window order, and divides by the number of input elements in the
 window (with ``count_include_pad``, input and padding elements); global and adaptive

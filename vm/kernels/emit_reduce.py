@@ -1,6 +1,6 @@
 """Kernel rules for reductions: sum, mean, prod, max, min, all, any, argmax, argmin.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Axes follow TVM (``axis=None`` is every axis, ``exclude`` reduces the axes *not* listed).
 Floating-point sums accumulate in ``float64`` and integer ones in 64 bits (wrapping like

@@ -1,13 +1,13 @@
 """Kernel rules for nn.pad and nn.upsampling.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 ``nn.pad`` moves elements without arithmetic, so it works on raw storage (a float16
 tensor is copied as its bits): ``constant`` fills the output with ``pad_value`` converted
 to data's dtype (numpy's ``astype``) and copies the input into the middle; ``edge`` and
 ``reflect`` map every output index to the input index it repeats. ``nn.upsampling``
 rounds the output size half to even and samples with TVM's coordinates (loops in
-:mod:`vm.kernels.pool_loops`). Semantics mirror ``compiler/op/defs_spatial.py``.
+:mod:`vm.kernels.runtime.pool_loops`). Semantics mirror ``compiler/op/defs_spatial.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Kernel rules for the detection operators: vision.roi_align and
 vision.all_class_non_max_suppression.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Both follow onnxruntime's CPU kernels step for step, in the data's compute type (float32
 for float16 and float32 data), so that results agree with it to the last bit where the

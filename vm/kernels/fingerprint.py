@@ -1,7 +1,7 @@
 """What compiled kernel code depends on: the kernel library's source, hashed.
 
-Runtime layer (``vm.kernels``); standard library only, so that the cache machinery can
-import it before any module with compiled functions.
+Runtime layer, kernel generator (``vm.kernels``); standard library only, so that the cache machinery
+can import it before any module with compiled functions.
 
 numba checks a cached function against its own file's modification time, not against the
 functions it calls, and a fresh clone gives every file a new time. The library's cached
@@ -17,13 +17,7 @@ import pathlib
 
 #: The modules whose source determines what a generated kernel does.
 LIBRARY_MODULES = (
-    "atomics.py",
-    "blas.py",
-    "bridge.py",
-    "callbacks.py",
     "codegen.py",
-    "conv_loops.py",
-    "depthwise.py",
     "description.py",
     "dtypes.py",
     "emit_activation.py",
@@ -38,25 +32,33 @@ LIBRARY_MODULES = (
     "emit_spatial.py",
     "emit_vision.py",
     "fingerprint.py",
-    "gemm.py",
-    "helpers.py",
-    "jobs.py",
     "newshape.py",
-    "openblas.py",
-    "packed.py",
-    "panels.py",
-    "pointwise.py",
-    "pool_loops.py",
     "rules.py",
+    "runtime/atomics.py",
+    "runtime/bridge.py",
+    "runtime/callbacks.py",
+    "runtime/conv_jobs.py",
+    "runtime/conv_loops.py",
+    "runtime/convolution.py",
+    "runtime/depthwise.py",
+    "runtime/helpers.py",
+    "runtime/jobs.py",
+    "runtime/openblas.py",
+    "runtime/packed.py",
+    "runtime/panels.py",
+    "runtime/pointwise.py",
+    "runtime/pool_loops.py",
+    "runtime/products.py",
+    "runtime/spin.py",
+    "runtime/symbols.py",
+    "runtime/target.py",
+    "runtime/threads.py",
+    "runtime/vecmath.py",
+    "runtime/winograd.py",
     "shape_rules.py",
     "source.py",
-    "spin.py",
     "table.py",
-    "target.py",
-    "threads.py",
-    "vecmath.py",
     "windows.py",
-    "winograd.py",
 )
 
 _LIBRARY_HASH: str | None = None

@@ -1,6 +1,6 @@
 """The in-process kernel table: ``load_kernel(description)`` returns a compiled kernel.
 
-Runtime layer (``vm.kernels``); imports numpy and numba.
+Runtime layer, kernel generator (``vm.kernels``); imports numpy and numba.
 
 Loading validates the description, computes its cache key, and returns the kernel from
 the in-process table, else generates its module, prepares what the library functions it
@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from vm.kernels import cache, codegen, threads
+from vm.kernels import cache, codegen
 from vm.kernels.description import Description, parse_description
 from vm.kernels.fingerprint import library_hash
+from vm.kernels.runtime import threads
 
 
 class KernelBuildError(RuntimeError):
@@ -201,7 +202,7 @@ def _prepare(source: str) -> None:
     kernel calls is compiled (or loaded), once per process."""
     shares = False
     for module, function in sorted(codegen.library_calls(source)):
-        needs = getattr(importlib.import_module(f"vm.kernels.{module}"), "NEEDS", {})
+        needs = getattr(importlib.import_module(f"vm.kernels.runtime.{module}"), "NEEDS", {})
         if function in needs:
             needs[function].prepare()
             shares = shares or bool(needs[function].kinds)

@@ -1,6 +1,6 @@
 """``reshape``'s ``newshape`` rule, written once: TVM's special values read into a plan.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 ``newshape`` may hold, besides sizes, ``0`` (copy the input dimension at this position),
 ``-1`` (infer from the element count), ``-2`` (copy every remaining input dimension),

@@ -1,6 +1,6 @@
 """The kernel operator table: one :class:`OpRule` per supported operator.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 A rule holds what the kernel library knows about an operator: its argument count, its
 attribute schema (TVM's names and defaults; the compiler's registry reads it from here),

@@ -1,7 +1,7 @@
 """What the run-time shape rules share: argument checks and shape arithmetic on concrete
 sizes.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 An operator's run-time shape rule (``rule(arg_shapes, attrs, out_ranks) -> output
 shapes``) is part of its row in the kernel table: each ``emit_*`` module defines the rules

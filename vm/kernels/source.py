@@ -1,10 +1,10 @@
 """Building blocks for generated kernel source: an indenting line writer, the contexts the
 operator emitters receive, typed constants and scalar casts.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Generated code follows a few conventions the emitters rely on: numpy is ``np``, the
-helper module :mod:`vm.kernels.helpers` is ``h``, ``numba`` is imported by name, and a
+helper module :mod:`vm.kernels.runtime.helpers` is ``h``, ``numba`` is imported by name, and a
 scalar in an expression always has its dtype's *compute* type (``float32`` for
 ``float16``; see :mod:`vm.kernels.dtypes`).
 """

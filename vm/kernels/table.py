@@ -1,6 +1,6 @@
 """The kernel operator table: every operator's :class:`~vm.kernels.rules.OpRule`, by name.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 Each ``emit_*`` module defines the rules of a family of operators, and their run-time
 shape rules, in its ``RULES`` set; this module gathers them, so the record

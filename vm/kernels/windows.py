@@ -1,7 +1,7 @@
 """The window helpers of the windowed NCHW operators (convolutions, pools, upsampling):
 the one place their attributes are read and their output sizes computed.
 
-Runtime layer (``vm.kernels``); standard library only.
+Runtime layer, kernel generator (``vm.kernels``); standard library only.
 
 ``strides``, ``dilation``, ``pool_size`` and ``kernel_size`` are (height, width) pairs,
 TVM's 1-, 2- or 4-int ``padding`` is (top, left, bottom, right), and only the NCHW layouts

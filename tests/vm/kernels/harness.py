@@ -28,8 +28,9 @@ def seed_library_cache(directory: pathlib.Path) -> pathlib.Path:
     the kernel cache copy it, as a machine that ran relayvm before would have it. Every
     job kind's chunk code and every C entry point is compiled into it first.
     """
-    import vm.kernels.blas  # noqa: F401  (registers the C entry points linked below)
-    from vm.kernels import cache, callbacks, jobs
+    import vm.kernels.runtime.convolution  # noqa: F401  (registers the C entry points linked below)
+    from vm.kernels import cache
+    from vm.kernels.runtime import callbacks, jobs
 
     jobs.require(*jobs.OWNERS)
     callbacks.link(*callbacks.entries())

@@ -5,7 +5,7 @@ with no chunk code registered for its kind.
 Test support (``tests/vm/kernels``); imports ``compiler`` for the references, which tests
 may. Run as ``python -m tests.vm.kernels.sharing_kernels``: builds and runs each kernel
 with the workers polling, checks its results against the references, and prints one JSON
-object: ``registered`` (the kinds of :mod:`vm.kernels.jobs` registered afterwards),
+object: ``registered`` (the kinds of :mod:`vm.kernels.runtime.jobs` registered afterwards),
 ``unregistered_posts``, ``jobs_posted`` (jobs the workers were offered) and ``cases``
 (the names run). A process that imported nothing but the kernel loader has registered
 nothing: whatever is registered at the end, the kernels' loader required.
@@ -127,7 +127,7 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
 
 
 def main() -> dict:
-    from vm.kernels import jobs
+    from vm.kernels.runtime import jobs
 
     for build in CASES.values():
         program, results = build()

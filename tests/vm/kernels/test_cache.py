@@ -311,6 +311,6 @@ def test_every_module_generated_kernels_can_reach_is_in_the_cache_key() -> None:
     from vm.kernels import fingerprint
 
     here = pathlib.Path(fingerprint.__file__).parent
-    modules = {path.name for path in here.glob("*.py")}
-    bookkeeping = {"__init__.py", "cache.py", "library.py"}
+    modules = {path.relative_to(here).as_posix() for path in here.glob("**/*.py")}
+    bookkeeping = {"__init__.py", "runtime/__init__.py", "cache.py", "library.py"}
     assert modules - bookkeeping == set(fingerprint.LIBRARY_MODULES)

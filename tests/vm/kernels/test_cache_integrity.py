@@ -62,7 +62,8 @@ CHILD = textwrap.dedent(
             pass
 
     event.register("numba:compile", Listener())
-    from vm.kernels import jobs, load_kernel
+    from vm.kernels import load_kernel
+    from vm.kernels.runtime import jobs
 
     report = {"kernels": {}}
     x = np.linspace(0.5, 2.0, 7, dtype="float32")
@@ -190,28 +191,31 @@ def test_every_cached_library_function_uses_sealed_files() -> None:
     from numba.core.dispatcher import Dispatcher
 
     import vm.kernels
-    from vm.kernels import callbacks, jobs
+    from vm.kernels.runtime import callbacks, jobs
 
     here = pathlib.Path(vm.kernels.__file__).parent
     cached = []
-    for path in sorted(here.glob("[!_]*.py")):
-        module = importlib.import_module(f"vm.kernels.{path.stem}")
+    for path in sorted([*here.glob("[!_]*.py"), *here.glob("runtime/[!_]*.py")]):
+        dotted = ".".join(path.relative_to(here).with_suffix("").parts)
+        module = importlib.import_module(f"vm.kernels.{dotted}")
         for name, value in vars(module).items():
             if not isinstance(value, (Dispatcher, CFunc)):
                 continue
             if isinstance(value._cache, NullCache):
                 continue
-            cached.append(f"{path.stem}.{name}")
+            cached.append(f"{module.__name__}.{name}")
             assert isinstance(value._cache._cache_file, cache._SealedCacheFile), name
     # The C callbacks are compiled on first need: every job kind's, and every entry point.
     jobs.require(*jobs.OWNERS)
     callbacks.link(*callbacks.entries())
     for name, value in callbacks.compiled().items():
         if name.startswith("vm.kernels."):  # not another test's callback
-            cached.append(name.removeprefix("vm.kernels."))
+            cached.append(name)
             assert isinstance(value._cache._cache_file, cache._SealedCacheFile), name
-    assert "gemm._blas_chunk" in cached and "blas._packed_entry" in cached
-    assert "pool_loops._max_pool_chunk" in cached
+    runtime = "vm.kernels.runtime."
+    assert f"{runtime}products._blas_chunk" in cached
+    assert f"{runtime}products._packed_entry" in cached
+    assert f"{runtime}pool_loops._max_pool_chunk" in cached
 
 
 def test_unsealed_bytes_are_rejected_with_the_reason() -> None:
@@ -273,7 +277,7 @@ def test_a_bit_flip_in_the_librarys_own_cached_machine_code_is_rebuilt(
 ) -> None:
     # The library's functions are cached under the cache directory, keyed by the library's
     # hash (a job's chunk code like this one is loaded when it is first required).
-    from vm.kernels import jobs
+    from vm.kernels.runtime import jobs
 
     files = jobs.callback(jobs.MAX_POOL)._cache._cache_file
     directory = _copy_cache(warm_cache, tmp_path / "cache")

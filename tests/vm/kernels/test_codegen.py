@@ -1,8 +1,8 @@
-"""Generated kernel modules import the library modules they call and no other
+"""Generated kernel modules import the runtime modules they call and no other
 (``vm.kernels.codegen``).
 
-Returns group: a dense layer's module imports ``blas`` and the helpers, a depthwise
-convolution's also ``depthwise``, a max pool's ``pool_loops``; :func:`library_calls`
+Returns group: a dense layer's module imports ``products`` and the helpers, a depthwise
+convolution's ``convolution`` and ``depthwise``, a max pool's ``pool_loops``; :func:`library_calls`
 names each library function the code calls, outside comments.
 """
 
@@ -36,13 +36,13 @@ def _imports(source: str) -> set[str]:
 
 def test_a_module_imports_only_the_library_modules_it_calls() -> None:
     dense = _source("nn.dense", [[1, 8], [8, 8]], {})
-    assert _imports(dense) == {"blas", "helpers"}
-    assert ("blas", "product_into") in codegen.library_calls(dense)
+    assert _imports(dense) == {"products", "helpers"}
+    assert ("products", "product_into") in codegen.library_calls(dense)
     depthwise = _source("nn.conv2d", [[1, 4, 9, 9], [4, 1, 3, 3]], {"groups": 4})
-    assert {"blas", "depthwise", "helpers"} <= _imports(depthwise)
+    assert {"convolution", "depthwise", "helpers"} <= _imports(depthwise)
     assert "pool_loops" not in _imports(depthwise)
     pool = _source("nn.max_pool2d", [[1, 4, 9, 9]], {"pool_size": [3, 3]})
-    assert "pool_loops" in _imports(pool) and "blas" not in _imports(pool)
+    assert "pool_loops" in _imports(pool) and "products" not in _imports(pool)
     assert ("pool_loops", "max_pool2d_float") in codegen.library_calls(pool)
     compile(dense, "dense.py", "exec")
 
@@ -50,7 +50,7 @@ def test_a_module_imports_only_the_library_modules_it_calls() -> None:
 def test_library_calls_skip_comments() -> None:
     source = "\n".join(
         [
-            "# blas.product_into(x)",
+            "# products.product_into(x)",
             "    h.expect(a, b, 'c')",
             "    y = np.h.x + dwc.image_groups(x)",
         ]

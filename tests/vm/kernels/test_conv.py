@@ -210,7 +210,7 @@ PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
         ((1, 4, 10, 11), (7, 4, 3, 2), {"dilation": (2, 2), "padding": (2, 1)}),
         # Big enough for the threads: im2col split by channels, the product shared.
         ((1, 128, 14, 14), (256, 128, 3, 3), {"padding": (1, 1)}),
-        # Enough output rows for column blocks (gemm.packed_conv): short last blocks,
+        # Enough output rows for column blocks (conv_jobs.packed_conv): short last blocks,
         # pixels and channels short of whole panels, strides, batches.
         ((1, 3, 64, 60), (40, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
         ((1, 8, 40, 36), (64, 8, 3, 3), {"padding": (1, 1), "dilation": (1, 2)}),

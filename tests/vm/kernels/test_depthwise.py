@@ -1,4 +1,4 @@
-"""Depthwise and narrow grouped nn.conv2d kernels (direct loops, vm.kernels.depthwise) match
+"""Depthwise and narrow grouped nn.conv2d kernels (direct loops, vm.kernels.runtime.depthwise) match
 the compiler's numpy references.
 
 Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
@@ -21,9 +21,10 @@ import pytest
 
 from tests.vm.kernels.harness import SUMS, Program, check
 from tests.vm.kernels.workers import assert_shared, needs_workers
-from vm.kernels import depthwise as dwc
-from vm.kernels import jobs, load_kernel
+from vm.kernels import load_kernel
 from vm.kernels.emit_conv import CHANNELS_LAST_MAX_WIDTH
+from vm.kernels.runtime import depthwise as dwc
+from vm.kernels.runtime import jobs
 
 RNG = np.random.default_rng(15)
 

@@ -25,7 +25,7 @@ import pytest
 from numba import njit
 
 from tests.vm.kernels.workers import assert_shared, needs_workers, require_every_kind
-from vm.kernels import blas, gemm, jobs
+from vm.kernels.runtime import convolution, jobs, products
 
 RNG = np.random.default_rng(13)
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,7 +39,7 @@ def _every_kind_registered() -> None:
 
 @njit
 def _gemm(a, b, out, ta, tb):
-    gemm.gemm(a, b, out, ta, tb)
+    products.gemm(a, b, out, ta, tb)
 
 
 @contextlib.contextmanager
@@ -77,7 +77,7 @@ def test_a_product_from_python_has_the_bits_of_the_compiled_one(m, n, k, ta, tb)
     with _slot_held():
         _gemm(a, b, compiled, ta, tb)
     python = np.full((m, n), np.nan, "float32")
-    blas.product(a, b, python, ta, tb)  # what the Python convolution paths call
+    products.product(a, b, python, ta, tb)  # what the Python convolution paths call
     np.testing.assert_array_equal(_bits(python), _bits(compiled))
 
 
@@ -95,14 +95,14 @@ def test_a_batch_of_products_has_the_same_bits_shared_by_items_or_each_alone():
         np.testing.assert_array_equal(_bits(shared), _bits(alone))
         shared[...] = np.nan
 
-    assert_shared(lambda: blas.matmul_into(a, b, shared, False, True), check)
+    assert_shared(lambda: products.matmul_into(a, b, shared, False, True), check)
 
 
 @needs_workers
 @pytest.mark.parametrize(("m", "n", "k", "ta", "tb"), PRODUCTS)
 def test_a_product_has_the_same_bits_shared_or_done_alone(m, n, k, ta, tb):
     a, b = _operands(m, n, k, ta, tb)
-    assert m * n * k >= gemm.PARALLEL_FLOPS  # big enough to share
+    assert m * n * k >= products.PARALLEL_FLOPS  # big enough to share
     alone = np.full((m, n), np.nan, "float32")
     with _slot_held():
         _gemm(a, b, alone, ta, tb)
@@ -123,12 +123,14 @@ def test_a_winograd_convolution_has_the_same_bits_shared_or_done_alone(channels,
     alone = np.full((1, channels, size, size), np.nan, "float32")
     out3 = alone.reshape(1, channels, -1)
     with _slot_held():
-        blas.conv_winograd_transformed(x, u, out3, 0, 1, 1, size, size)
+        convolution.conv_winograd_transformed(x, u, out3, 0, 1, 1, size, size)
     shared = np.full_like(alone, np.nan)
 
     def run() -> None:
         shared[...] = np.nan
-        blas.conv_winograd_transformed(x, u, shared.reshape(1, channels, -1), 0, 1, 1, size, size)
+        convolution.conv_winograd_transformed(
+            x, u, shared.reshape(1, channels, -1), 0, 1, 1, size, size
+        )
 
     def check() -> None:
         np.testing.assert_array_equal(_bits(shared), _bits(alone))

@@ -24,7 +24,8 @@ import textwrap
 from numba.core.dispatcher import Dispatcher
 
 from tests.vm.kernels.workers import needs_workers
-from vm.kernels import codegen, jobs
+from vm.kernels import codegen
+from vm.kernels.runtime import jobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -69,7 +70,8 @@ COLD_DENSE = textwrap.dedent(
             pass
 
     event.register("numba:compile", Listener())
-    from vm.kernels import jobs, load_kernel
+    from vm.kernels import load_kernel
+    from vm.kernels.runtime import jobs
 
     kernel = load_kernel({
         "inputs": [["float32", 2], ["float32", 2]],
@@ -94,17 +96,17 @@ COLD_DENSE = textwrap.dedent(
 
 #: Library code only convolutions, depthwise convolutions and pools run.
 _NOT_FOR_A_PRODUCT = (
-    "vm.kernels.conv_loops.",
-    "vm.kernels.depthwise.",
-    "vm.kernels.packed.",
-    "vm.kernels.pool_loops.",
-    "vm.kernels.winograd.",
-    "vm.kernels.blas._conv_blocks",
-    "vm.kernels.gemm._window",
-    "vm.kernels.gemm._conv_rows",
-    "vm.kernels.gemm._fill",
-    "vm.kernels.gemm._winograd_range",
-    "vm.kernels.gemm.packed_product",
+    "vm.kernels.runtime.conv_loops.",
+    "vm.kernels.runtime.depthwise.",
+    "vm.kernels.runtime.packed.",
+    "vm.kernels.runtime.pool_loops.",
+    "vm.kernels.runtime.winograd.",
+    "vm.kernels.runtime.convolution._conv_blocks",
+    "vm.kernels.runtime.conv_jobs._window",
+    "vm.kernels.runtime.conv_jobs._conv_rows",
+    "vm.kernels.runtime.products._fill",
+    "vm.kernels.runtime.conv_jobs._winograd_range",
+    "vm.kernels.runtime.products.packed_product",
 )
 
 
@@ -116,13 +118,13 @@ def test_a_dense_layer_from_an_empty_cache_compiles_no_convolution_or_pool_code(
     assert report["registered"] == [jobs.BLAS]
     assert any(name.startswith("_relayvm_kernel_") for name in report["compiled"])
     assert [n for n in report["compiled"] if n.startswith(_NOT_FOR_A_PRODUCT)] == []
-    assert "vm.kernels.depthwise" not in report["modules"]
-    assert "vm.kernels.pool_loops" not in report["modules"]
+    assert "vm.kernels.runtime.depthwise" not in report["modules"]
+    assert "vm.kernels.runtime.pool_loops" not in report["modules"]
 
 
 def test_needs_tables_name_entry_points_generated_code_calls() -> None:
     for module_name in sorted(set(codegen.LIBRARY_ALIASES.values())):
-        module = importlib.import_module(f"vm.kernels.{module_name}")
+        module = importlib.import_module(f"vm.kernels.runtime.{module_name}")
         for name, needs in getattr(module, "NEEDS", {}).items():
             assert isinstance(getattr(module, name), Dispatcher), f"{module_name}.{name}"
             assert set(needs.kinds) <= set(jobs.OWNERS), f"{module_name}.{name}"

@@ -16,7 +16,7 @@ from numba import njit
 
 from tests.vm.kernels.harness import Program, check, run
 from tests.vm.kernels.workers import assert_shared, needs_workers
-from vm.kernels import jobs, pool_loops
+from vm.kernels.runtime import jobs, pool_loops
 
 RNG = np.random.default_rng(41)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 import vm
 
-#: Longer than a worker polls before it sleeps (vm.kernels.spin.POLLS, about 2 ms).
+#: Longer than a worker polls before it sleeps (vm.kernels.runtime.spin.POLLS, about 2 ms).
 PAUSE = 0.02
 
 
@@ -183,7 +183,7 @@ def outputs() -> dict[str, np.ndarray]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--save":
-        from vm.kernels.target import target_features
+        from vm.kernels.runtime.target import target_features
 
         np.savez(sys.argv[2], isa=np.array(sorted(target_features())), **outputs())
     else:

@@ -1,4 +1,5 @@
-"""Helpers for tests of jobs shared with the polling worker threads (vm.kernels.jobs's slot)."""
+"""Helpers for tests of jobs shared with the polling worker threads (the slot of
+:mod:`vm.kernels.runtime.jobs`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 
 import pytest
 
-from vm.kernels import jobs, threads
+from vm.kernels.runtime import jobs, threads
 
 
 def wait_until(condition, seconds=60.0):

@@ -1,7 +1,7 @@
 """Products by a prepacked float32 weight: ``out = a @ w.T`` with ``w`` stored in panels
 of :data:`PANEL` output features, the ``NC32n`` layout of ``nn.contrib_dense_pack``.
 
-Runtime layer (``vm.kernels``); imports numpy, numba and llvmlite.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
 
 OpenBLAS copies ("packs") both operands into its own panel layout on every call. For a
 constant weight that copy is wasted work, and on the products of a batch-64 MLP it is what
@@ -24,8 +24,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from vm.kernels.panels import PANEL
-from vm.kernels.target import has_avx512
+from vm.kernels.runtime.panels import PANEL
+from vm.kernels.runtime.target import has_avx512
 
 _LANES = 16
 _VECTORS = PANEL // _LANES

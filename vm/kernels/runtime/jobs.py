@@ -1,14 +1,15 @@
 """The shared-job slot: one job at a time that compiled code shares with the worker threads
 without the GIL, and the registry of the kinds of job it carries.
 
-Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite, ctypes and
-:mod:`vm.kernels.callbacks`.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba, llvmlite,
+ctypes and
+:mod:`vm.kernels.runtime.callbacks`.
 
 A caller with work to share (a big product, an im2col copy, a convolution's column blocks,
 a Winograd transform, a depthwise image, a max pool) claims the slot (:func:`claim`),
 posts its job (:func:`post`, or :func:`share` for a job whose words are plain
 arguments), does chunks of it and waits for the chunks the polling workers of
-:mod:`vm.kernels.threads` took (:func:`serve`); all in compiled code, without the GIL on
+:mod:`vm.kernels.runtime.threads` took (:func:`serve`); all in compiled code, without the GIL on
 either side. The slot is registered with LLVM under a fixed symbol, so kernels loaded
 from numba's disk cache find the slot of the process they run in.
 
@@ -36,12 +37,12 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba import njit, types
 from numba.core.ccallback import CFunc
 from numba.extending import intrinsic
 
-from vm.kernels import atomics, callbacks
+from vm.kernels.runtime import atomics, callbacks, symbols
 
 # The slot below is one job at a time: a caller claims it (BUSY 0 -> 1), writes the job
 # and its chunk count, then publishes TICKET = job << 32. Every thread that helps, caller
@@ -49,7 +50,7 @@ from vm.kernels import atomics, callbacks
 # its high bits, and is only honoured if JOB still names that job after PARTS was read (a
 # new job writes JOB before PARTS), so a thread holding a stale number does nothing. DONE
 # counts finished chunks; the caller waits for all of them, then frees the slot. The
-# workers of vm.kernels.threads poll the slot (serve) while they wait for Python jobs, and
+# workers of vm.kernels.runtime.threads poll the slot (serve) while they wait for Python jobs, and
 # sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
 # awake for the next job. A short job is only shared when some worker is polling: waking
 # one takes longer than the job (see claim).
@@ -83,30 +84,30 @@ BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
-    BLAS: "vm.kernels.gemm",
-    PACKED: "vm.kernels.gemm",
-    IM2COL: "vm.kernels.gemm",
-    CONV: "vm.kernels.gemm",
-    WINOGRAD: "vm.kernels.gemm",
-    WINOGRAD_PLANES: "vm.kernels.blas",
-    DEPTHWISE_GROUPS: "vm.kernels.depthwise",
-    DEPTHWISE_CHANNELS: "vm.kernels.depthwise",
-    MAX_POOL: "vm.kernels.pool_loops",
-    POINTWISE: "vm.kernels.pointwise",
-    BATCHED: "vm.kernels.gemm",
+    BLAS: "vm.kernels.runtime.products",
+    PACKED: "vm.kernels.runtime.products",
+    IM2COL: "vm.kernels.runtime.conv_jobs",
+    CONV: "vm.kernels.runtime.conv_jobs",
+    WINOGRAD: "vm.kernels.runtime.conv_jobs",
+    WINOGRAD_PLANES: "vm.kernels.runtime.convolution",
+    DEPTHWISE_GROUPS: "vm.kernels.runtime.depthwise",
+    DEPTHWISE_CHANNELS: "vm.kernels.runtime.depthwise",
+    MAX_POOL: "vm.kernels.runtime.pool_loops",
+    POINTWISE: "vm.kernels.runtime.pointwise",
+    BATCHED: "vm.kernels.runtime.products",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)
 
 #: The slot's words (a cache line apart where threads write them at once).
 SLOT = np.zeros(_HANDLERS + MAX_KINDS, np.int64)
-binding.add_symbol("relayvm_job_slot", SLOT.ctypes.data)
+symbols.export(symbols.JOB_SLOT, SLOT.ctypes.data)
 #: The slot's address, in compiled code.
-slot = atomics.symbol_address("relayvm_job_slot")
+slot = atomics.symbol_address(symbols.JOB_SLOT)
 
 _LIBC = ctypes.CDLL(None)
-binding.add_symbol("relayvm_write", ctypes.cast(_LIBC.write, ctypes.c_void_p).value)
-_write = types.ExternalFunction("relayvm_write", types.int64(types.int32, types.int64, types.int64))
+symbols.export(symbols.WRITE, ctypes.cast(_LIBC.write, ctypes.c_void_p).value)
+_write = types.ExternalFunction(symbols.WRITE, types.int64(types.int32, types.int64, types.int64))
 
 
 @njit(nogil=True)
@@ -269,7 +270,7 @@ def _wake_one(slot, most):
     return False
 
 
-# --- the worker side (called from vm.kernels.threads) ------------------------------------------
+# --- the worker side (called from vm.kernels.runtime.threads) ---------------------------------
 
 
 @njit(nogil=True, cache=True)
@@ -426,7 +427,7 @@ def unregistered_posts() -> int:
 class Needs(NamedTuple):
     """What a library entry point that kernels call needs before a kernel calling it is
     compiled or loaded: the kinds of job it may post (:func:`require`) and the C entry
-    points it calls by symbol (:func:`vm.kernels.callbacks.link`)."""
+    points it calls by symbol (:func:`vm.kernels.runtime.callbacks.link`)."""
 
     kinds: tuple[int, ...] = ()
     symbols: tuple[str, ...] = ()

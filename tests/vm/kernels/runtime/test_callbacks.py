@@ -1,4 +1,4 @@
-"""C callbacks compiled on first need (``vm.kernels.callbacks``).
+"""C callbacks compiled on first need (``vm.kernels.runtime.callbacks``).
 
 Returns group: a callback is compiled once per process, the same object for every caller,
 and a C entry point's symbol links to it. Traps group: linking a symbol nobody registered
@@ -12,7 +12,7 @@ import ctypes
 import pytest
 from numba import njit, types
 
-from vm.kernels import callbacks
+from vm.kernels.runtime import callbacks
 
 _SIGNATURE = types.int64(types.int64)
 

@@ -1,25 +1,26 @@
-"""Matrix products called straight from compiled kernels (numpy's OpenBLAS ``gemm``, the
-packed register tiles), and the other work kernels share with the worker threads, no GIL.
+"""Matrix products: numpy's OpenBLAS ``gemm`` called straight from compiled code, products by
+weights packed in register-tile panels, and the entry points generated kernels call for
+``nn.dense``, ``nn.matmul``, ``nn.batch_matmul`` and the packed dense.
 
-Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite, ctypes and
-:mod:`vm.kernels.jobs`.
+Runtime layer (``vm.kernels.runtime``); imports numpy, numba, llvmlite, ctypes and the
+runtime modules :mod:`~vm.kernels.runtime.jobs`, :mod:`~vm.kernels.runtime.packed`,
+:mod:`~vm.kernels.runtime.callbacks` and :mod:`~vm.kernels.runtime.threads`.
 
-:mod:`vm.kernels.bridge` reaches numpy from compiled code through a ctypes callback, which
-takes the GIL and builds arrays in Python: about 25 us a call, as long as the whole
-product for a one-row ``dense`` (an MLP at batch 1). Kernels therefore call
-``cblas_sgemm``/``cblas_dgemm`` of numpy's own OpenBLAS directly, and share a product of
-at least :data:`PARALLEL_FLOPS` multiply-adds with the worker threads of
-:mod:`vm.kernels.threads` through the slot of :mod:`vm.kernels.jobs`, without the GIL
-on either side. The functions are registered with LLVM under fixed symbols
-(``relayvm_sgemm``, ``relayvm_dgemm``, ``relayvm_blas_threads``), so kernels
+:mod:`vm.kernels.runtime.bridge` reaches numpy from compiled code through a ctypes
+callback, which takes the GIL and builds arrays in Python: about 25 us a call, as long as
+the whole product for a one-row ``dense`` (an MLP at batch 1). Kernels therefore call
+``cblas_sgemm``/``cblas_dgemm`` of numpy's own OpenBLAS directly. The functions are
+registered with LLVM under fixed symbols (:mod:`vm.kernels.runtime.symbols`), so kernels
 loaded from numba's disk cache link to them by name in every process, whatever address
 they got. OpenBLAS runs on the calling thread only (its thread-local thread count is set
-to 1 and restored), as :mod:`vm.kernels.threads` explains.
+to 1 and restored), as :mod:`vm.kernels.runtime.threads` explains.
 
-This module posts other kinds of job than products too: im2col copies, convolutions by
-packed weights a block of columns at a time, and Winograd transforms. Each kind's chunk
-code is registered with :func:`vm.kernels.jobs.chunk` and compiled only when a kernel
-needs it.
+Splitting between threads. A product of at least :data:`PARALLEL_FLOPS` multiply-adds is
+cut as :func:`partition` says and shared with the polling workers through the slot of
+:mod:`vm.kernels.runtime.jobs`, without the GIL on either side; a stack of products
+(:func:`batched`) shares its items the same way. That is the only way a product is split:
+Python callers (:func:`product`) reach the same compiled code. The cuts follow the
+product's shape, never the thread count, so results do not depend on who computes what.
 
 numpy 2's wheels ship OpenBLAS with 64-bit integers under ``scipy_``-prefixed names; the
 symbols are declared with 64-bit integers to match. Where numpy uses another BLAS, or an
@@ -32,12 +33,11 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from llvmlite import binding
 from numba import carray, literal_unroll, njit, types
 from numba.extending import intrinsic
 
-from vm.kernels import conv_loops, jobs, packed, winograd
-from vm.kernels.openblas import openblas
+from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads
+from vm.kernels.runtime.openblas import openblas
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -89,23 +89,23 @@ def _resolve() -> dict[str, int]:
             except AttributeError:
                 continue
             return {
-                "relayvm_sgemm": ctypes.cast(sgemm, ctypes.c_void_p).value,
-                "relayvm_dgemm": ctypes.cast(dgemm, ctypes.c_void_p).value,
-                "relayvm_blas_threads": ctypes.cast(local, ctypes.c_void_p).value,
+                symbols.SGEMM: ctypes.cast(sgemm, ctypes.c_void_p).value,
+                symbols.DGEMM: ctypes.cast(dgemm, ctypes.c_void_p).value,
+                symbols.BLAS_THREADS: ctypes.cast(local, ctypes.c_void_p).value,
             }
     for name, real, dtype in (
-        ("relayvm_sgemm", ctypes.c_float, np.dtype(np.float32)),
-        ("relayvm_dgemm", ctypes.c_double, np.dtype(np.float64)),
+        (symbols.SGEMM, ctypes.c_float, np.dtype(np.float32)),
+        (symbols.DGEMM, ctypes.c_double, np.dtype(np.float64)),
     ):
         _FALLBACKS[name] = ctypes.CFUNCTYPE(*_signature(real))(_numpy_gemm(dtype))
-    _FALLBACKS["relayvm_blas_threads"] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda n: 1)
+    _FALLBACKS[symbols.BLAS_THREADS] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda n: 1)
     return {name: ctypes.cast(f, ctypes.c_void_p).value for name, f in _FALLBACKS.items()}
 
 
 #: The Python fallbacks, kept alive for as long as compiled code may call them.
 _FALLBACKS: dict[str, object] = {}
 for _name, _address in _resolve().items():
-    binding.add_symbol(_name, _address)
+    symbols.export(_name, _address)
 
 
 def _gemm_type(real: types.Float) -> types.ExternalFunction:
@@ -113,9 +113,9 @@ def _gemm_type(real: types.Float) -> types.ExternalFunction:
     return types.void(i32, i32, i32, i64, i64, i64, real, i64, i64, i64, i64, real, i64, i64)
 
 
-_sgemm = types.ExternalFunction("relayvm_sgemm", _gemm_type(types.float32))
-_dgemm = types.ExternalFunction("relayvm_dgemm", _gemm_type(types.float64))
-_blas_threads = types.ExternalFunction("relayvm_blas_threads", types.int32(types.int32))
+_sgemm = types.ExternalFunction(symbols.SGEMM, _gemm_type(types.float32))
+_dgemm = types.ExternalFunction(symbols.DGEMM, _gemm_type(types.float64))
+_blas_threads = types.ExternalFunction(symbols.BLAS_THREADS, types.int32(types.int32))
 
 
 @njit(nogil=True)
@@ -133,7 +133,7 @@ def leading(a):
     return max(a.shape[1], 1)
 
 
-# --- jobs shared with the worker threads, without the GIL (vm.kernels.jobs) -----------------
+# --- jobs shared with the worker threads, without the GIL (vm.kernels.runtime.jobs) ------------
 
 #: Multiply-adds from which a product is shared with polling workers (about 2 us on one core).
 #: Small as that is, handing half to a polling worker pays: a one-row product by a
@@ -141,23 +141,11 @@ def leading(a):
 #: 3 us on one core, and each core streams half of it, 4.1 -> 2.9-3.2 us with the handoff.
 PARALLEL_FLOPS = 1 << 15
 
-# The words of this module's jobs in the slot. A product job:
+# The words of a product job in the slot (see _shared):
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(
     jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 13
 )
 _A_COLS, _C_COLS, _ROWS_OUTER = range(jobs.FIRST_ARGUMENT + 13, jobs.FIRST_ARGUMENT + 16)
-# An im2col job: A is the float32 NCHW input, B the column matrix, and these the rest.
-_IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(
-    jobs.FIRST_ARGUMENT + 16, jobs.FIRST_ARGUMENT + 26
-)
-# A convolution job (packed_conv) has those words too, and B the packed weight, C the
-# output, N its channels, K the weight's depth and M the output rows of a chunk.
-# A Winograd transform job (winograd_transform) has the image words too, and these: the
-# planes of V and M (see vm.kernels.winograd) at addresses a plane stride apart, the
-# (images, channels, pixels) output, and which transform (0 input, by input channels;
-# 1 output, by output channels).
-_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3 = _B, _LDA, _C, _LDB, _LDC
-_PLANES, _OUT_CHANNELS, _TILES, _PHASE = _M, _N, _KERNEL, _ROWS
 
 
 @njit(nogil=True)
@@ -202,225 +190,6 @@ def view_at(address, shape, strides):
         extent += (shape[d] - 1) * (strides[d] // 4)
     flat = carray(floats(address), (extent,))
     return np.lib.stride_tricks.as_strided(flat, shape, strides)
-
-
-@njit(nogil=True)
-def _window(slot):
-    """The image, channel count, and window of the im2col or convolution job in the slot:
-    ``(x, n, channels, (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w), strided)``."""
-    channels = jobs.word(slot, _CHANNELS)
-    height, width = jobs.pair(slot, _SIZE)
-    kh, kw = jobs.pair(slot, _KERNEL)
-    sh, sw = jobs.pair(slot, _STRIDE)
-    pt, pl = jobs.pair(slot, _PAD)
-    dh, dw = jobs.pair(slot, _DILATION)
-    out_h, out_w = jobs.pair(slot, _OUT)
-    shape = (jobs.word(slot, _IMAGES), channels, height, width)
-    x = carray(floats(jobs.word(slot, _A)), shape)
-    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    return x, jobs.word(slot, _IMAGE), channels, window, jobs.word(slot, _STRIDED) != 0
-
-
-@njit(nogil=True)
-def _fill(x, n, c0, count, cols, window, strided):
-    """Rows of channels ``c0:c0+count`` of the im2col matrix ``cols``, every output row."""
-    out_h = window[8]
-    if strided:
-        conv_loops.im2col_strided(x, n, c0, count, cols, *window, 0, out_h)
-    else:
-        conv_loops.im2col(x, n, c0, count, cols, *window, 0, out_h)
-
-
-@jobs.chunk(jobs.IM2COL)
-def _im2col_chunk(slot, index, parts):
-    """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
-    x, n, channels, window, strided = _window(slot)
-    taps = window[0] * window[1]
-    cols = carray(floats(jobs.word(slot, _B)), (channels * taps, window[8] * window[9]))
-    lo, hi = channels * index // parts, channels * (index + 1) // parts
-    if hi > lo:
-        _fill(x, n, lo, hi - lo, cols[lo * taps : hi * taps], window, strided)
-
-
-#: Where the image and window words of an im2col, convolution or Winograd job go.
-_WINDOW_AT = (_A, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT,
-              _STRIDED)  # fmt: skip
-
-
-@njit(nogil=True)
-def _window_words(x, n, window, strided):
-    """The words at :data:`_WINDOW_AT` of a job on image ``n`` of ``x`` (see :func:`_window`)."""
-    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    return (np.int64(x.ctypes.data), np.int64(x.shape[0]), np.int64(n), np.int64(x.shape[1]),
-            _two(x.shape[2], x.shape[3]), _two(kh, kw), _two(sh, sw), _two(pt, pl),
-            _two(dh, dw), _two(out_h, out_w), np.int64(1 if strided else 0))  # fmt: skip
-
-
-@njit(nogil=True)
-def _geometry(kernel, stride, pad, dilation, out):
-    """The window tuple of :func:`_window` from (height, width) pairs, and whether the
-    strided im2col copy pays (windows overlapping a lot along a row)."""
-    window = (kernel[0], kernel[1], stride[0], stride[1], pad[0], pad[1], dilation[0],
-              dilation[1], out[0], out[1])  # fmt: skip
-    return window, kernel[1] > 2 * stride[1] > 2
-
-
-@njit(nogil=True)
-def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
-    """The float32 im2col matrix ``cols`` of image ``n`` of NCHW ``x``, every channel (see
-    :func:`vm.kernels.conv_loops.im2col`; ``kernel``, ``stride``, ``pad`` (top, left),
-    ``dilation`` and ``out`` are (height, width) pairs). With ``share``, split by input
-    channels with the polling workers without the GIL, as products are: a Python task per
-    chunk would cost GIL hand-overs."""
-    window, strided = _geometry(kernel, stride, pad, dilation, out)
-    channels = x.shape[1]
-    slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.IM2COL, 0) if share and channels > 1 else 0
-    if threads == 0:
-        _fill(x, n, 0, channels, cols, window, strided)
-        return
-    words = (*_window_words(x, n, window, strided), np.int64(cols.ctypes.data))
-    jobs.post(slot, min(2 * threads, channels), jobs.IM2COL, (*_WINDOW_AT, _B), words)
-
-
-#: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels
-#: of 32, each multiplied by the whole weight while it is in cache.
-BLOCK_PIXELS = 7 * packed.PANEL
-
-
-@njit(nogil=True)
-def row_blocks(out_h, out_w):
-    """The output rows of each column block of :func:`packed_conv`, and the block count."""
-    block = max(1, min(out_h, round(BLOCK_PIXELS / out_w)))
-    return block, -(-out_h // block)
-
-
-@njit(nogil=True)
-def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
-    """``out[...]`` = image ``n`` of the float32 convolution of NCHW ``x`` by a weight
-    packed in ``NC32n`` panels of its flattened OIHW form (one group), ``out`` a
-    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2col`.
-
-    The columns are built a block of output rows at a time and multiplied while they are
-    in cache, instead of as one im2col matrix written to memory and read back (7.4 MB
-    for ResNet-18's first convolution). Each tile is :data:`vm.kernels.packed.ROWS`
-    output channels by 32 pixels (:func:`vm.kernels.packed.panel_product`), stored
-    straight into the NCHW output rather than transposed through a scratch tile. For a
-    weight that stays in cache, that convolution took 1.30-1.36 ms on two threads against
-    1.53-1.76 for im2col then product. With ``share``, the blocks are shared with the
-    polling workers without the GIL."""
-    window, strided = _geometry(kernel, stride, pad, dilation, size)
-    k = weight.shape[1]
-    block, parts = row_blocks(size[0], size[1])
-    units = out.shape[0]
-    slot = jobs.slot()
-    work = units * k * size[0] * size[1]
-    threads = jobs.claim(slot, jobs.CONV, work) if share and parts > 1 else 0
-    if threads == 0:
-        for index in range(parts):
-            _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
-                       out.ctypes.data, index * block, block)  # fmt: skip
-        return
-    words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
-             np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block))  # fmt: skip
-    jobs.post(slot, parts, jobs.CONV, (*_WINDOW_AT, _B, _C, _N, _K, _M), words)
-
-
-@njit(nogil=True)
-def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
-    """Output rows ``r0:r0+block`` (fewer at the end) of :func:`packed_conv`."""
-    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    rows = min(block, out_h - r0)
-    if rows <= 0:
-        return
-    pixels = rows * out_w
-    # A panel's worth of room after the last row: panel_product reads a short last panel
-    # whole.
-    cols = np.empty(k * pixels + packed.PANEL, np.float32)[: k * pixels].reshape(k, pixels)
-    # The block's rows are the output rows of a window whose top padding is shifted down.
-    _fill(x, n, 0, x.shape[1], cols, (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, rows, out_w),
-          strided)  # fmt: skip
-    plane = out_h * out_w
-    b = (np.int64(cols.ctypes.data), pixels)
-    for first in range(0, units, packed.PANEL):
-        # The rows of one weight panel are 1 element apart, their k steps a panel apart.
-        a = (pw + first * k * 4, 1, packed.PANEL)
-        c = (pc + (first * plane + r0 * out_w) * 4, plane)
-        packed.panel_product(a, k, min(packed.PANEL, units - first), b, pixels, c)
-
-
-@njit(nogil=True)
-def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
-    """A float32 Winograd transform of image ``n`` (see :mod:`vm.kernels.winograd`): the
-    input tiles of NCHW ``x`` into the planes ``v`` (``phase`` 0), or the products ``m``
-    into ``out3`` (``phase`` 1). ``v`` and ``m`` are ``(planes, rows, tiles)`` views whose
-    planes may lie further apart than their size; ``pad`` (top, left), ``tiles`` and
-    ``out`` are (height, width) pairs. With ``share``, split by channels with the polling
-    workers without the GIL (each Python task would cost GIL hand-overs)."""
-    extent = x.shape[1] if phase == 0 else out3.shape[1]
-    slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.WINOGRAD, 0) if share and extent > 1 else 0
-    if threads == 0:
-        _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
-        return
-    window = (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1])
-    words = (*_window_words(x, n, window, False), np.int64(v.ctypes.data),
-             np.int64(v.strides[0] // 4), np.int64(m.ctypes.data), np.int64(m.strides[0] // 4),
-             np.int64(out3.ctypes.data), np.int64(v.shape[0]), np.int64(out3.shape[1]),
-             _two(tiles[0], tiles[1]), np.int64(phase))  # fmt: skip
-    at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
-          _TILES, _PHASE)  # fmt: skip
-    jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
-
-
-@njit(nogil=True)
-def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
-    """Channels ``lo:hi`` of :func:`winograd_transform`."""
-    if phase == 0:
-        if v.shape[0] == 16:
-            winograd.transform_input(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
-        else:
-            winograd.transform_input4(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
-    elif m.shape[0] == 16:
-        winograd.transform_output(m, out3, n, lo, hi, tiles[1], out[0], out[1])
-    else:
-        winograd.transform_output4(m, out3, n, lo, hi, tiles[1], out[0], out[1])
-
-
-@jobs.chunk(jobs.WINOGRAD)
-def _winograd_chunk(slot, index, parts):
-    """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
-    x, n, channels, window, _ = _window(slot)
-    planes, out_channels = jobs.word(slot, _PLANES), jobs.word(slot, _OUT_CHANNELS)
-    tiles_h, tiles_w = jobs.pair(slot, _TILES)
-    tiles = tiles_h * tiles_w
-    out_h, out_w = window[8], window[9]
-    v = view_at(jobs.word(slot, _V), (planes, channels, tiles),
-                (jobs.word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    m = view_at(jobs.word(slot, _M_PLANES), (planes, out_channels, tiles),
-                (jobs.word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    out3 = carray(floats(jobs.word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
-    phase = jobs.word(slot, _PHASE)
-    extent = channels if phase == 0 else out_channels
-    lo, hi = extent * index // parts, extent * (index + 1) // parts
-    if hi > lo:
-        _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
-                        (out_h, out_w), lo, hi)  # fmt: skip
-
-
-@njit(nogil=True)
-def _two(high, low):
-    return (np.int64(high) << 32) | np.int64(low)
-
-
-@jobs.chunk(jobs.CONV)
-def _conv_chunk(slot, index, parts):
-    """Output rows ``index * block`` to ``(index + 1) * block`` of the convolution job in
-    the slot."""
-    x, n, _, window, strided = _window(slot)
-    block = jobs.word(slot, _M)
-    _conv_rows(x, n, window, strided, jobs.word(slot, _B), jobs.word(slot, _K),
-               jobs.word(slot, _N), jobs.word(slot, _C), index * block, block)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -494,8 +263,8 @@ _PRODUCT_AT = (_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _R
 @njit(nogil=True)
 def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing):
     """Share the product with the polling workers; False (nothing done) if none polls or
-    another job holds the slot. ``kind`` is :data:`vm.kernels.jobs.BLAS` or
-    :data:`vm.kernels.jobs.PACKED`; ``packing`` is a packed product's (column stride of
+    another job holds the slot. ``kind`` is :data:`vm.kernels.runtime.jobs.BLAS` or
+    :data:`vm.kernels.runtime.jobs.PACKED`; ``packing`` is a packed product's (column stride of
     a, column stride of c, rows outer), zeros for a BLAS one."""
     slot = jobs.slot()
     threads = jobs.claim(slot, kind, m * n * k)
@@ -503,7 +272,7 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
         return False
     if kind == jobs.PACKED:
         # Whole tiles per chunk, each element's sum in one order whatever the chunks
-        # (see vm.kernels.packed), so the chunks may follow the number of threads.
+        # (see vm.kernels.runtime.packed), so the chunks may follow the number of threads.
         tiles, panels = -(-m // packed.ROWS), -(-n // packed.PANEL)
         rows = tiles >= panels
         extent = tiles if rows else panels
@@ -667,7 +436,7 @@ def whole(a, b, out):
 def packed_product(a, weight, out):
     """``out[...] = a @ w.T`` for float32 2-D ``a`` and ``out`` whose rows are contiguous
     and ``w`` packed in ``NC32n`` panels (C-contiguous ``(panels, k, 32)``, see
-    :mod:`vm.kernels.packed`): a dense layer."""
+    :mod:`vm.kernels.runtime.packed`): a dense layer."""
     m, k = a.shape
     _packed(m, k, out.shape[1], (a.ctypes.data, leading(a), 1), weight,
             (out.ctypes.data, leading(out), 1))  # fmt: skip
@@ -704,3 +473,148 @@ def _packed(m, k, units, a, weight, c):
     ):
         return
     packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer)
+
+
+# --- from Python ------------------------------------------------------------------------------
+
+_BLAS_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def blas_reads(x: np.ndarray) -> bool:
+    """Whether BLAS reads 2-D ``x`` in place: :func:`fits`, for a float32
+    or float64 array whose rows lie a whole row or more apart."""
+    if x.dtype not in _BLAS_TYPES or not x.flags.aligned:
+        return False
+    (rows, cols), (row, col) = x.shape, x.strides
+    if cols > 1 and col != x.itemsize:
+        return False
+    return rows <= 1 or (row % x.itemsize == 0 and row >= max(cols, 1) * x.itemsize)
+
+
+def _stored(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool] | None:
+    """``op(x)`` (``x`` transposed if ``transposed``) as an array BLAS reads in place and
+    whether BLAS transposes it; ``x`` itself first, as compiled code passes it."""
+    if blas_reads(x):
+        return x, transposed
+    if blas_reads(x.T):
+        return x.T, not transposed
+    return None
+
+
+def product(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
+) -> None:
+    """``out[...] = op(a) @ op(b)`` for 2-D operands (any strides), ``op`` transposing when
+    asked. When BLAS reads the operands in place this is :func:`gemm`,
+    shared with the polling workers without the GIL (the one way a product is split
+    between threads); else numpy's product on this thread."""
+    first, second = _stored(a, trans_a), _stored(b, trans_b)
+    if (
+        first is not None
+        and second is not None
+        and a.dtype == b.dtype == out.dtype
+        and blas_reads(out)
+        and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    ):
+        (pa, ta), (pb, tb) = first, second
+        _gemm(pa, pb, out, ta, tb)
+        return
+    with threads.single_threaded_blas():
+        np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-D operands (any strides); see :func:`product`."""
+    product(a, b, out)
+
+
+@njit(nogil=True, cache=True)
+def _gemm(a, b, out, trans_a, trans_b):
+    """:func:`gemm`, cached on disk: called from Python, it would otherwise
+    compile in every process (about 2 s)."""
+    gemm(a, b, out, trans_a, trans_b)
+
+
+# --- the entry points generated kernels call ---------------------------------------------------
+
+
+@njit(nogil=True)
+def product_into(x, y, out, transpose_x, transpose_y):
+    """``out[...] = op(x) @ op(y)`` for 2-D float32 or float64 operands, ``op`` transposing
+    when asked: ``nn.dense`` is ``product_into(x, w, out, False, True)``. Without the GIL,
+    shared with the polling workers when big (:func:`gemm`)."""
+    if not fits(x):
+        x = np.ascontiguousarray(x)
+    if not fits(y):
+        y = np.ascontiguousarray(y)
+    if fits(out):
+        gemm(x, y, out, transpose_x, transpose_y)
+    else:
+        result = np.empty(out.shape, out.dtype)
+        gemm(x, y, result, transpose_x, transpose_y)
+        out[...] = result
+
+
+@njit(nogil=True)
+def packed_into(x, w, out):
+    """``out[...] = x @ unpacked(w).T`` for float32 ``x`` and a weight ``w`` in 32-wide
+    ``NC32n`` panels (see :mod:`vm.kernels.runtime.packed`); without the GIL, shared with polling
+    workers when big, through ``relayvm_packed``."""
+    if x.shape[0] > 1 and x.strides[1] != x.itemsize:
+        x = np.ascontiguousarray(x)
+    if w.strides[2] != w.itemsize or w.strides[1] != w.shape[2] * w.itemsize:
+        w = np.ascontiguousarray(w)
+    block = np.empty(10, np.int64)
+    words = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], leading(x),
+             np.int64(w.ctypes.data), w.shape[0], w.shape[1], np.int64(out.ctypes.data),
+             out.shape[1], leading(out))  # fmt: skip
+    for i in range(len(words)):
+        block[i] = words[i]
+    _packed_symbol(block.ctypes.data)
+
+
+@njit(nogil=True)
+def matmul_into(x, y, out, transpose_x, transpose_y):
+    """``out[...] = op(x) @ op(y)`` for 3-D float32 or float64 stacks, ``op`` swapping the
+    last two axes when asked; a stack of one item broadcasts. Without the GIL, the items
+    or their parts shared with the polling workers (:func:`batched`)."""
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    if out.flags.c_contiguous:
+        batched(x, y, out, transpose_x, transpose_y)
+    else:
+        result = np.empty(out.shape, out.dtype)
+        batched(x, y, result, transpose_x, transpose_y)
+        out[...] = result
+
+
+# numba optimises each kernel's whole module with the code of every function it calls
+# linked in: each kernel that multiplied by a packed weight spent 4-10 s compiling the
+# register tiles again. Kernels call this C entry point by symbol instead (compiled, or
+# loaded from numba's cache, once per process when a kernel calling it is loaded).
+_ENTRY = types.int64(types.int64)
+
+
+@callbacks.entry(symbols.PACKED, _ENTRY)
+def _packed_entry(address):
+    """:func:`packed_product` on the block of :func:`packed_into`: the
+    data's address, rows, columns and row stride, the weight's address, panels and depth,
+    the output's address, columns and row stride."""
+    b = carray(int64s(address), (10,))
+    if b[1] > 0 and b[8] > 0:
+        x = view_at(b[0], (b[1], b[2]), (b[3] * 4, 4))
+        w = carray(floats(b[4]), (b[5], b[6], packed.PANEL))
+        packed_product(x, w, view_at(b[7], (b[1], b[8]), (b[9] * 4, 4)))
+    return 1
+
+
+_packed_symbol = types.ExternalFunction(symbols.PACKED, _ENTRY)
+
+
+#: What each entry point above needs before a kernel that calls it is compiled or loaded
+#: (:mod:`vm.kernels.library` prepares it): the kinds of job it shares with the workers
+#: and the C entry points it calls by symbol.
+NEEDS = {
+    "product_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "matmul_into": jobs.Needs(kinds=(jobs.BLAS, jobs.BATCHED)),
+    "packed_into": jobs.Needs((jobs.PACKED,), (symbols.PACKED,)),
+}

@@ -1,6 +1,6 @@
 """float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf`` that LLVM can vectorize.
 
-Runtime layer (``vm.kernels``); imports numpy, numba and llvmlite.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
 
 numba turns ``np.exp`` and friends on a float32 into calls of the C library's scalar
 functions, and a loop with a call in it stays scalar. These versions are arithmetic

@@ -1,8 +1,9 @@
 """Direct loops for depthwise and narrow grouped float convolutions (NCHW data, OIHW weights).
 
-Runtime layer (``vm.kernels``); imports numpy, numba, :mod:`vm.kernels.gemm` (pointer
-views) and :mod:`vm.kernels.jobs` (whose slot shares a float32 image's groups with the
-worker threads). The generated kernels call these functions (as ``dwc``) from
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba,
+:mod:`vm.kernels.runtime.products` (pointer views) and :mod:`vm.kernels.runtime.jobs` (whose slot
+shares a float32 image's groups with the worker threads). The generated kernels call these functions
+(as ``dwc``) from
 :mod:`vm.kernels.emit_conv` for every ``nn.conv2d`` with ``groups > 1`` whose groups read
 few input channels each.
 
@@ -22,7 +23,7 @@ rows are short (MobileNet's 14x14 and 7x7 stages); dilated ones with short rows 
 channels-last (:func:`image_channels_last`), the innermost loop across channels.
 :func:`image_groups` runs every group of one image, shared
 between the calling thread and the polling workers (a job of
-:func:`vm.kernels.jobs.share`, no GIL) when the image is big enough; the caller
+:func:`vm.kernels.runtime.jobs.share`, no GIL) when the image is big enough; the caller
 then applies the fused epilogue to the image, as after :func:`image_channels_last`.
 """
 
@@ -32,7 +33,7 @@ import numpy as np
 from numba import carray, njit
 from numba import uint64 as _u
 
-from vm.kernels import gemm, jobs
+from vm.kernels.runtime import jobs, products
 
 #: Multiply-adds of one image below which its groups run on the calling thread alone:
 #: handing a job to the workers costs a few microseconds.
@@ -526,7 +527,7 @@ def _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh
 @njit(nogil=True)
 def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
     """Offer image ``n`` to the polling workers as ``extent`` items of a job of ``kind``
-    (:func:`vm.kernels.jobs.share`); False, doing nothing, when the
+    (:func:`vm.kernels.runtime.jobs.share`); False, doing nothing, when the
     image is too small to pay for it, the data is not float32 in C order (what the
     callbacks read), or no worker takes it."""
     groups, og, k = w3.shape
@@ -550,9 +551,9 @@ def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out
 def _job(slot):
     """The arrays and geometry :func:`_share` put in the slot, for a chunk callback."""
     a = jobs.argument
-    x = carray(gemm.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
-    w3 = carray(gemm.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
-    out3 = carray(gemm.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
+    x = carray(products.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
+    w3 = carray(products.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
+    out3 = carray(products.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
     geometry = (a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15), a(slot, 16), a(slot, 17),
                 a(slot, 18), a(slot, 19), a(slot, 20), a(slot, 21))  # fmt: skip
     return (x, w3, out3) + geometry + (a(slot, 22),)
@@ -638,7 +639,7 @@ def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
 @jobs.chunk(jobs.DEPTHWISE_GROUPS)
 def _groups_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the float32 image that :func:`image_groups` shares
-    through :func:`vm.kernels.jobs.share`; each chunk has its own workspace."""
+    through :func:`vm.kernels.runtime.jobs.share`; each chunk has its own workspace."""
     x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
     groups = w3.shape[0]
     lo, hi = groups * index // parts, groups * (index + 1) // parts

@@ -1,4 +1,4 @@
-"""The shared-job slot's registry of kinds (``vm.kernels.jobs``).
+"""The shared-job slot's registry of kinds (``vm.kernels.runtime.jobs``).
 
 Returns group: requiring a kind registers its chunk code in the slot once; a job of a
 kind whose chunk code is not registered is not posted (its caller computes it alone: a
@@ -17,7 +17,7 @@ import pytest
 from numba import njit
 
 from tests.vm.kernels.workers import needs_workers, wait_until
-from vm.kernels import gemm, jobs, threads
+from vm.kernels.runtime import jobs, products, threads
 
 
 @njit(nogil=True)
@@ -27,7 +27,7 @@ def _share(kind, extent, arguments):
 
 @njit
 def _gemm(a, b, out):
-    gemm.gemm(a, b, out, False, False)
+    products.gemm(a, b, out, False, False)
 
 
 @contextlib.contextmanager
@@ -66,7 +66,7 @@ def test_a_product_of_an_unregistered_kind_is_computed_by_its_caller_and_counted
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 256)).astype("float32")
     b = rng.standard_normal((256, 128)).astype("float32")
-    assert a.shape[0] * b.shape[0] * b.shape[1] >= gemm.PARALLEL_FLOPS  # offered, if polled
+    assert a.shape[0] * b.shape[0] * b.shape[1] >= products.PARALLEL_FLOPS  # offered, if polled
     out = np.full((64, 128), np.nan, "float32")
     _gemm(a, b, out)  # compiled first
     with _unregistered(jobs.BLAS):
@@ -105,5 +105,5 @@ def test_chunk_code_for_a_kind_of_another_module_is_refused() -> None:
     def chunk(slot, index, parts):  # pragma: no cover - never compiled
         pass
 
-    with pytest.raises(ValueError, match=r"belongs to vm\.kernels\.pool_loops"):
+    with pytest.raises(ValueError, match=r"belongs to vm\.kernels\.runtime\.pool_loops"):
         jobs.chunk(jobs.MAX_POOL)(chunk)

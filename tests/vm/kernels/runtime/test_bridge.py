@@ -1,4 +1,4 @@
-"""Tests of vm.kernels.bridge, the calls from compiled kernels into Python.
+"""Tests of vm.kernels.runtime.bridge, the calls from compiled kernels into Python.
 
 Returns group: handler codes that compiled code may carry between processes. Invalid group:
 two handlers of one name. Traps group: an interrupt (a signal handler's exception) raised in
@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 from numba import njit
 
-from vm.kernels import bridge
+from vm.kernels.runtime import bridge
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 _CODES = """
 import sys
 for name in sys.argv[1:]:
     __import__(name)
-from vm.kernels import blas, pool_loops
-print(blas._CONV_PACKED, blas._CONV_IMAGE, pool_loops._MAX_POOL, pool_loops._AVG_POOL)
+from vm.kernels.runtime import convolution, pool_loops
+print(convolution._CONV_PACKED, convolution._CONV_IMAGE, pool_loops._MAX_POOL, pool_loops._AVG_POOL)
 """
 
 
@@ -42,7 +42,7 @@ def _codes(*first: str) -> str:
 
 def test_handler_codes_do_not_depend_on_which_module_was_imported_first() -> None:
     # Kernels cached on disk carry the codes as constants.
-    assert _codes("vm.kernels.pool_loops") == _codes("vm.kernels.blas")
+    assert _codes("vm.kernels.runtime.pool_loops") == _codes("vm.kernels.runtime.convolution")
 
 
 def test_a_second_handler_of_the_same_name_is_invalid() -> None:

@@ -1,8 +1,9 @@
 """numpy's OpenBLAS library, found once, if it lets each thread set its own thread count.
 
-Runtime layer (``vm.kernels``); standard library and ctypes. The kernels' own products
-(:mod:`vm.kernels.gemm`) call its ``sgemm``/``dgemm`` directly, and the worker pool
-(:mod:`vm.kernels.threads`) runs it single-threaded per calling thread through
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); standard library and ctypes. The
+kernels' own products (:mod:`vm.kernels.runtime.products`) call its ``sgemm``/``dgemm`` directly,
+and the worker pool (:mod:`vm.kernels.runtime.threads`) runs it single-threaded per calling thread
+through
 :data:`SET_THREADS_LOCAL`.
 """
 

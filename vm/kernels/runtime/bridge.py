@@ -1,7 +1,8 @@
 """Calls from compiled kernels into Python: the way kernels reach numpy's BLAS and the
 worker threads.
 
-Runtime layer (``vm.kernels``); imports numpy, numba, llvmlite and ctypes.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba, llvmlite and
+ctypes.
 
 numba's ``objmode`` blocks would do, but a kernel loaded from numba's disk cache rebuilds
 its object-mode code on its first call (tens of milliseconds per kernel, which a network
@@ -44,12 +45,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import binding
 from numba import njit, types
 
-from vm.kernels import atomics
+from vm.kernels.runtime import atomics, symbols
 
-SYMBOL = "relayvm_kernel_callback"
+SYMBOL = symbols.KERNEL_CALLBACK
 
 _DTYPES = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 _STATE = threading.local()
@@ -80,6 +80,11 @@ def register(name: str, function: Callable[..., None], arrays: int) -> int:
     _NAMES[code] = name
     _HANDLERS[code] = _Handler(function, arrays)
     return code
+
+
+def handlers() -> dict[str, Callable[..., None]]:
+    """Every handler registered so far, by name."""
+    return {_NAMES[code]: handler.function for code, handler in _HANDLERS.items()}
 
 
 class Interrupted(Exception):
@@ -158,7 +163,7 @@ def _dispatch(code: int, address: int) -> int:
 
 
 _callback = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(_dispatch)
-binding.add_symbol(SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
+symbols.export(SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
 
 
 def _keep_escaped(unraisable: object, previous: Callable[[object], object]) -> None:
@@ -205,6 +210,6 @@ def invoke(code, block, length):
     if status == _FAILED:
         raise RuntimeError(
             "internal error in a kernel's call to BLAS or its threads "
-            "(vm.kernels.bridge.last_error() holds the Python exception)"
+            "(vm.kernels.runtime.bridge.last_error() holds the Python exception)"
         )
     raise Interrupted("interrupted in a kernel's call to BLAS or its threads")

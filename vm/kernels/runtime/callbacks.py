@@ -1,7 +1,7 @@
 """C callbacks compiled on first need: the chunk code of shared jobs and the C entry points
 kernels call by symbol.
 
-Runtime layer (``vm.kernels``); imports numba and llvmlite.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numba and llvmlite.
 
 numba compiles a ``cfunc`` where it is decorated, that is when its module is imported,
 and every generated kernel imported the whole library: with an empty cache, a model of
@@ -17,9 +17,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from llvmlite import binding
 from numba import cfunc
 from numba.core.ccallback import CFunc
+
+from vm.kernels.runtime.symbols import export
 
 _LOCK = threading.Lock()
 #: The compiled callbacks, by ``module.qualname`` of their Python function.
@@ -96,8 +97,19 @@ def link(*symbols: str) -> None:
         function, signature = _ENTRIES[symbol]
         callback = build(function, signature)
         with _LOCK:
-            binding.add_symbol(symbol, callback.address)
+            export(symbol, callback.address)
             _LINKED.add(symbol)
+
+
+def entry_function(symbol: str) -> Callable:
+    """The plain Python function registered under ``symbol`` with :func:`entry`.
+
+    Raises
+    ------
+    KeyError
+        If no imported module registered the symbol.
+    """
+    return _ENTRIES[symbol][0]
 
 
 def entries() -> tuple[str, ...]:

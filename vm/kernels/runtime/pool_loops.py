@@ -1,14 +1,14 @@
 """Compiled loops for the pooling and upsampling kernels over NCHW data.
 
-Runtime layer (``vm.kernels``); imports numpy and numba.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
-Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_spatial`)
-import this module as ``pool``; window sizes, strides and padding are arguments, so each
-loop compiles once per process and dtype. Big float pools are split by planes between the
-threads of :mod:`vm.kernels.threads` (called through :mod:`vm.kernels.bridge`, so the
-loops they run are called from Python too, and cached on disk themselves); float32 max
-pooling is shared without the GIL instead while the workers poll (a job of
-:func:`vm.kernels.jobs.share`). A windowed
+Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_spatial`) import this
+module as ``pool``; window sizes, strides and padding are arguments, so each loop compiles once per
+process and dtype. Big float pools are split by planes between the threads of
+:mod:`vm.kernels.runtime.threads` (called through :mod:`vm.kernels.runtime.bridge`, so the loops
+they run are called from Python too, and cached on disk themselves); float32 max pooling is shared
+without the GIL instead while the workers poll (a job of
+:func:`vm.kernels.runtime.jobs.share`). A windowed
 pool walks one output row at a time: for each window offset it combines the matching
 input row into the whole output row, over the range of columns whose input lies inside
 the image (so the inner loop has no bounds checks), in window-offset order, which is the
@@ -23,8 +23,8 @@ import numpy as np
 from numba import carray, njit
 from numba import uint64 as _u
 
-from vm.kernels import bridge, gemm, jobs, threads
-from vm.kernels.conv_loops import valid_range
+from vm.kernels.runtime import bridge, jobs, products, symbols, threads
+from vm.kernels.runtime.conv_loops import valid_range
 
 #: Output elements times window size from which a float pool is split between threads.
 SPLIT_WORK = 1 << 17
@@ -51,8 +51,8 @@ def _avg_pool_planes(x, out, *window) -> None:
     _plane_chunks(avg_pool2d, x, out, *window[:-1], bool(window[-1]))
 
 
-_MAX_POOL = bridge.register("pool_loops.max_pool_planes", _max_pool_planes, 2)
-_AVG_POOL = bridge.register("pool_loops.avg_pool_planes", _avg_pool_planes, 2)
+_MAX_POOL = bridge.register(symbols.MAX_POOL_PLANES, _max_pool_planes, 2)
+_AVG_POOL = bridge.register(symbols.AVG_POOL_PLANES, _avg_pool_planes, 2)
 
 
 @njit(nogil=True)
@@ -216,12 +216,12 @@ def avg_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, firs
 @jobs.chunk(jobs.MAX_POOL)
 def _max_pool_chunk(slot, index, parts):
     """Planes ``index`` of ``parts`` of the float32 max pool that
-    :func:`max_pool2d_float` shares through :func:`vm.kernels.jobs.share`."""
+    :func:`max_pool2d_float` shares through :func:`vm.kernels.runtime.jobs.share`."""
     a = jobs.argument
     x_shape = (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4))
     out_shape = (x_shape[0], x_shape[1], a(slot, 6), a(slot, 7))
-    x = carray(gemm.floats(a(slot, 0)), x_shape)
-    out = carray(gemm.floats(a(slot, 5)), out_shape)
+    x = carray(products.floats(a(slot, 0)), x_shape)
+    out = carray(products.floats(a(slot, 5)), out_shape)
     ph, pw, sh, sw = a(slot, 8), a(slot, 9), a(slot, 10), a(slot, 11)
     dh, dw, pt, pl = a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15)
     planes = x_shape[0] * x_shape[1]

@@ -1,6 +1,7 @@
 """The instruction set the kernels are compiled for, as numba will target it.
 
-Runtime layer (``vm.kernels``); imports llvmlite and numba's configuration only.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports llvmlite and numba's
+configuration only.
 
 Register tiles are sized for the vector registers the compiled code will have. That is the
 host CPU unless numba is told to target another one (``NUMBA_CPU_NAME`` and

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 import pytest
 
-from vm.kernels import vecmath as vx
+from vm.kernels.runtime import vecmath as vx
 
 
 @numba.njit

@@ -1,5 +1,5 @@
 """Pointwise (1x1, stride 1, unpadded) float32 convolutions by packed weights
-(vm.kernels.pointwise) match numpy's products.
+(vm.kernels.runtime.pointwise) match numpy's products.
 
 Returns group: channel counts from 1 to past a panel, pixel counts short of, equal to
 and past whole 32-pixel panels (the short last panel is copied, never read past the
@@ -14,7 +14,7 @@ import pytest
 
 from tests.vm.kernels.harness import SUMS, Program, packed, run
 from tests.vm.kernels.workers import assert_shared, needs_workers
-from vm.kernels import jobs, pointwise
+from vm.kernels.runtime import jobs, pointwise
 
 RNG = np.random.default_rng(31)
 PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"

@@ -1,9 +1,9 @@
 """Compiled loops for the convolution kernels: im2col, the depthwise direct loop, col2im and
 integer matrix products.
 
-Runtime layer (``vm.kernels``); imports numpy and numba.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
-Float convolutions call these loops from Python (:mod:`vm.kernels.blas`, between the
+Float convolutions call these loops from Python (:mod:`vm.kernels.runtime.convolution`, between the
 threads), so those are cached on disk; integer convolution kernels (see
 :mod:`vm.kernels.emit_conv`) import this module as ``cv`` and call the per-(image, group)
 blocks at the end. Either way the loops compile once per process and dtype instead of
@@ -223,7 +223,7 @@ def _conv_block(matmul):
     reads one input channel (depthwise), else im2col (skipped when a 1x1 input is its own
     column matrix, signalled by an empty ``cols``) and the product with the group's
     weights by the compiled ``matmul``. (Float convolutions run through
-    :func:`vm.kernels.blas.conv_image`.)"""
+    :func:`vm.kernels.runtime.convolution.conv_image`.)"""
 
     @njit(nogil=True)
     def block(x, w3, out3, cols, n, g, cg, og, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):

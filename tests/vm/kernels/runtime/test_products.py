@@ -1,4 +1,4 @@
-"""Matrix products called straight from compiled code (``vm.kernels.gemm``).
+"""Matrix products called straight from compiled code (``vm.kernels.runtime.products``).
 
 Returns: ``gemm`` equals numpy for both float dtypes, every transpose combination, single
 rows and columns, strided rows and empty operands; OpenBLAS's per-thread thread count is
@@ -30,11 +30,11 @@ from tests.vm.kernels.workers import (
     wait_until,
     workers_polling,
 )
-from vm.kernels import blas, gemm, jobs, threads
-from vm.kernels.openblas import openblas
+from vm.kernels.runtime import conv_jobs, jobs, products, threads
+from vm.kernels.runtime.openblas import openblas
 
 RNG = np.random.default_rng(5)
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -44,12 +44,12 @@ def _every_kind_registered() -> None:
 
 @njit
 def _gemm(a, b, out, ta, tb):
-    gemm.gemm(a, b, out, ta, tb)
+    products.gemm(a, b, out, ta, tb)
 
 
 @njit
 def _fits(a):
-    return gemm.fits(a)
+    return products.fits(a)
 
 
 def operands(m, n, k, ta, tb, dtype):
@@ -110,7 +110,7 @@ def test_product_into_equals_numpy_small_and_big(m, ta, tb):
     out = np.empty((m, 512), "float32")
     left = np.ascontiguousarray(x.T) if ta else x
     right = w if tb else np.ascontiguousarray(w.T)
-    blas.product_into(left, right, out, ta, tb)
+    products.product_into(left, right, out, ta, tb)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-3)
 
 
@@ -118,7 +118,7 @@ def test_product_into_copies_operands_blas_cannot_read_in_place():
     x = RNG.standard_normal((6, 10)).astype("float64")
     y = RNG.standard_normal((10, 8)).astype("float64")
     out = np.full((8, 6), np.nan)
-    blas.product_into(x[:, ::2], y[::2], out.T, False, False)  # strided columns, strided out
+    products.product_into(x[:, ::2], y[::2], out.T, False, False)  # strided columns, strided out
     np.testing.assert_allclose(out.T, x[:, ::2] @ y[::2], rtol=1e-12)
 
 
@@ -128,7 +128,7 @@ def test_batch_matmul_broadcasts_a_batch_of_one(batch_x, batch_y):
     x = RNG.standard_normal((batch_x, 9, 5)).astype("float64")
     y = RNG.standard_normal((batch_y, 7, 5)).astype("float64")
     out = np.empty((batch, 9, 7))
-    blas.matmul_into(x, y, out, False, True)
+    products.matmul_into(x, y, out, False, True)
     np.testing.assert_allclose(out, x @ y.transpose(0, 2, 1), rtol=1e-12)
 
 
@@ -139,13 +139,13 @@ def test_batch_matmul_equals_numpy_with_every_transpose(ta, tb):
     out = np.full((12, 64, 40), np.nan, "float32")
     left = np.ascontiguousarray(x.transpose(0, 2, 1)) if ta else x
     right = np.ascontiguousarray(y.transpose(0, 2, 1)) if tb else y
-    blas.matmul_into(left, right, out, ta, tb)
+    products.matmul_into(left, right, out, ta, tb)
     np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
 
 
 def test_an_empty_batch_matmul_depth_gives_zeros():
     out = np.full((5, 3, 4), np.nan, "float32")
-    blas.matmul_into(np.empty((5, 3, 0), "float32"), np.empty((1, 0, 4), "float32"), out,
+    products.matmul_into(np.empty((5, 3, 0), "float32"), np.empty((1, 0, 4), "float32"), out,
                      False, False)  # fmt: skip
     assert (out == 0).all()
 
@@ -153,11 +153,11 @@ def test_an_empty_batch_matmul_depth_gives_zeros():
 @pytest.mark.parametrize(("ta", "tb"), [(False, False), (True, True)])
 def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
     dtype = np.dtype("float32")
-    function = ctypes.CFUNCTYPE(*gemm._signature(ctypes.c_float))(gemm._numpy_gemm(dtype))
+    function = ctypes.CFUNCTYPE(*products._signature(ctypes.c_float))(products._numpy_gemm(dtype))
     a, b, expected = operands(5, 6, 7, ta, tb, dtype)
     out = np.full((5, 6), np.nan, dtype)
-    trans = {False: gemm._NO_TRANS, True: gemm._TRANS}
-    function(gemm._ROW_MAJOR, trans[ta], trans[tb], 5, 6, 7, 1.0, a.ctypes.data, a.shape[1],
+    trans = {False: products._NO_TRANS, True: products._TRANS}
+    function(products._ROW_MAJOR, trans[ta], trans[tb], 5, 6, 7, 1.0, a.ctypes.data, a.shape[1],
              b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, 6)  # fmt: skip
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
@@ -173,7 +173,7 @@ def test_the_numpy_fallback_computes_through_the_c_signature(ta, tb):
 def test_shared_products_equal_numpy(m, n, k, ta, tb):
     a, b, expected = operands(m, n, k, ta, tb, "float32")
     out = np.full((m, n), np.nan, "float32")
-    assert m * n * k >= gemm.PARALLEL_FLOPS
+    assert m * n * k >= products.PARALLEL_FLOPS
     _gemm(a, b, out, ta, tb)  # compiled before the workers are woken
 
     def shared_run() -> None:
@@ -195,11 +195,11 @@ def test_a_shared_batch_matmul_equals_each_item_computed_alone(batch, broadcast)
     for i in range(batch):
         _gemm(x[min(i, len(x) - 1)], y[min(i, len(y) - 1)], alone[i], False, True)
     out = np.empty_like(alone)
-    blas.matmul_into(x, y, out, False, True)  # compiled before the workers are woken
+    products.matmul_into(x, y, out, False, True)  # compiled before the workers are woken
 
     def shared_run() -> None:
         out[...] = np.nan
-        blas.matmul_into(x, y, out, False, True)
+        products.matmul_into(x, y, out, False, True)
 
     assert_shared(shared_run, lambda: np.testing.assert_array_equal(out, alone))
 
@@ -285,13 +285,13 @@ def test_a_burst_of_products_leaves_no_wake_ups_behind():
 _CHILD = """
 import numpy as np
 from numba import njit
-from vm.kernels import gemm, jobs, threads
+from vm.kernels.runtime import conv_jobs, jobs, products, threads
 
 jobs.require(jobs.BLAS)  # gemm called directly: no kernel loader requires its kind
 
 @njit
 def product(a, b, out):
-    gemm.gemm(a, b, out, False, False)
+    products.gemm(a, b, out, False, False)
 
 a, b = np.ones((1, 700)), np.ones((700, 600))
 out = np.empty((1, 600))
@@ -322,7 +322,7 @@ def test_a_forked_child_shares_products_with_workers_of_its_own():
 
 @njit(nogil=True)
 def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
-    gemm.im2col(x, n, cols, kernel, stride, pad, dilation, out, share)
+    conv_jobs.im2col(x, n, cols, kernel, stride, pad, dilation, out, share)
 
 
 @needs_workers
@@ -335,7 +335,7 @@ def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
     ],
 )
 def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad, dilation):
-    from vm.kernels import conv_loops
+    from vm.kernels.runtime import conv_loops
 
     x = np.random.default_rng(4).standard_normal(shape).astype("float32")
     (kh, kw), (sh, sw), (pt, pl), (dh, dw) = kernel, stride, pad, dilation
@@ -358,7 +358,7 @@ def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad,
 
 @njit(nogil=True)
 def _packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
-    gemm.packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share)
+    conv_jobs.packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share)
 
 
 @needs_workers
@@ -377,7 +377,7 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
     weight = rng.standard_normal((units, shape[1], *kernel)).astype("float32")
     (kh, kw), (sh, sw), (pt, pl) = kernel, stride, pad
     size = ((shape[2] + 2 * pt - kh) // sh + 1, (shape[3] + 2 * pl - kw) // sw + 1)
-    assert gemm.row_blocks(*size)[1] >= 4
+    assert conv_jobs.row_blocks(*size)[1] >= 4
     n = shape[0] - 1
     cols = np.zeros((shape[1] * kh * kw, size[0] * size[1]), "float32")
     _im2col(x, n, cols, kernel, stride, pad, (1, 1), size, False)
@@ -396,7 +396,7 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
 
 @njit(nogil=True)
 def _winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
-    gemm.winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share)
+    conv_jobs.winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share)
 
 
 @needs_workers

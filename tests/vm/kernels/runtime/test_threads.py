@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pytest
 
-from vm.kernels import blas, conv_loops, threads
+from vm.kernels.runtime import conv_loops, convolution, products, threads
 
 RNG = np.random.default_rng(71)
 #: Interrupted jobs in the suite; ``RELAYVM_INTERRUPT_RUNS=0`` tries every place.
@@ -103,12 +103,12 @@ def test_split_products_equal_numpy(m: int, k: int, n: int) -> None:
     a = RNG.standard_normal((m, k)).astype("float32")
     b = RNG.standard_normal((n, k)).astype("float32")
     out = np.full((m, n), np.nan, "float32")
-    blas.matmul(a, b.T, out)
+    products.matmul(a, b.T, out)
     np.testing.assert_allclose(out, a @ b.T, rtol=1e-4, atol=1e-4)
     stack_a = RNG.standard_normal((6, 40, 300)).astype("float64")
     stack_b = RNG.standard_normal((1, 300, 50)).astype("float64")
     stacked = np.empty((6, 40, 50))
-    blas.matmul_into(stack_a, stack_b, stacked, False, False)
+    products.matmul_into(stack_a, stack_b, stacked, False, False)
     np.testing.assert_allclose(stacked, stack_a @ stack_b, rtol=1e-10)
 
 
@@ -129,7 +129,7 @@ def test_split_convolution_blocks_equal_im2col_and_one_product(channels, size, o
     conv_loops.im2col(x, 1, 0, channels, cols, 3, 3, 1, 1, 1, 1, 1, 1, size, size, 0, size)
     want = w @ cols
     got = np.full((2, out, plane), np.nan, "float32")
-    blas.conv_block(x, w[None], got, np.empty_like(cols), 1, 0, channels, 3, 3, 1, 1, 1, 1,
+    convolution.conv_block(x, w[None], got, np.empty_like(cols), 1, 0, channels, 3, 3, 1, 1, 1, 1,
                     1, 1, size, size)  # fmt: skip
     np.testing.assert_allclose(got[1], want, rtol=1e-4, atol=1e-4)
 
@@ -147,14 +147,14 @@ def _product_in_child() -> float:
     a = np.ones((64, 300), "float32")
     b = np.ones((300, 900), "float32")
     out = np.empty((64, 900), "float32")
-    blas.matmul(a, b, out)  # big enough to be split between threads
+    products.matmul(a, b, out)  # big enough to be split between threads
     return float(out.sum() / 900)
 
 
 def test_a_failing_python_handler_raises_in_compiled_code() -> None:
     from numba import njit
 
-    from vm.kernels import bridge
+    from vm.kernels.runtime import bridge
 
     def fail(values, count) -> None:
         raise KeyError(f"handler saw {count} values")
@@ -204,7 +204,7 @@ def test_a_job_binds_its_threads_to_cpus_of_their_own_and_restores_the_caller() 
 def test_binding_can_be_turned_off() -> None:
     code = (
         "import os\n"
-        "from vm.kernels import threads\n"
+        "from vm.kernels.runtime import threads\n"
         "seen = []\n"
         "threads.run([lambda: seen.append(os.sched_getaffinity(0))] * 4)\n"
         "print(threads._STATE.get('caller_cpu'), all(s == os.sched_getaffinity(0) for s in seen))"

@@ -1,12 +1,13 @@
 """Waiting for another thread without the GIL and without sleeping: a compiled poll loop.
 
-Runtime layer (``vm.kernels``); imports numba and :mod:`vm.kernels.atomics`.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numba and
+:mod:`vm.kernels.runtime.atomics`.
 
 Waking a sleeping thread costs tens of microseconds, more in a virtual machine whose idle
 CPU is halted; a product split between threads is only a millisecond or two, so
-:mod:`vm.kernels.threads` lets its workers (and a caller waiting for the last chunk)
+:mod:`vm.kernels.runtime.threads` lets its workers (and a caller waiting for the last chunk)
 poll a flag for a while before they block. The poll runs in compiled code that holds no
-GIL, and reads the flag with an atomic load (:mod:`vm.kernels.atomics`) so the compiler
+GIL, and reads the flag with an atomic load (:mod:`vm.kernels.runtime.atomics`) so the compiler
 cannot hoist it out of the loop.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from vm.kernels import atomics
+from vm.kernels.runtime import atomics
 
 #: Polls before a waiter gives up and blocks: about 2 ms at ~0.35 ns a poll, longer than
 #: the serial stretches between two products of a network, so workers stay awake.

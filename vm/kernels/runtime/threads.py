@@ -1,7 +1,7 @@
 """Worker threads that share big matrix products with the calling thread.
 
-Runtime layer (``vm.kernels``); standard library, ctypes, numba and :mod:`vm.kernels.jobs`
-(whose shared jobs and sleep/wake-up steps the workers run).
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); standard library, ctypes, numba
+and :mod:`vm.kernels.runtime.jobs` (whose shared jobs and sleep/wake-up steps the workers run).
 
 numpy's OpenBLAS parallelizes a product with threads that busy-wait for each other. On a
 machine whose cores are shared (other processes, or another library's thread pool that
@@ -14,9 +14,9 @@ pool's workers take from a shared counter. A worker that is slow to start leaves
 chunks to the caller, so a busy core slows a product down to one thread's speed at worst.
 Waking a sleeping thread is slow (tens of microseconds, more in a virtual machine), so a
 worker polls for the next job for a few milliseconds after each one, and a caller polls
-for its last chunk, before they block (:mod:`vm.kernels.spin`; the polls hold no GIL).
+for its last chunk, before they block (:mod:`vm.kernels.runtime.spin`; the polls hold no GIL).
 While a worker polls it also takes chunks of the products compiled kernels share without
-the GIL (:mod:`vm.kernels.jobs`); asleep, it waits on a pipe that both Python callers and
+the GIL (:mod:`vm.kernels.runtime.jobs`); asleep, it waits on a pipe that both Python callers and
 compiled code write a byte to. The workers start when a kernel that shares jobs is
 loaded (:mod:`vm.kernels.library`), so its compiled code finds them polling.
 
@@ -51,9 +51,9 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from numba.core.types import int64
 
-from vm.kernels import jobs as slot
-from vm.kernels import spin
-from vm.kernels.openblas import SET_THREADS_LOCAL, openblas
+from vm.kernels.runtime import jobs as slot
+from vm.kernels.runtime import spin
+from vm.kernels.runtime.openblas import SET_THREADS_LOCAL, openblas
 
 #: The most threads used without ``RELAYVM_NUM_THREADS``: products are cut into a few chunks
 #: per thread, and polling workers cost a core each while they wait.
@@ -244,7 +244,7 @@ def _worker(jobs: queue.SimpleQueue, posted: np.ndarray, wake: int, cpu: int | N
             # ... or sleep until a job or a compiled caller writes to the pipe. Counting
             # ourselves asleep before the last look means a poster either sees a sleeper
             # (and writes) or we see its job; then we write our own byte, unless one is on
-            # its way for every sleeper. Either way we read one byte (see vm.kernels.jobs).
+            # its way for every sleeper. Either way we read one byte (see vm.kernels.runtime.jobs).
             slot.going_to_sleep()
             if int(posted[0]) != seen or slot.has_work():
                 slot.wake(1)

@@ -1,8 +1,8 @@
 """Sequentially consistent atomic operations on int64 words, for compiled code.
 
-Runtime layer (``vm.kernels``); imports numba and llvmlite.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numba and llvmlite.
 
-Threads that share work without the GIL (:mod:`vm.kernels.jobs`) coordinate through a
+Threads that share work without the GIL (:mod:`vm.kernels.runtime.jobs`) coordinate through a
 block of int64 words; these intrinsics read and change one word at a byte address. All
 are sequentially consistent: the protocols built on them reason about the order in which
 threads see each other's writes, and on x86-64 the stronger order costs nothing for loads

@@ -1,6 +1,6 @@
 """Scalar numba functions that generated kernels call: float16 bits, integer division, checks.
 
-Runtime layer (``vm.kernels``); imports numpy and numba.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
 Generated kernel modules import this module as ``h``. The functions are
 ``register_jitable``: numba compiles them once per process for each (non-literal)

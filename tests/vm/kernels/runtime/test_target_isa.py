@@ -1,7 +1,7 @@
 """Kernels compiled for an AVX2-only CPU give the results the host's kernels give.
 
 Register tiles and vector code are sized from the instruction set numba targets
-(vm.kernels.target), so a machine without AVX-512 runs other code than a machine with it.
+(vm.kernels.runtime.target), so a machine without AVX-512 runs other code than a machine with it.
 This runs the register-tile programs of ``thread_counts`` in a process told to target
 Haswell (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``) and compares with this process's
 results, so both paths stay correct whichever CPU runs the suite.
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from tests.vm.kernels import thread_counts
-from vm.kernels.target import has_avx512, target_features
+from vm.kernels.runtime.target import has_avx512, target_features
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 
 #: Haswell's vector features: AVX2 and FMA, no AVX-512.
 AVX2_FEATURES = (
@@ -31,7 +31,7 @@ AVX2_FEATURES = (
 
 def test_target_features_follow_numbas_target_cpu():
     env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": AVX2_FEATURES}
-    code = "from vm.kernels import packed, target; print(target.has_avx512(), packed.ROWS)"
+    code = "from vm.kernels.runtime import packed, target; print(target.has_avx512(), packed.ROWS)"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -69,6 +69,6 @@ def test_kernels_compiled_for_avx2_agree_with_the_hosts(tmp_path):
 
 @pytest.mark.skipif(not has_avx512(), reason="the host has no AVX-512: the suite runs AVX2 code")
 def test_the_host_runs_avx512_tiles_when_it_has_them():
-    from vm.kernels import packed
+    from vm.kernels.runtime import packed
 
     assert packed.ROWS == 7

@@ -1,7 +1,8 @@
 """The ``NC{n}n`` weight layout of ``nn.contrib_dense_pack``: its name and its panel width.
 
-Runtime layer (``vm.kernels``); standard library only, so the compiler's operator
-definitions, the kernel rules and the shape functions all read layout names the same way.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); standard library only, so the
+compiler's operator definitions, the kernel rules and the shape functions all read layout names the
+same way.
 
 A ``(units, in_features)`` weight in ``NC{n}n`` is ``(ceil(units / n), in_features, n)``:
 element ``[p, k, j]`` is weight row ``p * n + j``, column ``k``, rows past ``units`` zero.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-#: The panel width whose float32 products run in register tiles (``vm.kernels.packed``).
+#: The panel width whose float32 products run in register tiles (``vm.kernels.runtime.packed``).
 PANEL = 32
 #: The layout ``AlterOpLayout`` gives constant dense weights.
 LAYOUT = f"NC{PANEL}n"

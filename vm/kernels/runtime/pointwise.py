@@ -1,22 +1,23 @@
 """Pointwise (1x1, stride 1, unpadded) float32 convolutions by a weight packed in ``NC32n``
 panels, straight from the NCHW input: no im2col, no BLAS, no GIL.
 
-Runtime layer (``vm.kernels``); imports numpy, numba and :mod:`vm.kernels.jobs`.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and
+:mod:`vm.kernels.runtime.jobs`.
 
 A 1x1 convolution's input is its own column matrix: row ``c`` of image ``n`` holds channel
-``c`` of every pixel. Each output tile is :data:`vm.kernels.packed.ROWS` output channels
-by 32 pixels (:func:`vm.kernels.packed.panel_product`), read from 32 contiguous pixels of
+``c`` of every pixel. Each output tile is :data:`vm.kernels.runtime.packed.ROWS` output channels
+by 32 pixels (:func:`vm.kernels.runtime.packed.panel_product`), read from 32 contiguous pixels of
 every input channel and written as 32 contiguous pixels of each output channel. The work
 is a grid of (pixel panel, weight panel) items, pixel-major, so that consecutive items
 reuse the pixel panel while it is in cache; chunks of items are shared with the polling
-workers (:func:`vm.kernels.jobs.share`). Every output element is one tile's sum over the
+workers (:func:`vm.kernels.runtime.jobs.share`). Every output element is one tile's sum over the
 channels in order, so the bits do not depend on the number of threads.
 
 MobileNet's expansions (16 to 96 channels at 112x112, 64 to 384 at 14x14) are this shape;
 through OpenBLAS from Python they ran at 25-60 GFLOP/s in a model, and the transposed
-tiles of :func:`vm.kernels.gemm.packed_columns` stored each element alone. Small deep
+tiles of :func:`vm.kernels.runtime.products.packed_columns` stored each element alone. Small deep
 planes (7x7, or 14x14 from 256 channels) keep those tiles by pixels, which waste no
-pixel on a short panel (see :data:`vm.kernels.blas.POINTWISE_MIN_PLANE`).
+pixel on a short panel (see :data:`vm.kernels.runtime.convolution.POINTWISE_MIN_PLANE`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from vm.kernels import gemm, jobs, packed
+from vm.kernels.runtime import jobs, packed, products
 
 _PANEL = packed.PANEL
 
@@ -48,7 +49,7 @@ def _items(x, plane, k, pw, units, pc, lo, hi):
             # rows are copied into a zero-padded block rather than read past the input.
             if held != p:
                 scratch = np.zeros((k, _PANEL), np.float32)
-                source = gemm.view_at(x + first * 4, (k, width), (plane * 4, 4))
+                source = products.view_at(x + first * 4, (k, width), (plane * 4, 4))
                 scratch[:, :width] = source
                 held = p
             b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))

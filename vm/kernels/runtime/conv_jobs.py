@@ -1,0 +1,262 @@
+"""Jobs of the float32 convolutions that compiled code shares with the worker threads
+without the GIL: im2col copies, convolutions by packed weights a block of output rows at
+a time, and Winograd transforms.
+
+Runtime layer (``vm.kernels.runtime``); imports numpy, numba and the runtime modules
+whose loops the chunks run (:mod:`~vm.kernels.runtime.conv_loops`,
+:mod:`~vm.kernels.runtime.packed`, :mod:`~vm.kernels.runtime.winograd`).
+
+Each function here does its job on the calling thread, or, asked to share it and with
+workers polling, posts it to the slot of :mod:`vm.kernels.runtime.jobs` as a kind whose
+chunk code is registered below: channels of an im2col or a transform, blocks of output
+rows of a convolution. A Python task per chunk would cost GIL hand-overs. The splits cut
+no sum, so the chunks may follow the number of threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit
+
+from vm.kernels.runtime import conv_loops, jobs, packed, winograd
+from vm.kernels.runtime.products import floats, view_at
+
+# The words of this module's jobs in the slot. Every job has the image and window words
+# (see _window): the float32 NCHW input, its image count, the image, its channels, its
+# size, and the window's kernel, stride, padding, dilation, output size and copy kind.
+_X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(
+    jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 11
+)
+# An im2col job (im2col): the column matrix.
+_COLS = jobs.FIRST_ARGUMENT + 11
+# A convolution job (packed_conv): the packed weight, the output, its channels, the
+# weight's depth and the output rows of a chunk.
+_WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK = range(jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 16)
+# A Winograd transform job (winograd_transform): the planes of V and M (see
+# vm.kernels.runtime.winograd) at addresses a plane stride apart, the (images, channels,
+# pixels) output, the plane count, the output channels, the tiles, and which transform
+# (0 input, by input channels; 1 output, by output channels).
+_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES, _PHASE = range(
+    jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 20
+)
+
+
+@njit(nogil=True)
+def _window(slot):
+    """The image, channel count, and window of the im2col or convolution job in the slot:
+    ``(x, n, channels, (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w), strided)``."""
+    channels = jobs.word(slot, _CHANNELS)
+    height, width = jobs.pair(slot, _SIZE)
+    kh, kw = jobs.pair(slot, _KERNEL)
+    sh, sw = jobs.pair(slot, _STRIDE)
+    pt, pl = jobs.pair(slot, _PAD)
+    dh, dw = jobs.pair(slot, _DILATION)
+    out_h, out_w = jobs.pair(slot, _OUT)
+    shape = (jobs.word(slot, _IMAGES), channels, height, width)
+    x = carray(floats(jobs.word(slot, _X)), shape)
+    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    return x, jobs.word(slot, _IMAGE), channels, window, jobs.word(slot, _STRIDED) != 0
+
+
+@njit(nogil=True)
+def _fill(x, n, c0, count, cols, window, strided):
+    """Rows of channels ``c0:c0+count`` of the im2col matrix ``cols``, every output row."""
+    out_h = window[8]
+    if strided:
+        conv_loops.im2col_strided(x, n, c0, count, cols, *window, 0, out_h)
+    else:
+        conv_loops.im2col(x, n, c0, count, cols, *window, 0, out_h)
+
+
+@jobs.chunk(jobs.IM2COL)
+def _im2col_chunk(slot, index, parts):
+    """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
+    x, n, channels, window, strided = _window(slot)
+    taps = window[0] * window[1]
+    cols = carray(floats(jobs.word(slot, _COLS)), (channels * taps, window[8] * window[9]))
+    lo, hi = channels * index // parts, channels * (index + 1) // parts
+    if hi > lo:
+        _fill(x, n, lo, hi - lo, cols[lo * taps : hi * taps], window, strided)
+
+
+#: Where the image and window words of an im2col, convolution or Winograd job go.
+_WINDOW_AT = (_X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT,
+              _STRIDED)  # fmt: skip
+
+
+@njit(nogil=True)
+def _window_words(x, n, window, strided):
+    """The words at :data:`_WINDOW_AT` of a job on image ``n`` of ``x`` (see :func:`_window`)."""
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    return (np.int64(x.ctypes.data), np.int64(x.shape[0]), np.int64(n), np.int64(x.shape[1]),
+            _two(x.shape[2], x.shape[3]), _two(kh, kw), _two(sh, sw), _two(pt, pl),
+            _two(dh, dw), _two(out_h, out_w), np.int64(1 if strided else 0))  # fmt: skip
+
+
+@njit(nogil=True)
+def _geometry(kernel, stride, pad, dilation, out):
+    """The window tuple of :func:`_window` from (height, width) pairs, and whether the
+    strided im2col copy pays (windows overlapping a lot along a row)."""
+    window = (kernel[0], kernel[1], stride[0], stride[1], pad[0], pad[1], dilation[0],
+              dilation[1], out[0], out[1])  # fmt: skip
+    return window, kernel[1] > 2 * stride[1] > 2
+
+
+@njit(nogil=True)
+def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
+    """The float32 im2col matrix ``cols`` of image ``n`` of NCHW ``x``, every channel (see
+    :func:`vm.kernels.runtime.conv_loops.im2col`; ``kernel``, ``stride``, ``pad`` (top, left),
+    ``dilation`` and ``out`` are (height, width) pairs). With ``share``, split by input
+    channels with the polling workers without the GIL, as products are: a Python task per
+    chunk would cost GIL hand-overs."""
+    window, strided = _geometry(kernel, stride, pad, dilation, out)
+    channels = x.shape[1]
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.IM2COL, 0) if share and channels > 1 else 0
+    if threads == 0:
+        _fill(x, n, 0, channels, cols, window, strided)
+        return
+    words = (*_window_words(x, n, window, strided), np.int64(cols.ctypes.data))
+    jobs.post(slot, min(2 * threads, channels), jobs.IM2COL, (*_WINDOW_AT, _COLS), words)
+
+
+#: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels
+#: of 32, each multiplied by the whole weight while it is in cache.
+BLOCK_PIXELS = 7 * packed.PANEL
+
+
+@njit(nogil=True)
+def row_blocks(out_h, out_w):
+    """The output rows of each column block of :func:`packed_conv`, and the block count."""
+    block = max(1, min(out_h, round(BLOCK_PIXELS / out_w)))
+    return block, -(-out_h // block)
+
+
+@njit(nogil=True)
+def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
+    """``out[...]`` = image ``n`` of the float32 convolution of NCHW ``x`` by a weight
+    packed in ``NC32n`` panels of its flattened OIHW form (one group), ``out`` a
+    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2col`.
+
+    The columns are built a block of output rows at a time and multiplied while they are
+    in cache, instead of as one im2col matrix written to memory and read back (7.4 MB
+    for ResNet-18's first convolution). Each tile is :data:`vm.kernels.runtime.packed.ROWS`
+    output channels by 32 pixels (:func:`vm.kernels.runtime.packed.panel_product`), stored
+    straight into the NCHW output rather than transposed through a scratch tile. For a
+    weight that stays in cache, that convolution took 1.30-1.36 ms on two threads against
+    1.53-1.76 for im2col then product. With ``share``, the blocks are shared with the
+    polling workers without the GIL."""
+    window, strided = _geometry(kernel, stride, pad, dilation, size)
+    k = weight.shape[1]
+    block, parts = row_blocks(size[0], size[1])
+    units = out.shape[0]
+    slot = jobs.slot()
+    work = units * k * size[0] * size[1]
+    threads = jobs.claim(slot, jobs.CONV, work) if share and parts > 1 else 0
+    if threads == 0:
+        for index in range(parts):
+            _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
+                       out.ctypes.data, index * block, block)  # fmt: skip
+        return
+    words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
+             np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block))  # fmt: skip
+    jobs.post(
+        slot, parts, jobs.CONV, (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK), words
+    )
+
+
+@njit(nogil=True)
+def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
+    """Output rows ``r0:r0+block`` (fewer at the end) of :func:`packed_conv`."""
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    rows = min(block, out_h - r0)
+    if rows <= 0:
+        return
+    pixels = rows * out_w
+    # A panel's worth of room after the last row: panel_product reads a short last panel
+    # whole.
+    cols = np.empty(k * pixels + packed.PANEL, np.float32)[: k * pixels].reshape(k, pixels)
+    # The block's rows are the output rows of a window whose top padding is shifted down.
+    _fill(x, n, 0, x.shape[1], cols, (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, rows, out_w),
+          strided)  # fmt: skip
+    plane = out_h * out_w
+    b = (np.int64(cols.ctypes.data), pixels)
+    for first in range(0, units, packed.PANEL):
+        # The rows of one weight panel are 1 element apart, their k steps a panel apart.
+        a = (pw + first * k * 4, 1, packed.PANEL)
+        c = (pc + (first * plane + r0 * out_w) * 4, plane)
+        packed.panel_product(a, k, min(packed.PANEL, units - first), b, pixels, c)
+
+
+@njit(nogil=True)
+def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
+    """A float32 Winograd transform of image ``n`` (see :mod:`vm.kernels.runtime.winograd`): the
+    input tiles of NCHW ``x`` into the planes ``v`` (``phase`` 0), or the products ``m``
+    into ``out3`` (``phase`` 1). ``v`` and ``m`` are ``(planes, rows, tiles)`` views whose
+    planes may lie further apart than their size; ``pad`` (top, left), ``tiles`` and
+    ``out`` are (height, width) pairs. With ``share``, split by channels with the polling
+    workers without the GIL (each Python task would cost GIL hand-overs)."""
+    extent = x.shape[1] if phase == 0 else out3.shape[1]
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.WINOGRAD, 0) if share and extent > 1 else 0
+    if threads == 0:
+        _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
+        return
+    window = (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1])
+    words = (*_window_words(x, n, window, False), np.int64(v.ctypes.data),
+             np.int64(v.strides[0] // 4), np.int64(m.ctypes.data), np.int64(m.strides[0] // 4),
+             np.int64(out3.ctypes.data), np.int64(v.shape[0]), np.int64(out3.shape[1]),
+             _two(tiles[0], tiles[1]), np.int64(phase))  # fmt: skip
+    at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
+          _TILES, _PHASE)  # fmt: skip
+    jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
+
+
+@njit(nogil=True)
+def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
+    """Channels ``lo:hi`` of :func:`winograd_transform`."""
+    if phase == 0:
+        if v.shape[0] == 16:
+            winograd.transform_input(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
+        else:
+            winograd.transform_input4(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
+    elif m.shape[0] == 16:
+        winograd.transform_output(m, out3, n, lo, hi, tiles[1], out[0], out[1])
+    else:
+        winograd.transform_output4(m, out3, n, lo, hi, tiles[1], out[0], out[1])
+
+
+@jobs.chunk(jobs.WINOGRAD)
+def _winograd_chunk(slot, index, parts):
+    """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
+    x, n, channels, window, _ = _window(slot)
+    planes, out_channels = jobs.word(slot, _PLANES), jobs.word(slot, _OUT_CHANNELS)
+    tiles_h, tiles_w = jobs.pair(slot, _TILES)
+    tiles = tiles_h * tiles_w
+    out_h, out_w = window[8], window[9]
+    v = view_at(jobs.word(slot, _V), (planes, channels, tiles),
+                (jobs.word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    m = view_at(jobs.word(slot, _M_PLANES), (planes, out_channels, tiles),
+                (jobs.word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    out3 = carray(floats(jobs.word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
+    phase = jobs.word(slot, _PHASE)
+    extent = channels if phase == 0 else out_channels
+    lo, hi = extent * index // parts, extent * (index + 1) // parts
+    if hi > lo:
+        _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
+                        (out_h, out_w), lo, hi)  # fmt: skip
+
+
+@njit(nogil=True)
+def _two(high, low):
+    return (np.int64(high) << 32) | np.int64(low)
+
+
+@jobs.chunk(jobs.CONV)
+def _conv_chunk(slot, index, parts):
+    """Output rows ``index * block`` to ``(index + 1) * block`` of the convolution job in
+    the slot."""
+    x, n, _, window, strided = _window(slot)
+    block = jobs.word(slot, _BLOCK)
+    _conv_rows(x, n, window, strided, jobs.word(slot, _WEIGHT), jobs.word(slot, _DEPTH),
+               jobs.word(slot, _UNITS), jobs.word(slot, _OUTPUT), index * block, block)  # fmt: skip

@@ -1,0 +1,88 @@
+"""Every name by which compiled code reaches outside itself, in one place: the LLVM symbols
+the runtime exports and the Python handlers compiled code calls through the bridge.
+
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports llvmlite only.
+
+A kernel loaded from numba's disk cache was linked in another process, at other
+addresses: it finds the runtime's functions and data by these names, which are compiled
+into its machine code (a bridge handler by a CRC of its name, see
+:mod:`vm.kernels.runtime.bridge`). They are a contract between every cached kernel and
+the runtime that loads it, so they live here and nowhere else; this file is part of the
+library hash, so renaming one rebuilds every kernel rather than leaving cached code that
+links to a name nobody exports.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from llvmlite import binding
+
+# --- LLVM symbols ------------------------------------------------------------------------------
+
+#: numpy's OpenBLAS ``cblas_sgemm``/``cblas_dgemm`` (or numpy fallbacks), and the function
+#: that sets the calling thread's BLAS thread count (:mod:`vm.kernels.runtime.products`).
+SGEMM = "relayvm_sgemm"
+DGEMM = "relayvm_dgemm"
+BLAS_THREADS = "relayvm_blas_threads"
+#: The shared-job slot's words, and libc's ``write`` for wake-up bytes
+#: (:mod:`vm.kernels.runtime.jobs`).
+JOB_SLOT = "relayvm_job_slot"
+WRITE = "relayvm_write"
+#: The bridge's one C-callable dispatcher (:mod:`vm.kernels.runtime.bridge`).
+KERNEL_CALLBACK = "relayvm_kernel_callback"
+#: C entry points compiled on first need (:func:`vm.kernels.runtime.callbacks.entry`): the
+#: packed dense product and the float32 convolution's column blocks.
+PACKED = "relayvm_packed"
+CONV_BLOCKS = "relayvm_conv_blocks"
+
+#: Every symbol above.
+SYMBOLS = (SGEMM, DGEMM, BLAS_THREADS, JOB_SLOT, WRITE, KERNEL_CALLBACK, PACKED, CONV_BLOCKS)
+
+# --- bridge handlers ---------------------------------------------------------------------------
+
+#: Float convolutions that leave compiled code (:mod:`vm.kernels.runtime.convolution`).
+CONV_IMAGE = "convolution.conv_image"
+CONV_PACKED = "convolution.conv_packed"
+CONV_WINOGRAD = "convolution.conv_winograd"
+CONV_WINOGRAD_TRANSFORMED = "convolution.conv_winograd_transformed"
+CONV_TRANSPOSE_IMAGE = "convolution.conv_transpose_image"
+#: Pools shared as Python tasks (:mod:`vm.kernels.runtime.pool_loops`).
+MAX_POOL_PLANES = "pool_loops.max_pool_planes"
+AVG_POOL_PLANES = "pool_loops.avg_pool_planes"
+
+#: Every bridge handler above.
+BRIDGE_HANDLERS = (
+    CONV_IMAGE,
+    CONV_PACKED,
+    CONV_WINOGRAD,
+    CONV_WINOGRAD_TRANSFORMED,
+    CONV_TRANSPOSE_IMAGE,
+    MAX_POOL_PLANES,
+    AVG_POOL_PLANES,
+)
+
+_LOCK = threading.Lock()
+_EXPORTED: dict[str, int] = {}
+
+
+def export(symbol: str, address: int) -> None:
+    """Make ``address`` the LLVM symbol ``symbol`` of this process, for code compiled or
+    loaded from then on.
+
+    Parameters
+    ----------
+    symbol : str
+        One of :data:`SYMBOLS` (or a test's own).
+    address : int
+        The function's or data's address; it must stay valid for the life of the process.
+    """
+    with _LOCK:
+        binding.add_symbol(symbol, address)
+        _EXPORTED[symbol] = address
+
+
+def exported() -> dict[str, int]:
+    """The symbols this process has exported so far, with their addresses."""
+    with _LOCK:
+        return dict(_EXPORTED)

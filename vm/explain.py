@@ -116,6 +116,15 @@ def failing_pc(code: list[tuple], pc: int, regs: list) -> int:
     return pc + 1
 
 
+def _kind(error: BaseException) -> str:
+    """The built-in exception class ``error`` is a kind of (``ValueError`` for a kernel's
+    ``KernelValueError``): what a user catches, whatever subclass the kernel raised."""
+    for cls in type(error).__mro__:
+        if cls.__module__ == "builtins":
+            return cls.__name__
+    return type(error).__name__
+
+
 def explain(program: Program, findex: int, pc: int, regs: list, error: BaseException) -> str:
     """Why the instruction at ``pc`` failed, in words (for the VMError message)."""
     function = program.functions[findex]
@@ -195,7 +204,7 @@ def _explain_kernel(program: Program, ops: dict[str, Any], regs: list, error: Ba
                 f"argument {i} (${reg}) of kernel {name} is {value_text(value)}, "
                 f"but the kernel takes a {dtype} tensor of rank {ndim}"
             )
-    return f"kernel {name} raised {type(error).__name__}: {error}"
+    return f"kernel {name} raised {_kind(error)}: {error}"
 
 
 def vm_error(program: Program, code: list, pc: int, regs: list, error: BaseException) -> VMError:

@@ -236,14 +236,19 @@ def _grouped_emit(ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, b: str, call:
     # Without dilation and with equal strides, planes run whole (dwc._plane_range).
     planes = (dh, dw) == (1, 1) and sh == sw
     narrow = "False" if planes else f"{cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}"
+    # float32 reaches the loops through entry points compiled once (no per-kernel compile).
+    f32 = "_f32" if ctx.arg_specs[0].dtype == "float32" else ""
     with s.block(f"if {narrow}:"), s.block(f"for {b} in range({n}):"):
         s.line(
-            f"dwc.image_channels_last({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})"
+            f"dwc.image_channels_last{f32}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, "
+            f"{out_w}, {b})"
         )
         if ctx.epilogue is not None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
     with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"), s.block(f"for {b} in range({n}):"):
-        s.line(f"dwc.image_groups({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})")
+        s.line(
+            f"dwc.image_groups{f32}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})"
+        )
         if ctx.epilogue is not None:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
     with s.block("else:"), s.block(f"for {b} in range({n}):"):

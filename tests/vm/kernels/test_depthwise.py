@@ -93,12 +93,14 @@ def test_float16_depthwise_computes_in_float32() -> None:
     check(program, [value], tolerances=SUMS)
 
 
-def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue() -> None:
-    program, value = make(CASES[0], "float32")
+@pytest.mark.parametrize(("dtype", "entry"), [("float32", "_f32"), ("float64", "")])
+def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue(dtype, entry) -> None:
+    # float32 reaches the loops through entry points compiled once, other dtypes directly.
+    program, value = make(CASES[0], dtype)
     (value,) = program.add("nn.relu", [value])
     source = load_kernel(program.description([value])).path.read_text()
-    assert "dwc.image_groups(" in source
-    assert "dwc.image_channels_last(" in source
+    assert f"dwc.image_groups{entry}(" in source
+    assert f"dwc.image_channels_last{entry}(" in source
     assert "as its epilogue" in source
     check(program, [value], tolerances=SUMS)
 

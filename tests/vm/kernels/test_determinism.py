@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from tests.vm.kernels.workers import assert_shared, needs_workers, require_every_kind
+from tests.vm.kernels.workers import assert_shared, needs_workers, prepare_every_need
 from vm.kernels.runtime import convolution, jobs, products
 
 RNG = np.random.default_rng(13)
@@ -34,7 +34,7 @@ RUNS = int(os.environ.get("RELAYVM_DETERMINISM_RUNS", "6"))
 
 @pytest.fixture(autouse=True, scope="module")
 def _every_kind_registered() -> None:
-    require_every_kind()
+    prepare_every_need()
 
 
 @njit

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vm.kernels.runtime import jobs, threads
+from vm.kernels.runtime import callbacks, jobs, threads
 
 
 def wait_until(condition, seconds=60.0):
@@ -31,10 +31,13 @@ def workers_polling():
     return False
 
 
-def require_every_kind() -> None:
-    """Register the chunk code of every kind of job: tests that call the library's
-    functions directly have no kernel loader to require what those functions share."""
+def prepare_every_need() -> None:
+    """Register the chunk code of every kind of job and link every C entry point: tests
+    that call the library's functions directly have no kernel loader to prepare what
+    those functions share and call (an entry point called before it is linked jumps to
+    address 0)."""
     jobs.require(*jobs.OWNERS)
+    callbacks.link(*callbacks.entries())
 
 
 needs_workers = pytest.mark.skipif(threads.threads() < 2, reason="one thread: nothing to share")

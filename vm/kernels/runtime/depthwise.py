@@ -30,10 +30,10 @@ then applies the fused epilogue to the image, as after :func:`image_channels_las
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
+from numba import carray, njit, types
 from numba import uint64 as _u
 
-from vm.kernels.runtime import jobs, products
+from vm.kernels.runtime import callbacks, jobs, products, symbols
 
 #: Multiply-adds of one image below which its groups run on the calling thread alone:
 #: handing a job to the workers costs a few microseconds.
@@ -539,24 +539,50 @@ def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out
         or not (x.flags.c_contiguous and w3.flags.c_contiguous and out3.flags.c_contiguous)
     ):
         return False
-    arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
-                 np.int64(w3.ctypes.data), groups, og, k, np.int64(out3.ctypes.data),
-                 out3.shape[1], out3.shape[2], np.int64(kh), np.int64(kw), np.int64(sh),
-                 np.int64(sw), np.int64(pt), np.int64(pl), np.int64(dh), np.int64(dw),
-                 np.int64(out_h), np.int64(out_w), np.int64(n))  # fmt: skip
-    return jobs.share(kind, extent, arguments, work)
+    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    return jobs.share(kind, extent, np.array(words), work)
+
+
+@njit(nogil=True)
+def _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """Image ``n`` of a float32 convolution of C-contiguous arrays as :data:`WORDS` int64
+    words: the arrays' addresses and shapes, then the geometry (see :func:`_unpack`)."""
+    i64 = np.int64
+    return (i64(x.ctypes.data), i64(x.shape[0]), i64(x.shape[1]), i64(x.shape[2]),
+            i64(x.shape[3]), i64(w3.ctypes.data), i64(w3.shape[0]), i64(w3.shape[1]),
+            i64(w3.shape[2]), i64(out3.ctypes.data), i64(out3.shape[1]), i64(out3.shape[2]),
+            i64(kh), i64(kw), i64(sh), i64(sw), i64(pt), i64(pl), i64(dh), i64(dw), i64(out_h),
+            i64(out_w), i64(n))  # fmt: skip
+
+
+#: How many words :func:`_words` gives.
+WORDS = 23
+
+
+@njit(nogil=True)
+def _unpack(word, source):
+    """The arrays and geometry of :func:`_words`, word ``i`` read as ``word(source, i)``."""
+    x = carray(products.floats(word(source, 0)),
+               (word(source, 1), word(source, 2), word(source, 3), word(source, 4)))  # fmt: skip
+    w3 = carray(products.floats(word(source, 5)),
+                (word(source, 6), word(source, 7), word(source, 8)))  # fmt: skip
+    out3 = carray(products.floats(word(source, 9)),
+                  (x.shape[0], word(source, 10), word(source, 11)))  # fmt: skip
+    geometry = (word(source, 12), word(source, 13), word(source, 14), word(source, 15),
+                word(source, 16), word(source, 17), word(source, 18), word(source, 19),
+                word(source, 20), word(source, 21))  # fmt: skip
+    return (x, w3, out3) + geometry + (word(source, 22),)
 
 
 @njit(nogil=True)
 def _job(slot):
     """The arrays and geometry :func:`_share` put in the slot, for a chunk callback."""
-    a = jobs.argument
-    x = carray(products.floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
-    w3 = carray(products.floats(a(slot, 5)), (a(slot, 6), a(slot, 7), a(slot, 8)))
-    out3 = carray(products.floats(a(slot, 9)), (x.shape[0], a(slot, 10), a(slot, 11)))
-    geometry = (a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15), a(slot, 16), a(slot, 17),
-                a(slot, 18), a(slot, 19), a(slot, 20), a(slot, 21))  # fmt: skip
-    return (x, w3, out3) + geometry + (a(slot, 22),)
+    return _unpack(jobs.argument, slot)
+
+
+@njit(nogil=True)
+def _block_word(block, i):
+    return block[i]
 
 
 @njit(nogil=True)
@@ -659,9 +685,74 @@ def _channels_chunk(slot, index, parts):
                              out_w)  # fmt: skip
 
 
+# --- float32 entry points compiled once, called by kernels under fixed symbols ------------------
+#
+# numba compiles a kernel's module with the code of every function it calls linked in and
+# optimised again: each depthwise kernel spent several seconds compiling image_groups and
+# its loops. float32 kernels call these C entry points by symbol instead, compiled (or
+# loaded from numba's cache) once per process when a kernel calling them is loaded.
+_ENTRY = types.int64(types.int64)
+
+
+@callbacks.entry(symbols.DEPTHWISE_GROUPS, _ENTRY)
+def _groups_entry(address):
+    """:func:`image_groups` on the block of :func:`image_groups_f32`."""
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _unpack(
+        _block_word, carray(products.int64s(address), (WORDS,))
+    )
+    image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    return 1
+
+
+@callbacks.entry(symbols.DEPTHWISE_CHANNELS, _ENTRY)
+def _channels_entry(address):
+    """:func:`image_channels_last` on the block of :func:`image_channels_last_f32`."""
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _unpack(
+        _block_word, carray(products.int64s(address), (WORDS,))
+    )
+    image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    return 1
+
+
+_groups_symbol = types.ExternalFunction(symbols.DEPTHWISE_GROUPS, _ENTRY)
+_channels_symbol = types.ExternalFunction(symbols.DEPTHWISE_CHANNELS, _ENTRY)
+
+
+@njit(nogil=True)
+def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """The words of :func:`_words` in an array, for an entry point; the arrays C-contiguous."""
+    x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
+    if not out3.flags.c_contiguous:
+        raise ValueError("depthwise: the output must be C-contiguous")
+    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    block = np.empty(WORDS, np.int64)
+    for i in range(WORDS):
+        block[i] = words[i]
+    return block
+
+
+@njit(nogil=True)
+def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """:func:`image_groups` for float32 arrays, through its entry point."""
+    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    _groups_symbol(block.ctypes.data)
+
+
+@njit(nogil=True)
+def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+    """:func:`image_channels_last` for float32 arrays, through its entry point."""
+    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    _channels_symbol(block.ctypes.data)
+
+
 #: What each entry point generated kernels call needs before such a kernel is compiled or
-#: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares.
+#: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares and the C
+#: entry point it calls.
 NEEDS = {
     "image_groups": jobs.Needs(kinds=(jobs.DEPTHWISE_GROUPS,)),
     "image_channels_last": jobs.Needs(kinds=(jobs.DEPTHWISE_CHANNELS,)),
+    "image_groups_f32": jobs.Needs((jobs.DEPTHWISE_GROUPS,), (symbols.DEPTHWISE_GROUPS,)),
+    "image_channels_last_f32": jobs.Needs(
+        (jobs.DEPTHWISE_CHANNELS,), (symbols.DEPTHWISE_CHANNELS,)
+    ),
 }

@@ -219,6 +219,29 @@ def fmin(a, b):
 # --- run-time shape and index checks -----------------------------------------------------------
 
 
+class _Formatted:
+    """An exception whose message is ``args[0].format(*args[1:])``.
+
+    A kernel that builds its message in compiled code (``str`` of a number, string
+    concatenation) makes numba compile its string machinery: about a second per process,
+    in the first kernel that checks a size. Raising a template and plain values costs
+    nothing to compile; Python formats them when the message is read."""
+
+    def __str__(self) -> str:
+        if not self.args:
+            return ""
+        template, *values = self.args
+        return str(template).format(*values)
+
+
+class KernelValueError(_Formatted, ValueError):
+    """A kernel's ``ValueError`` (a size or value it cannot take), formatted on reading."""
+
+
+class KernelIndexError(_Formatted, IndexError):
+    """A kernel's ``IndexError`` (an index out of range), formatted on reading."""
+
+
 @register_jitable
 def bcast(a, b, what):
     """The numpy broadcast of dimensions ``a`` and ``b``, or ``ValueError`` naming ``what``."""
@@ -226,14 +249,14 @@ def bcast(a, b, what):
         return a
     if a == 1:
         return b
-    raise ValueError(what + ": dimensions " + str(a) + " and " + str(b) + " do not broadcast")
+    raise KernelValueError("{}: dimensions {} and {} do not broadcast", what, a, b)
 
 
 @register_jitable
 def expect(found, expected, what):
     """``ValueError`` naming ``what`` unless ``found == expected``."""
     if found != expected:
-        raise ValueError(what + ": expected " + str(expected) + ", found " + str(found))
+        raise KernelValueError("{}: expected {}, found {}", what, expected, found)
 
 
 @register_jitable
@@ -256,12 +279,11 @@ def take_index(i, n, mode):
         r = j % n
         return r + n if r < 0 else r
     if j < 0 or j >= n:
-        raise IndexError(
-            "take: index "
-            + str(j)
-            + " is out of range for an axis of size "
-            + str(n)
-            + " (mode='fast' does not clip or wrap)"
+        raise KernelIndexError(
+            "take: index {} is out of range for an axis of size {} (mode='fast' does not clip or "
+            "wrap)",
+            j,
+            n,
         )
     return j
 
@@ -270,8 +292,8 @@ def take_index(i, n, mode):
 def index_out_of_range(what, i, n):
     """Raise ``IndexError`` naming ``what``, index ``i`` and the axis size ``n`` (kernels
     check gather and scatter indices inline and call this only for a bad one)."""
-    raise IndexError(
-        what + ": index " + str(np.int64(i)) + " is out of range for an axis of size " + str(n)
+    raise KernelIndexError(
+        "{}: index {} is out of range for an axis of size {}", what, np.int64(i), n
     )
 
 

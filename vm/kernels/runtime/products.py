@@ -33,7 +33,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from numba import carray, literal_unroll, njit, types
+from numba import carray, njit, types
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads
@@ -279,9 +279,13 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
         parts = min(2 * threads, extent, max(1, m * n * k // (PARALLEL_FLOPS // 2)))
     else:
         rows, parts = partition(m, n, k)
-    words = (pa, pb, pc, m, n, k, lda, ldb, ldc, ta, tb, itemsize, 1 if rows else 0,
-             packing[0], packing[1], packing[2])  # fmt: skip
-    values = np.array([np.int64(w) for w in literal_unroll(words)])
+    # Every word an int64, so the tuple is uniform and becomes an array directly (unrolling
+    # a mixed one took a second to compile).
+    i64 = np.int64
+    words = (i64(pa), i64(pb), i64(pc), i64(m), i64(n), i64(k), i64(lda), i64(ldb), i64(ldc),
+             i64(ta), i64(tb), i64(itemsize), i64(1 if rows else 0), i64(packing[0]),
+             i64(packing[1]), i64(packing[2]))  # fmt: skip
+    values = np.array(words)
     jobs.post(slot, parts, kind, _PRODUCT_AT, values)
     return True
 
@@ -298,16 +302,42 @@ def gemm(a, b, out, trans_a, trans_b):
     if k == 0:
         out[...] = 0
         return
-    ta = _TRANS if trans_a else _NO_TRANS
-    tb = _TRANS if trans_b else _NO_TRANS
-    lda, ldb, ldc = leading(a), leading(b), leading(out)
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    parts = partition(m, n, k)[1]
+    _run(_product_of(a, b, out, trans_a, trans_b))
+
+
+@njit(nogil=True)
+def _product_of(a, b, out, trans_a, trans_b):
+    """The product ``out = op(a) @ op(b)`` as BLAS takes it: ``(ta, tb, m, n, k, pa, lda,
+    pb, ldb, pc, ldc, itemsize)``, all int64."""
+    m, n = out.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    return (np.int64(_TRANS if trans_a else _NO_TRANS), np.int64(_TRANS if trans_b else _NO_TRANS),
+            np.int64(m), np.int64(n), np.int64(k), np.int64(a.ctypes.data), np.int64(leading(a)),
+            np.int64(b.ctypes.data), np.int64(leading(b)), np.int64(out.ctypes.data),
+            np.int64(leading(out)), np.int64(out.itemsize))  # fmt: skip
+
+
+@njit(nogil=True)
+def _run(product):
+    """A product of :func:`_product_of`'s form with ``m``, ``n`` and ``k`` above 0, on this
+    thread and the polling workers, in :func:`partition`'s cut."""
+    ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size = product
+    rows, parts = partition(m, n, k)
     if parts > 1 and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, out.itemsize, jobs.BLAS, (0, 0, 0)
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, size, jobs.BLAS, (0, 0, 0)
     ):
         return
-    gemm_parts(a, b, out, trans_a, trans_b, 0, parts)
+    _parts(product, rows, 0, parts, parts)
+
+
+@njit(nogil=True)
+def _parts(product, rows, first, last, parts):
+    """Parts ``first:last`` of ``parts`` of ``product``, on this thread, with OpenBLAS on this
+    thread only."""
+    previous = _blas_threads(1)
+    for index in range(first, last):
+        _blas_part(product, rows, index, parts)
+    _blas_threads(previous)
 
 
 #: The most chunks a product is cut into, whatever the number of threads. OpenBLAS picks a
@@ -349,14 +379,7 @@ def gemm_parts(a, b, out, trans_a, trans_b, first, last):
             else:
                 out[:, n * index // parts : n * (index + 1) // parts] = 0
         return
-    ta = _TRANS if trans_a else _NO_TRANS
-    tb = _TRANS if trans_b else _NO_TRANS
-    product = (ta, tb, m, n, k, np.int64(a.ctypes.data), leading(a), np.int64(b.ctypes.data),
-               leading(b), np.int64(out.ctypes.data), leading(out), out.itemsize)  # fmt: skip
-    previous = _blas_threads(1)
-    for index in range(first, last):
-        _blas_part(product, rows, index, parts)
-    _blas_threads(previous)
+    _parts(_product_of(a, b, out, trans_a, trans_b), rows, first, last, parts)
 
 
 #: Items from which a stack of products is shared by items (each item whole on one thread,
@@ -379,21 +402,39 @@ def batched(a, b, out, trans_a, trans_b):
     if k == 0:
         out[...] = 0
         return
+    _run_batched(*_stack_of(a, b, out, trans_a, trans_b))
+
+
+@njit(nogil=True)
+def _stack_of(a, b, out, trans_a, trans_b):
+    """The stack of products :func:`batched` computes: its first item as
+    :func:`_product_of` gives it, the byte steps from item to item of ``a``, ``b`` and
+    ``out`` (0 for a broadcast operand), and the item count."""
+    step_a = np.int64(a.strides[0] if a.shape[0] > 1 else 0)
+    step_b = np.int64(b.strides[0] if b.shape[0] > 1 else 0)
+    steps = (step_a, step_b, np.int64(out.strides[0]))
+    return _product_of(a[0], b[0], out[0], trans_a, trans_b), steps, np.int64(out.shape[0])
+
+
+@njit(nogil=True)
+def _item(product, steps, item):
+    """Item ``item`` of a stack of :func:`_stack_of`'s form."""
+    ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size = product
+    return (ta, tb, m, n, k, pa + item * steps[0], lda, pb + item * steps[1], ldb,
+            pc + item * steps[2], ldc, size)  # fmt: skip
+
+
+@njit(nogil=True)
+def _run_batched(product, steps, batch):
+    """A stack of :func:`_stack_of`'s form, its items' ``m``, ``n`` and ``k`` above 0."""
+    m, n, k = product[2], product[3], product[4]
     work = batch * m * n * k
     if batch >= BATCH_ITEMS and work >= PARALLEL_FLOPS:
-        # A broadcast stack steps by 0 bytes from item to item.
-        step_a = a.strides[0] if a.shape[0] > 1 else 0
-        step_b = b.strides[0] if b.shape[0] > 1 else 0
-        words = (a.ctypes.data, b.ctypes.data, out.ctypes.data, m, n, k, leading(a[0]),
-                 leading(b[0]), leading(out[0]), _TRANS if trans_a else _NO_TRANS,
-                 _TRANS if trans_b else _NO_TRANS, out.itemsize, step_a, step_b,
-                 out.strides[0], batch)  # fmt: skip
-        arguments = np.array([np.int64(w) for w in literal_unroll(words)])
-        if jobs.share(jobs.BATCHED, batch, arguments, work):
+        words = (*product, *steps, batch)
+        if jobs.share(jobs.BATCHED, batch, np.array(words), work):
             return
-    for i in range(batch):
-        gemm(a[i if a.shape[0] > 1 else 0], b[i if b.shape[0] > 1 else 0], out[i], trans_a,
-             trans_b)  # fmt: skip
+    for item in range(batch):
+        _run(_item(product, steps, item))
 
 
 @jobs.chunk(jobs.BATCHED)
@@ -401,17 +442,13 @@ def _batched_chunk(slot, index, parts):
     """Items ``index`` of ``parts`` of the stack :func:`batched` shares, each item in every
     part of its :func:`partition` cut, with OpenBLAS on this thread only."""
     a = jobs.argument
-    batch = a(slot, 15)
-    m, n, k = a(slot, 3), a(slot, 4), a(slot, 5)
-    rows, cuts = partition(m, n, k)
-    previous = _blas_threads(1)
+    product = (a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5),
+               a(slot, 6), a(slot, 7), a(slot, 8), a(slot, 9), a(slot, 10),
+               a(slot, 11))  # fmt: skip
+    steps, batch = (a(slot, 12), a(slot, 13), a(slot, 14)), a(slot, 15)
+    rows, cuts = partition(product[2], product[3], product[4])
     for item in range(batch * index // parts, batch * (index + 1) // parts):
-        product = (a(slot, 9), a(slot, 10), m, n, k, a(slot, 0) + item * a(slot, 12),
-                   a(slot, 6), a(slot, 1) + item * a(slot, 13), a(slot, 7),
-                   a(slot, 2) + item * a(slot, 14), a(slot, 8), a(slot, 11))  # fmt: skip
-        for part in range(cuts):
-            _blas_part(product, rows, part, cuts)
-    _blas_threads(previous)
+        _parts(_item(product, steps, item), rows, 0, cuts, cuts)
 
 
 @njit(nogil=True)
@@ -547,12 +584,26 @@ def product_into(x, y, out, transpose_x, transpose_y):
         x = np.ascontiguousarray(x)
     if not fits(y):
         y = np.ascontiguousarray(y)
-    if fits(out):
-        gemm(x, y, out, transpose_x, transpose_y)
-    else:
+    if not fits(out):
         result = np.empty(out.shape, out.dtype)
-        gemm(x, y, result, transpose_x, transpose_y)
-        out[...] = result
+        product_into(x, y, result, transpose_x, transpose_y)
+        # Element by element: an array assignment compiles numba's shape-mismatch message
+        # (about a second a process) for a branch kernels never take.
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[i, j] = result[i, j]
+        return
+    m, n = out.shape
+    if m == 0 or n == 0:
+        return
+    if (y.shape[0] if transpose_x else x.shape[1]) == 0:
+        out[...] = 0
+        return
+    block = np.empty(12, np.int64)
+    words = _product_of(x, y, out, transpose_x, transpose_y)
+    for i in range(12):
+        block[i] = words[i]
+    _product_symbol(block.ctypes.data)
 
 
 @njit(nogil=True)
@@ -579,12 +630,26 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
     last two axes when asked; a stack of one item broadcasts. Without the GIL, the items
     or their parts shared with the polling workers (:func:`batched`)."""
     x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
-    if out.flags.c_contiguous:
-        batched(x, y, out, transpose_x, transpose_y)
-    else:
+    if not out.flags.c_contiguous:
         result = np.empty(out.shape, out.dtype)
-        batched(x, y, result, transpose_x, transpose_y)
-        out[...] = result
+        matmul_into(x, y, result, transpose_x, transpose_y)
+        for b in range(out.shape[0]):  # element by element: see product_into
+            for i in range(out.shape[1]):
+                for j in range(out.shape[2]):
+                    out[b, i, j] = result[b, i, j]
+        return
+    batch, m, n = out.shape
+    if batch == 0 or m == 0 or n == 0:
+        return
+    if (x.shape[1] if transpose_x else x.shape[2]) == 0:
+        out[...] = 0
+        return
+    product, steps, count = _stack_of(x, y, out, transpose_x, transpose_y)
+    words = (*product, *steps, count)
+    block = np.empty(16, np.int64)
+    for i in range(16):
+        block[i] = words[i]
+    _batched_symbol(block.ctypes.data)
 
 
 # numba optimises each kernel's whole module with the code of every function it calls
@@ -610,11 +675,34 @@ def _packed_entry(address):
 _packed_symbol = types.ExternalFunction(symbols.PACKED, _ENTRY)
 
 
+@callbacks.entry(symbols.PRODUCT, _ENTRY)
+def _product_entry(address):
+    """:func:`gemm` on the block of :func:`product_into`: the product as
+    :func:`_product_of` gives it."""
+    b = carray(int64s(address), (12,))
+    _run((b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]))
+    return 1
+
+
+@callbacks.entry(symbols.BATCHED, _ENTRY)
+def _batched_entry(address):
+    """:func:`batched` on the block of :func:`matmul_into`: the stack as :func:`_stack_of`
+    gives it."""
+    b = carray(int64s(address), (16,))
+    product = (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11])
+    _run_batched(product, (b[12], b[13], b[14]), b[15])
+    return 1
+
+
+_product_symbol = types.ExternalFunction(symbols.PRODUCT, _ENTRY)
+_batched_symbol = types.ExternalFunction(symbols.BATCHED, _ENTRY)
+
+
 #: What each entry point above needs before a kernel that calls it is compiled or loaded
 #: (:mod:`vm.kernels.library` prepares it): the kinds of job it shares with the workers
 #: and the C entry points it calls by symbol.
 NEEDS = {
-    "product_into": jobs.Needs(kinds=(jobs.BLAS,)),
-    "matmul_into": jobs.Needs(kinds=(jobs.BLAS, jobs.BATCHED)),
+    "product_into": jobs.Needs((jobs.BLAS,), (symbols.PRODUCT,)),
+    "matmul_into": jobs.Needs((jobs.BLAS, jobs.BATCHED), (symbols.BATCHED,)),
     "packed_into": jobs.Needs((jobs.PACKED,), (symbols.PACKED,)),
 }

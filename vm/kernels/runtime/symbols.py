@@ -31,13 +31,31 @@ JOB_SLOT = "relayvm_job_slot"
 WRITE = "relayvm_write"
 #: The bridge's one C-callable dispatcher (:mod:`vm.kernels.runtime.bridge`).
 KERNEL_CALLBACK = "relayvm_kernel_callback"
-#: C entry points compiled on first need (:func:`vm.kernels.runtime.callbacks.entry`): the
-#: packed dense product and the float32 convolution's column blocks.
+#: C entry points compiled on first need (:func:`vm.kernels.runtime.callbacks.entry`): a
+#: product, a stack of products, the packed dense product, the float32 convolution's
+#: column blocks, and float32 depthwise images by groups and channels-last.
+PRODUCT = "relayvm_product"
+BATCHED = "relayvm_batched"
 PACKED = "relayvm_packed"
 CONV_BLOCKS = "relayvm_conv_blocks"
+DEPTHWISE_GROUPS = "relayvm_depthwise_groups"
+DEPTHWISE_CHANNELS = "relayvm_depthwise_channels"
 
 #: Every symbol above.
-SYMBOLS = (SGEMM, DGEMM, BLAS_THREADS, JOB_SLOT, WRITE, KERNEL_CALLBACK, PACKED, CONV_BLOCKS)
+SYMBOLS = (
+    SGEMM,
+    DGEMM,
+    BLAS_THREADS,
+    JOB_SLOT,
+    WRITE,
+    KERNEL_CALLBACK,
+    PRODUCT,
+    BATCHED,
+    PACKED,
+    CONV_BLOCKS,
+    DEPTHWISE_GROUPS,
+    DEPTHWISE_CHANNELS,
+)
 
 # --- bridge handlers ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from numba import njit
 from tests.vm.kernels.workers import (
     assert_shared,
     needs_workers,
-    require_every_kind,
+    prepare_every_need,
     wait_until,
     workers_polling,
 )
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[4]
 
 @pytest.fixture(autouse=True, scope="module")
 def _every_kind_registered() -> None:
-    require_every_kind()
+    prepare_every_need()
 
 
 @njit

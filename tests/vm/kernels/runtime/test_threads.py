@@ -27,6 +27,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.vm.kernels.workers import prepare_every_need
 from vm.kernels.runtime import conv_loops, convolution, products, threads
 
 RNG = np.random.default_rng(71)
@@ -100,6 +101,7 @@ def test_single_threaded_blas_is_scoped() -> None:
 
 @pytest.mark.parametrize(("m", "k", "n"), [(3, 5, 4), (64, 300, 900), (900, 300, 40)])
 def test_split_products_equal_numpy(m: int, k: int, n: int) -> None:
+    prepare_every_need()
     a = RNG.standard_normal((m, k)).astype("float32")
     b = RNG.standard_normal((n, k)).astype("float32")
     out = np.full((m, n), np.nan, "float32")

@@ -157,15 +157,19 @@ def _nd_layout(op: str, data: int, indices: int, batch: int, depth: int) -> int:
     return tuples
 
 
+def _depth_from_ranks(data_rank: int, indices_rank: int, batch: int, out_rank: int) -> int:
+    """The index depth gather_nd's ranks imply: the output has the batch axes, the index
+    tuple axes (``indices_rank - 1 - batch``) and the data axes the tuples do not index."""
+    return data_rank + (indices_rank - 1 - batch) - out_rank
+
+
 def _gather_nd_depth(data: Spec, indices: Spec, attrs: dict, declared: tuple) -> int:
     """The length of gather_nd's index tuples: ``index_rank``, or from the declared output."""
-    batch = attrs["batch_dims"]
     if attrs.get("index_rank") is not None:
         return attrs["index_rank"]
     if not declared:
         raise RuleError("gather_nd: give index_rank or declare the output's rank")
-    # out rank = batch + tuples + (data rank - batch - depth)
-    return data.ndim + (indices.ndim - 1 - batch) - declared[0].ndim
+    return _depth_from_ranks(data.ndim, indices.ndim, attrs["batch_dims"], declared[0].ndim)
 
 
 def _gather_nd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tuple[Spec, ...]:
@@ -185,10 +189,8 @@ def _gather_nd_parts(ctx: ShapeCtx | EmitCtx) -> tuple[int, int, int]:
     """(batch_dims, index depth, index tuple axes) of a gather_nd whose output is known."""
     data, indices = ctx.arg_dims
     batch = ctx.attrs["batch_dims"]
-    tuples = len(indices) - 1 - batch
-    # out rank = batch + tuples + (data rank - batch - depth)
-    depth = len(data) + tuples - ctx.out_specs[0].ndim
-    return batch, depth, tuples
+    depth = _depth_from_ranks(len(data), len(indices), batch, ctx.out_specs[0].ndim)
+    return batch, depth, len(indices) - 1 - batch
 
 
 def _gather_nd_shape(ctx: ShapeCtx) -> list[list[str]]:

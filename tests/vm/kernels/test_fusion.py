@@ -3,7 +3,10 @@
 Returns group: elementwise chains that broadcast mid-chain, values used twice, elementwise
 values feeding array operators (and the reverse), views in the middle of a chain, several
 results (an intermediate, a repeated value, an input), float16 chains rounded per node as
-numpy does, and a deep chain (the code generator walks it without recursion).
+numpy does, and a deep chain (the code generator walks it without recursion). Chains
+with several scalar library calls run block by block: across block edges, with an input
+read again in a later block loop, with values of other dtypes crossing between the loops,
+and with an operand broadcast at run time (which takes the element-by-element loop).
 """
 
 from __future__ import annotations
@@ -100,6 +103,61 @@ def test_a_long_chain_is_one_loop() -> None:
         (value,) = program.add("add" if k % 2 else "multiply", [value, 0])
         (value,) = program.add("sin", [value])
     check(program, [value])
+
+
+def _calls_chain(program: Program, first: int, scale: int, calls: int) -> int:
+    """sin, multiply by input ``scale``, cos, ... with ``calls`` library calls after ``first``."""
+    value = first
+    for k in range(calls):
+        (value,) = program.add("cos" if k % 2 else "sin", [value])
+        (value,) = program.add("multiply", [value, scale])
+    return value
+
+
+def _source_of(program: Program, results: list[int]) -> str:
+    return codegen.generate(parse_description(program.description(results)), "blocked")
+
+
+def test_a_chain_of_library_calls_runs_block_by_block_across_block_edges() -> None:
+    # 1, 128 and 900 elements: part of a block, exactly one, and seven and a bit.
+    for shape in [(1,), (128,), (3, 300)]:
+        program = Program([f32(*shape), np.float32(1.5)])
+        value = _calls_chain(program, 0, 1, codegen.BLOCK_MIN_CALLS + 1)
+        # The input again, read in the last block loop only.
+        (value,) = program.add("add", [value, 0])
+        source = _source_of(program, [value])
+        assert f"range(0, n0, {codegen.BLOCK_SIZE})" in source
+        check(program, [value])
+
+
+def test_a_chain_with_fewer_calls_stays_one_loop_per_element() -> None:
+    program = Program([f32(4, 5), np.float32(1.5)])
+    value = _calls_chain(program, 0, 1, codegen.BLOCK_MIN_CALLS - 1)
+    assert f"range(0, n0, {codegen.BLOCK_SIZE})" not in _source_of(program, [value])
+    check(program, [value])
+
+
+def test_blocked_chains_pass_booleans_and_float64_between_loops() -> None:
+    program = Program([RNG.uniform(0.5, 2.0, (5, 70)), f32(5, 70)])
+    (positive,) = program.add("greater", [1, 1])  # all False: x > x
+    (logs,) = program.add("log", [0])
+    (e,) = program.add("exp", [logs])
+    (p,) = program.add("power", [e, 0])
+    (t,) = program.add("tanh", [p])
+    (t,) = program.add("cos", [t])
+    assert codegen.BLOCK_MIN_CALLS <= 5
+    # The comparison, made before the first call, is read after the last one.
+    (w,) = program.add("where", [positive, 0, t])
+    assert "range(0, n0," in _source_of(program, [w])
+    check(program, [w, positive], ["where", "comparison"])
+
+
+def test_a_blocked_chain_broadcast_at_run_time_takes_the_element_loop() -> None:
+    for rows in (3, 1):  # the kernel is the same; rows == 1 broadcasts input 1
+        program = Program([f32(3, 4), f32(rows, 4), np.float32(0.5)])
+        value = _calls_chain(program, 0, 2, codegen.BLOCK_MIN_CALLS)
+        (value,) = program.add("add", [value, 1])
+        check(program, [value])
 
 
 def test_code_generation_walks_deep_chains_without_recursion() -> None:

@@ -561,7 +561,8 @@ def _seconds(rows: list[Row], workload: str, engine: str) -> float | None:
 
 
 def judge_targets(rows: list[Row]) -> list[str]:
-    """Issue 4's speed targets, each judged from this run's rows: one line per target."""
+    """Issues 4 and 15's speed targets, each judged from this run's rows: one line per
+    target (issue 15's, which name it, last)."""
     lines = []
     workloads = {row.workload for row in rows}
 
@@ -633,6 +634,18 @@ def judge_targets(rows: list[Row]) -> list[str]:
         )
         lines.append(f"{cold_label}: {'n/a' if cold is None else format_seconds(cold)}")
     lines.append("Memory planning (peak intermediate bytes): see bench_memory")
+    # Issue 15's, beside issue 4's: the same workloads against onnxruntime, tighter.
+    resnet18 = "ResNet-18, 1x3x224x224"
+    ratio("Issue 15: ResNet-18 vs onnxruntime", resnet18, "onnxruntime", 1.0)
+    ratio(
+        "Issue 15: ResNet-18, default opt_level",
+        resnet18,
+        "onnxruntime",
+        1.0,
+        engine=DEFAULT_ENGINE,
+    )
+    ratio("Issue 15: LSTM vs onnxruntime Loop", lstm, "onnxruntime Loop", 1.0)
+    ratio("Issue 15: 100-op chain vs onnxruntime", "100-op chain, 10x10", "onnxruntime", 0.6)
     return lines
 
 
@@ -677,9 +690,9 @@ def main(argv: list[str] | None = None) -> int:
         f"run, {load_after:.2f} after (other processes share these cores; compare ratios)."
     )
     if args.quick:
-        print("Targets of issue 4: judged at full size only (run without --quick).")
+        print("Targets of issues 4 and 15: judged at full size only (run without --quick).")
     else:
-        print("Targets of issue 4 (this run):")
+        print("Targets of issues 4 and 15 (this run):")
         for line in judge_targets(rows):
             print(f"  {line}")
     mismatches = [r for r in rows if "MISMATCH" in r.note]

@@ -25,7 +25,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
    ``FoldConstant`` again (the weight transforms), ``SimplifyPower`` (opt_level 1:
-   ``power`` by a whole constant up to 4 becomes multiplications) and ``SplitToSlices``
+   ``power`` by a whole constant up to 4 becomes multiplications), ``SimplifyExpr``
+   (opt_level 1: transposes of transposes become one, identity transposes and
+   concatenations of one non-empty tensor go away) and ``SplitToSlices``
    (opt_level 1: projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
@@ -66,6 +68,7 @@ from compiler.transform import (
     ModulePass,
     PassContext,
     Sequential,
+    SimplifyExpr,
     SimplifyInference,
     SimplifyPower,
     SpecializeConstantArguments,
@@ -143,6 +146,7 @@ def _optimizations() -> Any:
             _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
             SimplifyPower(),
+            SimplifyExpr(),
             SplitToSlices(),
         ],
         name="VMOptimize",

@@ -53,6 +53,7 @@ from compiler.transform.pass_manager import (
     pass_instrument,
     register_pass,
 )
+from compiler.transform.simplify_expr import SimplifyExpr
 from compiler.transform.simplify_inference import SimplifyInference
 from compiler.transform.simplify_power import SimplifyPower
 from compiler.transform.specialize_arguments import SpecializeConstantArguments
@@ -69,6 +70,7 @@ for _pass in (
     FuseOps,
     InferType,
     RemoveUnusedFunctions,
+    SimplifyExpr,
     SimplifyInference,
     SpecializeConstantArguments,
     SimplifyPower,
@@ -97,6 +99,7 @@ __all__ = [
     "PassTimingInstrument",
     "RemoveUnusedFunctions",
     "Sequential",
+    "SimplifyExpr",
     "SimplifyInference",
     "SimplifyPower",
     "SpecializeConstantArguments",

@@ -1,0 +1,131 @@
+"""``SimplifyExpr``: layout operators that move no data, or that undo each other, go away.
+
+Compiler layer (``compiler.transform``).
+
+A kernel materializes every layout operator it cannot express as a view: a ``transpose``
+or a ``concatenate`` inside a fused group is a pass over the whole tensor. Exported
+attention blocks are full of them: GPT-2 (from transformers) splits its keys off the fused
+projection, transposes them to heads, concatenates them with the (absent) past and
+transposes them again; three passes over 98,304 floats per layer where one would do.
+The rewrites, as TVM's ``SimplifyExpr`` makes them:
+
+- ``transpose(transpose(x, a), b)`` is ``transpose(x, c)`` with ``c[i] = a[b[i]]``;
+- ``transpose(x, a)`` with ``a`` the identity is ``x``;
+- ``concatenate((x, e...))`` where every ``e`` has size 0 along the axis is ``x``: its
+  elements in their order, with the same type.
+
+Each rewrite keeps the values bit for bit. The pass runs at ``opt_level`` 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.ir.expr import Call, Node, Tuple
+from compiler.ir.module import IRModule
+from compiler.ir.types import TensorType
+from compiler.op.api import call_op
+from compiler.transform.pass_manager import Pass, PassContext
+from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
+
+__all__ = ["SimplifyExpr", "simplify_expr"]
+
+
+def _wanted(node: object) -> bool:
+    return is_op_call(node, "transpose") or is_op_call(node, "concatenate")
+
+
+def _permutation(axes: Sequence[int] | None, ndim: int) -> list[int] | None:
+    """``transpose``'s axes as a permutation of ``range(ndim)`` (None: not a valid one)."""
+    if not axes:
+        return list(range(ndim))[::-1]
+    perm = [a + ndim if a < 0 else a for a in axes]
+    return perm if sorted(perm) == list(range(ndim)) else None
+
+
+def _tensor_type(node: object) -> TensorType | None:
+    ty = getattr(node, "_checked_type", None)
+    return ty if isinstance(ty, TensorType) else None
+
+
+class _Rewriter(BindingMutator):
+    def descend(self, node: Node) -> bool:
+        return not is_primitive(node)
+
+    def rewrite(self, old: Node, new: Node) -> Node:
+        if is_op_call(old, "transpose") and is_op_call(new, "transpose"):
+            return self.transpose(old, new)  # type: ignore[arg-type]
+        if is_op_call(old, "concatenate") and is_op_call(new, "concatenate"):
+            return self.concatenate(old, new)  # type: ignore[arg-type]
+        return new
+
+    def transpose(self, old: Call, new: Call) -> Node:
+        data = _tensor_type(old.args[0])
+        if data is None:
+            return new
+        perm = _permutation(new.attrs.get("axes"), data.ndim)  # type: ignore[arg-type]
+        if perm is None:
+            return new  # the type checker has already refused it
+        x = new.args[0]
+        # A transpose keeps its argument's rank, so the inner one's axes permute as many.
+        if is_op_call(x, "transpose"):
+            first = _permutation(x.attrs.get("axes"), data.ndim)  # type: ignore[attr-defined]
+            if first is not None:
+                perm = [first[a] for a in perm]
+                x = x.args[0]  # type: ignore[attr-defined]
+        if perm == list(range(len(perm))):
+            return x
+        if x is new.args[0]:
+            return new
+        return call_op("transpose", [x], axes=perm)
+
+    def concatenate(self, old: Call, new: Call) -> Node:
+        fields, now = old.args[0], new.args[0]
+        out = _tensor_type(old)
+        if not isinstance(fields, Tuple) or not isinstance(now, Tuple) or out is None:
+            return new
+        axis = new.attrs.get("axis", 0)
+        axis = axis + out.ndim if axis < 0 else axis  # type: ignore[operator]
+        kept = []
+        for before, after in zip(fields.fields, now.fields):
+            ty = _tensor_type(before)
+            if ty is None or ty.dtype != out.dtype or ty.ndim != out.ndim:
+                return new
+            if ty.shape[axis] != 0:
+                kept.append((before, after))
+        # The one field left must have the result's type: with a size 0 elsewhere than
+        # along the axis, a field that is dropped could still decide the result's shape.
+        if len(kept) == 1 and _tensor_type(kept[0][0]) == out:
+            return kept[0][1]
+        return new
+
+
+def simplify_expr(mod: IRModule) -> IRModule:
+    """Remove layout operators that move no data (see the module doc).
+
+    Parameters
+    ----------
+    mod : IRModule
+        The module; it is not modified. It must type-check if it calls ``transpose`` or
+        ``concatenate``.
+
+    Returns
+    -------
+    IRModule
+        A new module.
+    """
+    return rewrite_module(mod, _wanted, _Rewriter)
+
+
+class SimplifyExpr(Pass):
+    """Fold transposes into one, drop identity transposes and concatenations of one
+    non-empty tensor (``opt_level=1``). See :mod:`compiler.transform.simplify_expr`."""
+
+    def __init__(self) -> None:
+        super().__init__("SimplifyExpr", opt_level=1)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return simplify_expr(mod)
+
+    def __repr__(self) -> str:
+        return "SimplifyExpr()"

@@ -134,6 +134,17 @@ def test_softmax_and_log_softmax_along_each_axis(dtype: str) -> None:
     check(program, results, [f"{op} axis={a}" for op in ("softmax", "log_softmax") for a in axes])
 
 
+def test_softmax_rows_with_nan_infinities_and_one_element() -> None:
+    x = RNG.uniform(-5, 5, (6, 130)).astype("float32")
+    x[1, 7] = np.nan  # the row is NaN
+    x[2, 3] = np.inf  # NaN where infinite, zero elsewhere (numpy's inf - inf)
+    x[3, :] = -np.inf  # all NaN
+    x[4, 100:] = 80.0  # large values share the row evenly
+    program = Program([x, x[:, :1].copy()])
+    results = [program.add("nn.softmax", [0])[0], program.add("nn.softmax", [1])[0]]
+    check(program, results, ["softmax of 130", "softmax of 1"])
+
+
 def test_products_with_disagreeing_inner_dimensions_raise() -> None:
     x = RNG.standard_normal((3, 4)).astype("float32")
     w = RNG.standard_normal((5, 4)).astype("float32")

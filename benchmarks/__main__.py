@@ -1,9 +1,10 @@
 """``python -m benchmarks``: every benchmark in one run, each printing its table.
 
 Benchmarks layer. Runs ``bench_dispatch`` (interpreter dispatch costs), ``bench_models``
-(the models side by side with their peers, and issue 4's speed targets), ``bench_memory``
-(memory planning) and ``bench_wild`` (real architectures against onnxruntime, when torch
-and transformers are installed: ``pip install -e '.[models]'``). Options::
+(the models side by side with their peers), ``bench_memory`` (memory planning) and
+``bench_wild`` (real architectures against onnxruntime, when torch and transformers are
+installed: ``pip install -e '.[models]'``); each judges the speed targets of issues 4 and
+15 that its rows measure. Options::
 
     python -m benchmarks [--quick] [--models mlp,lstm] [--only dispatch,models,memory]
                          [--no-fresh]

@@ -12,7 +12,8 @@ ratio to relayvm:
 3. A scalar recursive loop made only of control flow (walking a Peano ``nat``):
    cost per executed VM instruction, counted by the VM's own instruction counter.
 
-Every engine's answer is checked against numpy before it is timed.
+Every engine's answer is checked against numpy before it is timed. Below the table, issue
+15's targets for ``x + x`` are judged from the run (:func:`judge_targets`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import sys
 
 import numpy as np
 
-from benchmarks.peers import Row, best_time, onnx_available, onnxruntime_session, print_table
+from benchmarks.peers import (
+    Row,
+    best_time,
+    format_seconds,
+    onnx_available,
+    onnxruntime_session,
+    print_table,
+)
 
 CHAIN_LENGTH = 100
 
@@ -322,12 +330,36 @@ def bench_control_flow(quick: bool) -> list[Row]:
     ]
 
 
+#: Issue 15's limits on one ``x + x`` call: (engine, seconds).
+ADD_TARGETS = (("relayvm", 1.0e-6), ("relayvm AOT", 0.5e-6))
+
+
+def judge_targets(rows: list[Row]) -> list[str]:
+    """Issue 15's targets for one ``x + x`` call, judged from ``rows``: a line per engine."""
+    times = {row.engine: row.seconds for row in rows if row.workload == "x + x, 10x10, one call"}
+    lines = []
+    for engine, limit in ADD_TARGETS:
+        seconds = times.get(engine)
+        if seconds is None:
+            lines.append(f"x + x through {engine}: not measured: MISSED")
+            continue
+        met = "met" if seconds <= limit else "MISSED"
+        lines.append(
+            f"x + x through {engine}: {format_seconds(seconds)} "
+            f"(target <= {format_seconds(limit)}): {met}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (fewer calls)")
     args = parser.parse_args(argv)
     rows = bench_add(args.quick) + bench_chain(args.quick) + bench_control_flow(args.quick)
     print_table(rows)
+    print("Targets of issue 15 (this run):")
+    for line in judge_targets(rows):
+        print(f"  {line}")
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import bench_models, models, peers
+from benchmarks import bench_dispatch, bench_models, models, peers
 from benchmarks import numpy_models as npm
 from benchmarks.peers import Row, measure, print_peer_table, wait_until_idle
 
@@ -341,6 +341,19 @@ def test_targets_are_judged_from_the_rows_of_the_run():
         "Issue 15: 100-op chain vs onnxruntime: relayvm 70 us / onnxruntime 100 us = 0.70x"
         " (target <= 0.6x): MISSED"
     )
+
+
+def test_dispatch_targets_are_judged_per_engine():
+    add = "x + x, 10x10, one call"
+    rows = [
+        Row(add, "relayvm", 0.8e-6),
+        Row(add, "numpy", 0.1e-6),
+        Row("other", "relayvm AOT", 1e-9),
+    ]
+    assert bench_dispatch.judge_targets(rows) == [
+        "x + x through relayvm: 800 ns (target <= 1 us): met",
+        "x + x through relayvm AOT: not measured: MISSED",
+    ]
 
 
 class _Clock:

@@ -67,6 +67,21 @@ def test_transpose_permutes_axes(shape: tuple) -> None:
     check(program, results, [f"transpose {p}" for p in perms])
 
 
+@pytest.mark.parametrize("shape", [(2, 33, 17), (3, 16, 16), (1, 40, 5)])
+def test_transposes_that_move_the_last_axis_copy_in_tiles_and_edges(shape: tuple) -> None:
+    # Sizes that are not multiples of the tile side exercise the partial tiles at the edges;
+    # 2-D and 4-D transposes take the same path with zero and two outer loops.
+    program = Program([arange(shape), arange(shape[1:]), arange((2, *shape))])
+    results = [
+        program.add("transpose", [0], axes=(0, 2, 1))[0],
+        program.add("transpose", [0], axes=(2, 1, 0))[0],
+        program.add("transpose", [1], axes=None)[0],
+        program.add("transpose", [2], axes=(0, 2, 3, 1))[0],
+        program.add("transpose", [2], axes=(3, 1, 0, 2))[0],
+    ]
+    check(program, results)
+
+
 @pytest.mark.parametrize("sizes", [(1, 2, 3), (4, 0, 1)])
 def test_concatenate_and_stack_join_fields(sizes: tuple) -> None:
     fields = [RNG.standard_normal((2, n, 3)).astype("float32") for n in sizes]

@@ -268,6 +268,8 @@ class _Generator:
         return name
 
     def emit_array_node(self, node: Node, rule: OpRule) -> None:
+        if rule.view is not None and self.emit_into_reshaped_output(node):
+            return
         rep = COMPUTE if rule.numeric else STORAGE
         args = [self.array(self.values[a], rep) for a in node.args]
         out_values = [self.values[v] for v in node.values]
@@ -305,6 +307,29 @@ class _Generator:
             value.arrays[value.rep(rep)] = dest
             ctx.outs.append(dest)
         rule.emit(ctx)  # type: ignore[misc]
+
+    def emit_into_reshaped_output(self, node: Node) -> bool:
+        """Compute a reshape-like result's elementwise input straight into the output.
+
+        The output array, seen with the input's shape, takes the fused loop's writes, which
+        saves a temporary the size of the output and the copy out of it (GELU before a
+        reshape, a scaled product before heads are merged)."""
+        (value,) = (self.values[v] for v in node.values)
+        arg = self.values[node.args[0]]
+        if not value.outs or arg.arrays or arg.outs or arg.node is None:
+            return False
+        if not self.rule(arg.node).elementwise:
+            return False
+        dest = self.claim(value)
+        if dest is None:
+            return False
+        view = f"rv_{arg.index}"
+        self.src.line(f"# {self.where(node)}: value {arg.index} is computed into output")
+        self.src.line(f"{view} = {dest}.reshape({shape_tuple(arg.dims)})")
+        self.emit_fused(arg, view, STORAGE)
+        arg.arrays[STORAGE] = view
+        value.arrays[STORAGE] = dest
+        return True
 
     # --- epilogues -----------------------------------------------------------------------------
 

@@ -69,6 +69,28 @@ def test_a_reshape_in_the_middle_is_a_view() -> None:
     check(program, program.add("sigmoid", [t]))
 
 
+def test_an_elementwise_value_reshaped_into_an_output_is_computed_in_place() -> None:
+    program = Program([f32(2, 3, 4), np.float32(0.5)])
+    (g,) = program.add("multiply", [0, 1])
+    (t,) = program.add("tanh", [g])
+    (r,) = program.add("reshape", [t], newshape=(6, 4))
+    source = _source_of(program, [r])
+    assert "rv_" in source and "np.empty" not in source
+    check(program, [r])
+
+
+def test_a_reshaped_value_that_is_also_read_elsewhere_is_computed_once() -> None:
+    # The reshaped value feeds a second result too, and a float16 chain rounds on the way in.
+    for dtype in ("float32", "float16"):
+        program = Program([f32(3, 8).astype(dtype), f32(3, 8).astype(dtype)])
+        (s,) = program.add("add", [0, 1])
+        (e,) = program.add("exp", [s])
+        (r,) = program.add("reshape", [e], newshape=(4, 6))
+        (q,) = program.add("squeeze", [e])
+        (m,) = program.add("multiply", [e, 0])
+        check(program, [r, m, q])
+
+
 def test_split_pieces_feed_elementwise_operators() -> None:
     program = Program([f32(4, 6)])
     a, b = program.add("split", [0], indices_or_sections=2, axis=1)

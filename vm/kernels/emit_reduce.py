@@ -151,8 +151,8 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
         trailing = kept == list(range(len(kept)))
         summed = trailing and op in ("sum", "mean") and dtype in _SUMMED_FLOATS
         # One innermost axis of floats (a layer norm's mean and variance), or several of a
-        # contiguous array read as one (a global pool's plane): running sums, which
-        # vectorize where one sum in order cannot.
+        # contiguous array read as one (a global pool's plane): a row sum whose lanes
+        # vectorize, where one sum in order cannot.
         source, extent = x, dims[axes[0]] if len(axes) == 1 else None
         if summed and len(axes) > 1 and C_ARRAY.fullmatch(x):
             source, extent = src.fresh("f"), count
@@ -161,7 +161,8 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
         if summed and extent is not None:
             with src.loops([dims[a] for a in kept]) as ki:
                 a_var = src.fresh("acc")
-                src.running_sum(a_var, lambda j: f"{source}[{index([*ki, j])}]", extent)
+                row = f"{source}[{index(ki)}]" if ki else source
+                src.line(f"{a_var} = vx.sum_f64({row})")
                 value = _finish(op, dtype, out_dtype, a_var, acc, count)
                 src.line(f"{out}[{out_index(ki)}] = {value}")
             return

@@ -1,5 +1,6 @@
 """The vectorizable float32 exp, sigmoid, tanh and erf: accuracy, edges, special values; and
-the row maximum: numpy's answer, NaN and infinities, signed zeros, an empty row."""
+the row maximum: numpy's answer, NaN and infinities, signed zeros, an empty row; the row
+sums: float64 sums of float32 and float64 rows, strided rows, special values."""
 
 from __future__ import annotations
 
@@ -117,3 +118,30 @@ def test_the_row_maximum_of_special_values() -> None:
     assert top == 0.0 and not np.signbit(top)
     assert _max_f32(np.float32([-0.0])) == 0.0
     assert _max_f32(np.zeros(0, np.float32)) == -inf
+
+
+_sum_f64 = numba.njit(lambda row: vx.sum_f64(row))
+_squares = numba.njit(lambda row, center: vx.squared_deviations_f64(row, center))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [0, 1, 7, 768, 1001])
+def test_row_sums_match_float64_sums_in_order(dtype: str, size: int) -> None:
+    rng = np.random.default_rng(size)
+    row = (rng.standard_normal(size) * 1e3 + 5.0).astype(dtype)
+    exact = math.fsum(row.astype(np.float64))
+    assert _sum_f64(row) == pytest.approx(exact, rel=1e-13, abs=1e-9)
+    center = row.dtype.type(row.mean()) if size else row.dtype.type(0)
+    squares = [float(np.float64((x - center) * (x - center))) for x in row]
+    assert _squares(row, center) == pytest.approx(math.fsum(squares), rel=1e-13, abs=1e-9)
+
+
+def test_row_sums_read_strided_rows_and_carry_special_values() -> None:
+    grid = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert _sum_f64(grid[:, 1]) == 1.0 + 5.0 + 9.0  # a column: not contiguous
+    assert np.isnan(_sum_f64(np.float32([1.0, np.nan, 2.0])))
+    assert _sum_f64(np.float32([np.inf, 1.0])) == np.inf
+    assert np.isnan(_sum_f64(np.float32([np.inf, -np.inf])))
+    # float32's largest values sum past float32's range without overflowing float64.
+    big = np.full(4, np.finfo(np.float32).max, np.float32)
+    assert _sum_f64(big) == 4.0 * float(np.finfo(np.float32).max)

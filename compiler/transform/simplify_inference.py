@@ -29,7 +29,7 @@ rewrite) when, and only when, one of them occurs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -152,9 +152,10 @@ _CALL_REWRITES: dict[str, Callable[[Call, TensorType], Expr]] = {
 
 
 class _Simplifier(BindingMutator):
-    def __init__(self) -> None:
+    def __init__(self, keep: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.bound: dict[Var, Call] = {}  # let variables bound to batch_norm / dropout calls
+        self.keep = keep
 
     def descend(self, node: Node) -> bool:
         return not is_primitive(node)
@@ -172,7 +173,7 @@ class _Simplifier(BindingMutator):
                 return self._project(old, new, call, name)  # type: ignore[arg-type]
             return new
         name = _op_name(new)
-        if name in _CALL_REWRITES:
+        if name in _CALL_REWRITES and name not in self.keep:
             ty = _tensor_type(old.checked_type, f"the result of {name}")  # type: ignore[attr-defined]
             return _CALL_REWRITES[name](new, ty)  # type: ignore[arg-type]
         return new
@@ -195,36 +196,49 @@ class _Simplifier(BindingMutator):
 _TARGETS = frozenset(_PROJECTED) | frozenset(_CALLS)
 
 
-def _is_target(node: Node) -> bool:
-    return _op_name(node) in _TARGETS
-
-
-def simplify_inference(mod: IRModule) -> IRModule:
+def simplify_inference(mod: IRModule, keep: Iterable[str] = ()) -> IRModule:
     """Rewrite batch norm, dropout, layer norm and group norm into arithmetic.
 
     Parameters
     ----------
     mod : IRModule
         The module; it is not modified. It must type-check if it uses those operators.
+    keep : iterable of str
+        Of ``"nn.layer_norm"`` and ``"nn.group_norm"``, the operators to leave as they are.
 
     Returns
     -------
     IRModule
         A new module (type-checked first if anything was rewritten).
     """
-    return rewrite_module(mod, _is_target, _Simplifier)
+    kept = frozenset(keep)
+    unknown = kept - frozenset(_CALLS)
+    if unknown:
+        raise ValueError(
+            f"SimplifyInference can keep only {', '.join(_CALLS)}, not {', '.join(sorted(unknown))}"
+        )
+    targets = _TARGETS - kept
+    return rewrite_module(mod, lambda node: _op_name(node) in targets, lambda: _Simplifier(kept))
 
 
 class SimplifyInference(Pass):
     """Rewrite inference-time ``nn.batch_norm``, ``nn.dropout``, ``nn.layer_norm`` and
     ``nn.group_norm`` into element-wise arithmetic (TVM's ``SimplifyInference``,
-    ``opt_level=0``). See :mod:`compiler.transform.simplify_inference`."""
+    ``opt_level=0``). See :mod:`compiler.transform.simplify_inference`.
 
-    def __init__(self) -> None:
+    Parameters
+    ----------
+    keep : iterable of str
+        Norms to leave as operators (relayvm's extension; TVM rewrites all four). The VM's
+        own pipeline keeps ``nn.layer_norm``, whose kernel is one pass over each row.
+    """
+
+    def __init__(self, keep: Iterable[str] = ()) -> None:
         super().__init__("SimplifyInference", opt_level=0)
+        self.keep = tuple(keep)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        return simplify_inference(mod)
+        return simplify_inference(mod, self.keep)
 
     def __repr__(self) -> str:
-        return "SimplifyInference()"
+        return f"SimplifyInference(keep={self.keep})" if self.keep else "SimplifyInference()"

@@ -183,6 +183,17 @@ def test_dead_bindings_left_by_simplify_inference_are_removed_at_every_opt_level
     assert "nn.batch_norm" not in ops
 
 
+def test_layer_norm_is_one_kernel_and_group_norm_becomes_arithmetic() -> None:
+    text = f"""
+    def @main(%x: Tensor[(2, 4), float32], %g: {V4}, %b: {V4}) {{
+      add(nn.layer_norm(%x, %g, %b), nn.group_norm(%x, %g, %b, num_groups=2))
+    }}"""
+    lowered, _ = relay.vm.optimize(parse(text))
+    groups = kernels(lowered)
+    assert ["nn.layer_norm"] in groups
+    assert not any("nn.group_norm" in group for group in groups)
+
+
 def test_the_same_module_compiles_to_the_same_bytes() -> None:
     text = f"""
     def @main(%x: {V4}, %c: bool) {{

@@ -185,6 +185,29 @@ def test_layer_norm_rewrite_matches_the_operator(shape, axis, center, scale):
     assert_results_match(before, after, [_data(shape), _data(shape[axis]), _data(shape[axis])])
 
 
+def test_kept_norms_stay_operators_and_the_rest_still_become_arithmetic():
+    params = "%x: Tensor[(2, 4), float32], %g: Tensor[(4), float32], %b: Tensor[(4), float32]"
+    before = parse(
+        f"def @main({params}) {{ add(nn.layer_norm(%x, %g, %b), nn.group_norm(%x, %g, %b, "
+        "num_groups=2)) }"
+    )
+    after = relay.transform.SimplifyInference(keep=["nn.layer_norm"])(before)
+    names = op_names(after)
+    assert "nn.layer_norm" in names and "nn.group_norm" not in names
+    args = [_data((2, 4)), _data(4), _data(4)]
+    assert_results_match(before, after, args)
+    # Keeping only what is there leaves the module as it was.
+    only = parse(f"def @main({params}) {{ nn.layer_norm(%x, %g, %b) }}")
+    assert_same(relay.transform.SimplifyInference(keep=["nn.layer_norm"])(only), only)
+
+
+def test_keeping_an_operator_the_pass_does_not_rewrite_is_an_error():
+    mod = parse("def @main(%x: Tensor[(4), float32]) { nn.relu(%x) }")
+    message = "can keep only nn.layer_norm, nn.group_norm, not nn.relu"
+    with pytest.raises(ValueError, match=message):
+        relay.transform.SimplifyInference(keep=["nn.relu"])(mod)
+
+
 @pytest.mark.parametrize(
     ("shape", "groups", "axis"), [((2, 6, 3, 2), 3, 1), ((2, 4), 2, 1), ((3, 2, 8), 4, -1)]
 )

@@ -7,14 +7,15 @@ OpenBLAS copies ("packs") both operands into its own panel layout on every call.
 constant weight that copy is wasted work, and on the products of a batch-64 MLP it is what
 separates OpenBLAS from the core's peak (benchmarks/NOTES.md). A weight folded at compile
 time into ``(N / 32, K, 32)`` panels is read in order, and each panel is multiplied by
-:data:`ROWS` rows of ``a`` at a time by :func:`tile`: an LLVM loop over K whose ``ROWS x 2``
-accumulators are 16-lane vectors held in registers, one fused multiply-add per (row, vector)
-and K step. numba's compiler has no vector type and does not vectorise that loop on its own
-(its scalar form is several times slower), so the loop is written as LLVM IR through a numba
-intrinsic; numba caches it on disk with the functions that call it.
+:data:`ROWS` rows of ``a`` at a time by :func:`tile`: an LLVM loop over K whose
+accumulators, ``ROWS`` by :data:`TILE_COLUMNS` floats, are 16-lane vectors held in
+registers, one fused multiply-add per (row, vector) and K step. numba's compiler has no
+vector type and does not vectorise that loop on its own (its scalar form is several times
+slower), so the loop is written as LLVM IR through a numba intrinsic; numba caches it on
+disk with the functions that call it.
 
-LLVM lowers the 16-lane vectors to whatever the host has (two 8-lane halves on AVX2); the
-number of rows per tile is smaller there, so the accumulators still fit the registers.
+LLVM lowers the 16-lane vectors to whatever the host has (two 8-lane halves on AVX2);
+there a tile covers half a panel, so the accumulators still fit the registers.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ from vm.kernels.runtime.panels import PANEL
 from vm.kernels.runtime.target import has_avx512
 
 _LANES = 16
-_VECTORS = PANEL // _LANES
-#: Rows of ``a`` per tile: 7 x 2 accumulators of 16 floats fit AVX-512's 32 registers
-#: with the two weight vectors; 16 registers (AVX2) take three rows.
-ROWS = 7 if has_avx512() else 3
+#: Columns of a panel one tile covers, and rows of ``a`` per tile. AVX-512: the whole
+#: panel, two vectors of 16, by 7 rows (14 accumulators and 2 weight vectors of its 32
+#: registers). AVX2 has 16 registers of 8 floats: a 16-lane vector is two of them, so
+#: half a panel by 6 rows (12 accumulators, 2 weight registers, 1 broadcast); a whole
+#: panel by 3 rows needs 17 and spills (one core of an AMD EPYC Zen 3: 45 GFLOP/s
+#: against 70 at 6 by 16, on GPT-2's products).
+TILE_COLUMNS = PANEL if has_avx512() else PANEL // 2
+ROWS = 7 if has_avx512() else 6
+_VECTORS = TILE_COLUMNS // _LANES
 
 _F32 = ir.FloatType()
 _I64 = ir.IntType(64)
@@ -142,9 +148,13 @@ def _tile_into(rows, a, b, k, c, width, scratch):
     must not reach ``c``; a convolution's ``c`` can be transposed)."""
     pc, c_rows, c_cols = c
     if width == PANEL and c_cols == 1:
-        tile(rows, a[0], a[1], a[2], b[0], b[1], k, pc, c_rows)
+        for first in range(0, PANEL, TILE_COLUMNS):
+            tile(rows, a[0], a[1], a[2], b[0] + first * 4, b[1], k, pc + first * 4, c_rows)
         return
-    tile(rows, a[0], a[1], a[2], b[0], b[1], k, scratch.ctypes.data, PANEL)
+    for first in range(0, PANEL, TILE_COLUMNS):
+        if first < width:
+            corner = scratch.ctypes.data + first * 4
+            tile(rows, a[0], a[1], a[2], b[0] + first * 4, b[1], k, corner, PANEL)
     for r in range(rows):
         for j in range(width):
             store(pc, r * c_rows + j * c_cols, scratch[r, j])

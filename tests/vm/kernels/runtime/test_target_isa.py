@@ -31,12 +31,15 @@ AVX2_FEATURES = (
 
 def test_target_features_follow_numbas_target_cpu():
     env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": AVX2_FEATURES}
-    code = "from vm.kernels.runtime import packed, target; print(target.has_avx512(), packed.ROWS)"
+    code = (
+        "from vm.kernels.runtime import packed, target; "
+        "print(target.has_avx512(), packed.ROWS, packed.TILE_COLUMNS)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "3"]
+    assert done.stdout.split() == ["False", "6", "16"]
     assert "avx2" in target_features()  # every machine this project supports has AVX2
 
 
@@ -71,4 +74,4 @@ def test_kernels_compiled_for_avx2_agree_with_the_hosts(tmp_path):
 def test_the_host_runs_avx512_tiles_when_it_has_them():
     from vm.kernels.runtime import packed
 
-    assert packed.ROWS == 7
+    assert (packed.ROWS, packed.TILE_COLUMNS) == (7, 32)

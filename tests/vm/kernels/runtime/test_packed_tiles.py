@@ -1,0 +1,74 @@
+"""The register tiles of packed products: every row count of a tile, short and whole
+panels, both loop orders and the transposed (convolution) orientation give numpy's product.
+
+Runs the tile geometry of the host's instruction set (``test_target_isa`` runs the AVX2
+one on a host with AVX-512).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vm.kernels.runtime import packed
+from vm.kernels.runtime.panels import PANEL
+
+RNG = np.random.default_rng(5)
+
+
+def _packed(w: np.ndarray) -> np.ndarray:
+    """``w`` (units, k) in ``(panels, k, PANEL)`` panels, the short last one zero-padded."""
+    units, k = w.shape
+    panels = -(-units // PANEL)
+    padded = np.zeros((panels * PANEL, k), np.float32)
+    padded[:units] = w
+    return np.ascontiguousarray(padded.reshape(panels, PANEL, k).transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("rows", [1, packed.ROWS - 1, packed.ROWS, packed.ROWS + 1, 29])
+@pytest.mark.parametrize("units", [1, 15, 16, 17, 32, 45, 64, 70])
+@pytest.mark.parametrize("rows_outer", [0, 1])
+def test_a_packed_product_is_numpys(rows: int, units: int, rows_outer: int) -> None:
+    k = 37
+    a = RNG.standard_normal((rows, k)).astype(np.float32)
+    w = RNG.standard_normal((units, k)).astype(np.float32)
+    pw = _packed(w)
+    c = np.full((rows, units), np.nan, np.float32)
+    panels = pw.shape[0]
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, units, 1),
+        (0, rows), (0, panels), rows_outer,
+    )  # fmt: skip
+    np.testing.assert_allclose(c, a @ w.T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("units", [7, 32, 40])
+def test_a_transposed_output_and_a_part_of_the_rows_and_panels(units: int) -> None:
+    # A convolution's orientation: c's rows are the output's columns.
+    rows, k = 11, 9
+    a = RNG.standard_normal((rows, k)).astype(np.float32)
+    w = RNG.standard_normal((units, k)).astype(np.float32)
+    pw = _packed(w)
+    c = np.full((units, rows), np.nan, np.float32)
+    panels = pw.shape[0]
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, 1, rows),
+        (3, rows), (0, panels), 0,
+    )  # fmt: skip
+    np.testing.assert_allclose(c[:, 3:], (a @ w.T).T[:, 3:], rtol=1e-5, atol=1e-5)
+    assert np.isnan(c[:, :3]).all()  # rows outside the range are not written
+
+
+def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
+    rows, k, columns = 5, 13, 45  # one whole group of 32 columns, then 13
+    w = RNG.standard_normal((rows, k)).astype(np.float32)
+    pw = _packed(w)  # the weight as a: rows of one panel, k stride PANEL
+    b = np.zeros((k * columns + PANEL,), np.float32)
+    b[: k * columns] = RNG.standard_normal(k * columns)
+    bm = b[: k * columns].reshape(k, columns)
+    c = np.full((rows, columns), np.nan, np.float32)
+    packed.panel_product(
+        (pw.ctypes.data, 1, PANEL), k, rows, (b.ctypes.data, columns), columns,
+        (c.ctypes.data, columns),
+    )  # fmt: skip
+    np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)

@@ -57,23 +57,35 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
     return builder.inttoptr(builder.add(base, builder.shl(offset, _I64(2))), kind.as_pointer())
 
 
-def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
+def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
-    builder in a block that falls through to whatever follows."""
+    builder in a block that falls through to whatever follows. ``add``: the sums start
+    from what ``c`` holds, else from zero."""
     pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
     fma = _fma(builder.module)
-    function, entry = builder.function, builder.block
+    function = builder.function
     loop = function.append_basic_block(f"tile{rows}.loop")
     done = function.append_basic_block(f"tile{rows}.done")
+
+    def c_address(r: int, v: int) -> ir.Value:
+        offset = builder.add(builder.mul(_I64(r), ldc), _I64(v * _LANES))
+        return _address(builder, pc, offset, _VEC)
+
     zero = ir.Constant(_VEC, None)
+    start = [
+        [builder.load(c_address(r, v), align=4) if add else zero for v in range(_VECTORS)]
+        for r in range(rows)
+    ]
+    entry = builder.block
     builder.cbranch(builder.icmp_signed(">", k, _I64(0)), loop, done)
 
     builder.position_at_end(loop)
     step = builder.phi(_I64)
     step.add_incoming(_I64(0), entry)
     acc = [[builder.phi(_VEC) for _ in range(_VECTORS)] for _ in range(rows)]
-    for phi in (p for row in acc for p in row):
-        phi.add_incoming(zero, entry)
+    for r in range(rows):
+        for v in range(_VECTORS):
+            acc[r][v].add_incoming(start[r][v], entry)
     panel_row = builder.mul(step, ldb)
     weights = [
         builder.load(_address(builder, pb, builder.add(panel_row, _I64(v * _LANES)), _VEC), align=4)
@@ -104,23 +116,13 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args) -> None:
     for r in range(rows):
         for v in range(_VECTORS):
             finals[r, v] = final = builder.phi(_VEC)
-            final.add_incoming(zero, entry)
+            final.add_incoming(start[r][v], entry)
             final.add_incoming(summed[r][v], loop)
     for (r, v), final in finals.items():
-        offset = builder.add(builder.mul(_I64(r), ldc), _I64(v * _LANES))
-        builder.store(final, _address(builder, pc, offset, _VEC), align=4)
+        builder.store(final, c_address(r, v), align=4)
 
 
-@intrinsic
-def tile(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
-    """``c[r, :32] = sum_k a[r * row_stride + k * k_stride] * panel[k, :]`` for
-    ``r < rows`` (1 to :data:`ROWS`; other counts do nothing), all float32 at the byte
-    addresses ``pa``, ``pb`` (a panel of ``k`` rows of 32, ``ldb`` elements apart) and
-    ``pc`` (rows ``ldc`` elements apart)."""
-    arguments = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc)
-    if not all(isinstance(t, types.Integer) for t in arguments):
-        return None
-
+def _tile_codegen(add: bool):
     def codegen(context, builder, signature, args):
         # One loop per row count: the accumulators must be compile-time values.
         function = builder.function
@@ -131,12 +133,33 @@ def tile(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
             case = function.append_basic_block(f"tile{rows_here}")
             switch.add_case(_I64(rows_here), case)
             builder.position_at_end(case)
-            _emit_tile(builder, rows_here, args[1:])
+            _emit_tile(builder, rows_here, args[1:], add)
             builder.branch(end)
         builder.position_at_end(end)
         return context.get_dummy_value()
 
-    return types.none(*([types.int64] * 9)), codegen
+    return codegen
+
+
+@intrinsic
+def tile(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
+    """``c[r, :w] = sum_k a[r * row_stride + k * k_stride] * panel[k, :w]`` for
+    ``r < rows`` (1 to :data:`ROWS`; other counts do nothing) and ``w`` =
+    :data:`TILE_COLUMNS`, all float32 at the byte addresses ``pa``, ``pb`` (``k`` rows of a
+    panel, ``ldb`` elements apart) and ``pc`` (rows ``ldc`` elements apart)."""
+    arguments = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc)
+    if not all(isinstance(t, types.Integer) for t in arguments):
+        return None
+    return types.none(*([types.int64] * 9)), _tile_codegen(False)
+
+
+@intrinsic
+def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
+    """:func:`tile` adding the products to what ``c`` holds (the blocks of a long ``k``)."""
+    arguments = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc)
+    if not all(isinstance(t, types.Integer) for t in arguments):
+        return None
+    return types.none(*([types.int64] * 9)), _tile_codegen(True)
 
 
 @njit(nogil=True)
@@ -160,6 +183,52 @@ def _tile_into(rows, a, b, k, c, width, scratch):
             store(pc, r * c_rows + j * c_cols, scratch[r, j])
 
 
+#: From this depth a product by whole panels runs in blocks of :data:`K_BLOCK`: a panel of
+#: 2048 rows (256 KB) no longer stays in a 512 KB L2 beside the rows it meets, so every tile
+#: of rows read it from L3 again. A block of a panel (32 KB) stays in L1 while the tiles of
+#: rows pass, and the rows' block in L2 from panel to panel. ResNet's 3x3 convolutions of
+#: 512 channels on 7x7 (K = 4608) on an AMD EPYC Zen 3 (512 KB L2): see benchmarks/NOTES.md.
+BLOCKED_MIN_DEPTH = 2048
+K_BLOCK = 256
+
+
+@njit(nogil=True)
+def _blocked(a, pw, k, c, rows, panels, tiles):
+    """:func:`product_range` over whole panels in blocks of :data:`K_BLOCK` (the first
+    block writes, the others add); a transposed ``c`` gets the result through a buffer."""
+    pa, a_rows, a_cols = a
+    pc, c_rows, c_cols = c
+    extent = rows[1] - rows[0]
+    columns = (panels[1] - panels[0]) * PANEL
+    direct = c_cols == 1
+    buffer = np.empty((0 if direct else extent, columns), np.float32)
+    if direct:
+        base, ldc = pc + (rows[0] * c_rows + panels[0] * PANEL) * 4, c_rows
+    else:
+        base, ldc = np.int64(buffer.ctypes.data), columns
+    for k0 in range(0, k, K_BLOCK):
+        depth = min(K_BLOCK, k - k0)
+        for panel in range(panels[1] - panels[0]):
+            pb = pw + ((panel + panels[0]) * k + k0) * PANEL * 4
+            for t in range(tiles):
+                r0 = t * extent // tiles
+                height = (t + 1) * extent // tiles - r0
+                pr = pa + ((rows[0] + r0) * a_rows + k0 * a_cols) * 4
+                corner = base + (r0 * ldc + panel * PANEL) * 4
+                for first in range(0, PANEL, TILE_COLUMNS):
+                    if k0 == 0:
+                        tile(height, pr, a_rows, a_cols, pb + first * 4, PANEL, depth,
+                             corner + first * 4, ldc)  # fmt: skip
+                    else:
+                        tile_add(height, pr, a_rows, a_cols, pb + first * 4, PANEL, depth,
+                                 corner + first * 4, ldc)  # fmt: skip
+    if not direct:
+        first = panels[0] * PANEL
+        for r in range(extent):
+            for u in range(columns):
+                store(pc, (rows[0] + r) * c_rows + (first + u) * c_cols, buffer[r, u])
+
+
 @njit(nogil=True)
 def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     """Rows ``rows[0]:rows[1]`` by panels ``panels[0]:panels[1]`` of the float32 product
@@ -171,7 +240,7 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     convolution (whose ``c`` is transposed: its columns are rows of the output; see
     :func:`_tile_into`). ``rows_outer`` walks tiles of rows in the outer loop, for
     weights small enough to stay in cache while the rows stream past; else panels, so
-    that each panel of a big weight is read once."""
+    that each panel of a big weight is read once, and a long ``k`` in blocks."""
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
@@ -179,6 +248,10 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     # few accumulators' multiply-add latency for as long as a full tile takes.
     extent = rows[1] - rows[0]
     tiles = -(-extent // ROWS)
+    full = min(panels[1], units // PANEL)
+    if k >= BLOCKED_MIN_DEPTH and not rows_outer and full > panels[0]:
+        _blocked(a, pw, k, c, rows, (panels[0], full), tiles)
+        panels = (full, panels[1])
     count = panels[1] - panels[0]
     for outer in range(tiles if rows_outer else count):
         for inner in range(count if rows_outer else tiles):

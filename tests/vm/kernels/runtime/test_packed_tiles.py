@@ -25,14 +25,19 @@ def _packed(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(panels, PANEL, k).transpose(0, 2, 1))
 
 
+def _operands(rows: int, units: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of data, a weight and the weight packed."""
+    a = RNG.standard_normal((rows, k)).astype(np.float32)
+    w = RNG.standard_normal((units, k)).astype(np.float32)
+    return a, w, _packed(w)
+
+
 @pytest.mark.parametrize("rows", [1, packed.ROWS - 1, packed.ROWS, packed.ROWS + 1, 29])
 @pytest.mark.parametrize("units", [1, 15, 16, 17, 32, 45, 64, 70])
 @pytest.mark.parametrize("rows_outer", [0, 1])
 def test_a_packed_product_is_numpys(rows: int, units: int, rows_outer: int) -> None:
     k = 37
-    a = RNG.standard_normal((rows, k)).astype(np.float32)
-    w = RNG.standard_normal((units, k)).astype(np.float32)
-    pw = _packed(w)
+    a, w, pw = _operands(rows, units, k)
     c = np.full((rows, units), np.nan, np.float32)
     panels = pw.shape[0]
     packed.product_range(
@@ -46,9 +51,7 @@ def test_a_packed_product_is_numpys(rows: int, units: int, rows_outer: int) -> N
 def test_a_transposed_output_and_a_part_of_the_rows_and_panels(units: int) -> None:
     # A convolution's orientation: c's rows are the output's columns.
     rows, k = 11, 9
-    a = RNG.standard_normal((rows, k)).astype(np.float32)
-    w = RNG.standard_normal((units, k)).astype(np.float32)
-    pw = _packed(w)
+    a, w, pw = _operands(rows, units, k)
     c = np.full((units, rows), np.nan, np.float32)
     panels = pw.shape[0]
     packed.product_range(
@@ -72,3 +75,21 @@ def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
         (c.ctypes.data, columns),
     )  # fmt: skip
     np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("units", [64, 81])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> None:
+    # Blocks of K_BLOCK and a part; with 81 units the short last panel takes the unblocked
+    # path beside the blocked whole ones; transposed, the result goes through a buffer.
+    rows, k = 2 * packed.ROWS + 1, packed.BLOCKED_MIN_DEPTH + 37
+    a, w, pw = _operands(rows, units, k)
+    c = np.full((units, rows) if transposed else (rows, units), np.nan, np.float32)
+    strides = (1, rows) if transposed else (units, 1)
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, *strides),
+        (1, rows), (0, pw.shape[0]), 0,
+    )  # fmt: skip
+    got = c.T if transposed else c
+    np.testing.assert_allclose(got[1:], (a @ w.T)[1:], rtol=1e-4, atol=1e-3)
+    assert np.isnan(got[0]).all()  # the row before the range is not written

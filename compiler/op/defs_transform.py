@@ -75,7 +75,9 @@ define(
 # --- transpose, squeeze, expand_dims -----------------------------------------------------------
 
 
-def _transpose_axes(op: str, ndim: int, axes: Sequence[int] | None) -> list[int]:
+def transpose_axes(op: str, ndim: int, axes: Sequence[int] | None) -> list[int]:
+    """The permutation ``transpose`` applies: ``axes`` made non-negative, or the axes
+    reversed when ``axes`` is empty; :class:`OpTypeError` if it is not a permutation."""
     if axes is None or len(axes) == 0:
         return list(range(ndim))[::-1]
     if len(axes) != ndim:
@@ -89,13 +91,13 @@ def _transpose_axes(op: str, ndim: int, axes: Sequence[int] | None) -> list[int]
 def _transpose_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
     """transpose(data; axes): dimensions permuted by axes (reversed if None)."""
     data = tensor_arg("transpose", arg_types[0], "data")
-    perm = _transpose_axes("transpose", data.ndim, attrs.get("axes"))  # type: ignore[arg-type]
+    perm = transpose_axes("transpose", data.ndim, attrs.get("axes"))  # type: ignore[arg-type]
     return TensorType([data.shape[a] for a in perm], data.dtype)
 
 
 def _transpose(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     (x,) = args
-    perm = _transpose_axes("transpose", x.ndim, attrs["axes"])  # type: ignore[arg-type]
+    perm = transpose_axes("transpose", x.ndim, attrs["axes"])  # type: ignore[arg-type]
     return np.transpose(x, perm)
 
 

@@ -19,12 +19,11 @@ Each rewrite keeps the values bit for bit. The pass runs at ``opt_level`` 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from compiler.ir.expr import Call, Node, Tuple
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.op.api import call_op
+from compiler.op.defs_transform import transpose_axes
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
 
@@ -33,14 +32,6 @@ __all__ = ["SimplifyExpr", "simplify_expr"]
 
 def _wanted(node: object) -> bool:
     return is_op_call(node, "transpose") or is_op_call(node, "concatenate")
-
-
-def _permutation(axes: Sequence[int] | None, ndim: int) -> list[int] | None:
-    """``transpose``'s axes as a permutation of ``range(ndim)`` (None: not a valid one)."""
-    if not axes:
-        return list(range(ndim))[::-1]
-    perm = [a + ndim if a < 0 else a for a in axes]
-    return perm if sorted(perm) == list(range(ndim)) else None
 
 
 def _tensor_type(node: object) -> TensorType | None:
@@ -63,16 +54,14 @@ class _Rewriter(BindingMutator):
         data = _tensor_type(old.args[0])
         if data is None:
             return new
-        perm = _permutation(new.attrs.get("axes"), data.ndim)  # type: ignore[arg-type]
-        if perm is None:
-            return new  # the type checker has already refused it
+        # The module type-checked, so both transposes' axes are permutations.
+        perm = transpose_axes("transpose", data.ndim, new.attrs.get("axes"))  # type: ignore[arg-type]
         x = new.args[0]
         # A transpose keeps its argument's rank, so the inner one's axes permute as many.
         if is_op_call(x, "transpose"):
-            first = _permutation(x.attrs.get("axes"), data.ndim)  # type: ignore[attr-defined]
-            if first is not None:
-                perm = [first[a] for a in perm]
-                x = x.args[0]  # type: ignore[attr-defined]
+            first = transpose_axes("transpose", data.ndim, x.attrs.get("axes"))  # type: ignore[attr-defined]
+            perm = [first[a] for a in perm]
+            x = x.args[0]  # type: ignore[attr-defined]
         if perm == list(range(len(perm))):
             return x
         if x is new.args[0]:

@@ -150,15 +150,15 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
 
         trailing = kept == list(range(len(kept)))
         summed = trailing and op in ("sum", "mean") and dtype in _SUMMED_FLOATS
-        # One innermost axis of floats (a layer norm's mean and variance), or several of a
-        # contiguous array read as one (a global pool's plane): a row sum whose lanes
-        # vectorize, where one sum in order cannot.
-        source, extent = x, dims[axes[0]] if len(axes) == 1 else None
+        # One innermost axis of floats (the mean of a norm written out as arithmetic), or
+        # several of a contiguous array read as one (a global pool's plane): a row sum
+        # whose lanes vectorize, where one sum in order cannot.
+        source, rows = x, len(axes) == 1
         if summed and len(axes) > 1 and C_ARRAY.fullmatch(x):
-            source, extent = src.fresh("f"), count
+            source, rows = src.fresh("f"), True
             shape = [f"{x}.shape[{a}]" for a in kept] + [f"{count}"]
             src.line(f"{source} = {x}.reshape(({', '.join(shape)},))")
-        if summed and extent is not None:
+        if summed and rows:
             with src.loops([dims[a] for a in kept]) as ki:
                 a_var = src.fresh("acc")
                 row = f"{source}[{index(ki)}]" if ki else source

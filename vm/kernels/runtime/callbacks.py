@@ -10,6 +10,10 @@ one ``nn.dense`` compiled the chunk code of every convolution, depthwise and poo
 function until something asks for its address (:func:`build`), or its symbol
 (:func:`link`); it is then compiled, or loaded from numba's disk cache (``cache=True``,
 under the library's hash like every cached library function), once per process.
+
+A callback may itself call C entry points by symbol (``links``): code that many callbacks
+share, such as the products' register tile, is then compiled once instead of into each of
+them, and linked before any callback that calls it is compiled or loaded.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from vm.kernels.runtime.symbols import export
 _LOCK = threading.Lock()
 #: The compiled callbacks, by ``module.qualname`` of their Python function.
 _COMPILED: dict[str, CFunc] = {}
-#: C entry points registered by :func:`entry`: symbol -> (function, signature).
-_ENTRIES: dict[str, tuple[Callable, object]] = {}
+#: C entry points registered by :func:`entry`: symbol -> (function, signature, links).
+_ENTRIES: dict[str, tuple[Callable, object, tuple[str, ...]]] = {}
 _LINKED: set[str] = set()
 
 
@@ -34,7 +38,7 @@ def _name(function: Callable) -> str:
     return f"{function.__module__}.{function.__qualname__}"
 
 
-def build(function: Callable, signature: object) -> CFunc:
+def build(function: Callable, signature: object, links: tuple[str, ...] = ()) -> CFunc:
     """``function`` as a C callback of ``signature`` (nogil), compiled or loaded from the
     disk cache on the first call for it in this process.
 
@@ -44,6 +48,9 @@ def build(function: Callable, signature: object) -> CFunc:
         A plain Python function that numba can compile in nopython mode.
     signature : numba signature
         Its C signature, e.g. ``types.void(types.int64, types.int64, types.int64)``.
+    links : tuple of str
+        The symbols of the C entry points ``function`` calls (:func:`entry`); they are
+        linked first, since compiled code that calls an unexported symbol fails to link.
 
     Returns
     -------
@@ -51,6 +58,7 @@ def build(function: Callable, signature: object) -> CFunc:
         The callback; its ``address`` stays valid for the life of the process.
     """
     key = _name(function)
+    link(*links)
     with _LOCK:
         callback = _COMPILED.get(key)
         if callback is None:
@@ -65,9 +73,12 @@ def compiled() -> dict[str, CFunc]:
         return dict(_COMPILED)
 
 
-def entry(symbol: str, signature: object) -> Callable[[Callable], Callable]:
+def entry(
+    symbol: str, signature: object, links: tuple[str, ...] = ()
+) -> Callable[[Callable], Callable]:
     """Register the decorated plain function as the C entry point of LLVM symbol
-    ``symbol`` (compiled by :func:`link`); returns the function unchanged.
+    ``symbol`` (compiled by :func:`link`, after the entry points of ``links`` it calls);
+    returns the function unchanged.
 
     Compiled code calls it through ``types.ExternalFunction(symbol, signature)``: a kernel
     loaded from the disk cache then finds it by name in any process, wherever it was
@@ -76,7 +87,7 @@ def entry(symbol: str, signature: object) -> Callable[[Callable], Callable]:
     """
 
     def register(function: Callable) -> Callable:
-        _ENTRIES[symbol] = (function, signature)
+        _ENTRIES[symbol] = (function, signature, tuple(links))
         return function
 
     return register
@@ -94,8 +105,8 @@ def link(*symbols: str) -> None:
     for symbol in symbols:
         if symbol in _LINKED:
             continue
-        function, signature = _ENTRIES[symbol]
-        callback = build(function, signature)
+        function, signature, links = _ENTRIES[symbol]
+        callback = build(function, signature, links)
         with _LOCK:
             export(symbol, callback.address)
             _LINKED.add(symbol)

@@ -110,29 +110,26 @@ symbols.export(symbols.WRITE, ctypes.cast(_LIBC.write, ctypes.c_void_p).value)
 _write = types.ExternalFunction(symbols.WRITE, types.int64(types.int32, types.int64, types.int64))
 
 
-@njit(nogil=True)
-def word(slot, index):
-    """Word ``index`` of the slot at address ``slot``."""
-    return atomics.load(slot + 8 * index)
+#: ``word(slot, index)``: word ``index`` of the slot at address ``slot``.
+word = atomics.load_word
+#: ``set_word(slot, index, value)``: write ``value`` to word ``index`` of the slot.
+set_word = atomics.store_word
+#: ``pair(slot, index)``: word ``index`` as the two 32-bit halves ``(high, low)`` a poster
+#: packed into it.
+pair = atomics.load_halves
 
 
-@njit(nogil=True)
-def set_word(slot, index, value):
-    """Write ``value`` to word ``index`` of the slot at address ``slot``."""
-    atomics.store(slot + 8 * index, value)
-
-
-@njit(nogil=True)
-def pair(slot, index):
-    """Word ``index`` as the two 32-bit halves ``(high, low)`` a poster packed into it."""
-    value = word(slot, index)
-    return value >> 32, value & _INDEX_MASK
-
-
-@njit(nogil=True)
-def argument(slot, i):
+@intrinsic
+def argument(typingctx, slot, i):
     """Argument ``i`` of the job in the slot (see :func:`share`)."""
-    return word(slot, FIRST_ARGUMENT + i)
+    if not (isinstance(slot, types.Integer) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        index = builder.add(args[1], ir.Constant(ir.IntType(64), FIRST_ARGUMENT))
+        return atomics.emit_load_word(builder, args[0], index)
+
+    return types.int64(types.int64, types.int64), codegen
 
 
 # --- posting a job ----------------------------------------------------------------------------
@@ -370,19 +367,21 @@ reset()
 # --- the registry of kinds --------------------------------------------------------------------
 
 _LOCK = threading.Lock()
-#: Each kind's chunk code, a plain Python function, once its owner module registered it.
-_CHUNKS: dict[int, Callable] = {}
+#: Each kind's chunk code, a plain Python function, once its owner module registered it,
+#: and the symbols of the C entry points it calls.
+_CHUNKS: dict[int, tuple[Callable, tuple[str, ...]]] = {}
 
 
-def chunk(kind: int) -> Callable[[Callable], Callable]:
+def chunk(kind: int, links: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
     """Register the decorated plain Python function as the chunk code of ``kind`` (in the
-    module :data:`OWNERS` names for it); it is compiled only by :func:`require`. Returns
-    the function unchanged."""
+    module :data:`OWNERS` names for it), calling the C entry points of ``links``
+    (:func:`vm.kernels.runtime.callbacks.entry`); it is compiled only by :func:`require`.
+    Returns the function unchanged."""
 
     def register(function: Callable) -> Callable:
         if function.__module__ != OWNERS[kind]:
             raise ValueError(f"kind {kind} belongs to {OWNERS[kind]}, not {function.__module__}")
-        _CHUNKS[kind] = function
+        _CHUNKS[kind] = (function, tuple(links))
         return function
 
     return register
@@ -404,13 +403,15 @@ def require(*kinds: int) -> None:
             if SLOT[_HANDLERS + kind] != 0:
                 continue
             importlib.import_module(OWNERS[kind])
-            SLOT[_HANDLERS + kind] = callbacks.build(_CHUNKS[kind], CHUNK).address
+            function, links = _CHUNKS[kind]
+            SLOT[_HANDLERS + kind] = callbacks.build(function, CHUNK, links).address
 
 
 def callback(kind: int) -> CFunc:
     """The compiled chunk code of ``kind`` (required first)."""
     require(kind)
-    return callbacks.build(_CHUNKS[kind], CHUNK)
+    function, links = _CHUNKS[kind]
+    return callbacks.build(function, CHUNK, links)
 
 
 def registered() -> tuple[int, ...]:

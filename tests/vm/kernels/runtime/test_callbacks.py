@@ -1,7 +1,8 @@
 """C callbacks compiled on first need (``vm.kernels.runtime.callbacks``).
 
 Returns group: a callback is compiled once per process, the same object for every caller,
-and a C entry point's symbol links to it. Traps group: linking a symbol nobody registered
+a C entry point's symbol links to it, and an entry point that calls another by symbol
+links it first. Traps group: linking a symbol nobody registered
 raises KeyError.
 """
 
@@ -37,6 +38,28 @@ def test_a_callback_is_compiled_once_and_its_symbol_links_to_it() -> None:
         return _twice_symbol(value)
 
     assert call(5) == 10
+
+
+@callbacks.entry("relayvm_test_inner", _SIGNATURE)
+def _inner(value):
+    return value + 1
+
+
+_inner_symbol = types.ExternalFunction("relayvm_test_inner", _SIGNATURE)
+
+
+@callbacks.entry("relayvm_test_outer", _SIGNATURE, links=("relayvm_test_inner",))
+def _outer(value):
+    return 3 * _inner_symbol(value)
+
+
+def test_an_entry_point_links_the_entry_points_it_calls_first() -> None:
+    # Linking only the outer symbol must compile the inner one first: code that calls an
+    # unexported symbol fails to link.
+    callbacks.link("relayvm_test_outer")
+    assert any(name.endswith("test_callbacks._inner") for name in callbacks.compiled())
+    outer = callbacks.build(_outer, _SIGNATURE)
+    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(outer.address)(4) == 15
 
 
 def test_linking_a_symbol_nobody_registered_raises() -> None:

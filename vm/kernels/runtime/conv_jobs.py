@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from vm.kernels.runtime import conv_loops, jobs, packed, winograd
+from vm.kernels.runtime import conv_loops, jobs, packed, symbols, winograd
 from vm.kernels.runtime.products import floats, view_at
 
 # The words of this module's jobs in the slot. Every job has the image and window words
@@ -252,7 +252,7 @@ def _two(high, low):
     return (np.int64(high) << 32) | np.int64(low)
 
 
-@jobs.chunk(jobs.CONV)
+@jobs.chunk(jobs.CONV, links=(symbols.TILE, symbols.PIXEL_PANELS))
 def _conv_chunk(slot, index, parts):
     """Output rows ``index * block`` to ``(index + 1) * block`` of the convolution job in
     the slot."""

@@ -242,7 +242,7 @@ _ENTRY = types.int64(types.int64)
 _WINDOW_AT = 1 + 7 + 6 + 6
 
 
-@callbacks.entry(symbols.CONV_BLOCKS, _ENTRY)
+@callbacks.entry(symbols.CONV_BLOCKS, _ENTRY, links=(symbols.TILE, symbols.PIXEL_PANELS))
 def _conv_blocks_entry(address):
     """:func:`_conv_blocks` on a float32 convolution's block (:func:`_conv_block`): 1
     if it computed the convolution, 0 if it left it to the caller."""
@@ -507,7 +507,8 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 NEEDS = {
     "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
     "conv_packed_into": jobs.Needs(
-        (jobs.CONV, jobs.IM2COL, jobs.PACKED, jobs.POINTWISE), (symbols.CONV_BLOCKS,)
+        (jobs.CONV, jobs.IM2COL, jobs.PACKED, jobs.POINTWISE),
+        (symbols.TILE, symbols.PIXEL_PANELS, symbols.CONV_BLOCKS),
     ),
     "conv_winograd_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
     "conv_winograd_transformed_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),

@@ -16,6 +16,17 @@ disk with the functions that call it.
 
 LLVM lowers the 16-lane vectors to whatever the host has (two 8-lane halves on AVX2);
 there a tile covers half a panel, so the accumulators still fit the registers.
+
+The tiles are compiled into two C entry points, once per process, and not inlined
+elsewhere: numba optimises each compiled function with everything it calls linked in,
+and the tile's loops (one per row count, with and without a start from ``c``), inlined
+at four places and again in every job and entry point that reached them, made the
+first packed product in a process with an empty cache compile for 23 s on two cores
+(9 s now). Products by rows call a panel's tiles by symbol (:data:`run_panel`); a call
+costs a few nanoseconds against the tile's loop over ``k``. A convolution's products
+by pixel panels, where ``k`` can be 16, run all their tiles in one call
+(:data:`run_pixel_panels`). Code that reaches these loops declares the symbols in its
+``links`` (:func:`vm.kernels.runtime.callbacks.entry`, :func:`vm.kernels.runtime.jobs.chunk`).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from vm.kernels.runtime import callbacks, symbols
 from vm.kernels.runtime.panels import PANEL
 from vm.kernels.runtime.target import has_avx512
 
@@ -162,6 +174,39 @@ def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
     return types.none(*([types.int64] * 9)), _tile_codegen(True)
 
 
+_TILE = types.void(*([types.int64] * 10))
+
+
+@njit(nogil=True)
+def _panel(rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, add):
+    # A whole panel: both halves of it on AVX2, one call of the entry point for both.
+    for first in range(0, PANEL, TILE_COLUMNS):
+        if add:
+            tile_add(rows, pa, row_stride, k_stride, pb + first * 4, ldb, k, pc + first * 4, ldc)
+        else:
+            tile(rows, pa, row_stride, k_stride, pb + first * 4, ldb, k, pc + first * 4, ldc)
+
+
+@callbacks.entry(symbols.TILE, _TILE)
+def _panel_entry(rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, add):
+    """:func:`tile_add` if ``add``, else :func:`tile`, over the :data:`PANEL` columns."""
+    # The strides callers use, as constants: the tile's address arithmetic then folds
+    # into its loads (with every stride a variable, one core lost 15-30% on the pixel
+    # panels of a convolution, which now have their own entry point).
+    if k_stride == 1 and ldb == PANEL:  # rows of data
+        _panel(rows, pa, row_stride, 1, pb, PANEL, k, pc, ldc, add)
+    elif row_stride == 1 and ldb == PANEL:  # pixels of a column matrix
+        _panel(rows, pa, 1, k_stride, pb, PANEL, k, pc, ldc, add)
+    else:
+        _panel(rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, add)
+
+
+#: ``run_panel(rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, add)``: :func:`tile`,
+#: or :func:`tile_add` when ``add`` is 1, over the :data:`PANEL` columns at ``pb`` (into
+#: the ``PANEL`` contiguous columns at ``pc``), by symbol.
+run_panel = types.ExternalFunction(symbols.TILE, _TILE)
+
+
 @njit(nogil=True)
 def _tile_into(rows, a, b, k, c, width, scratch):
     """One :func:`tile` of ``rows`` rows of ``a`` ``(address, row stride, k stride)`` by
@@ -171,13 +216,9 @@ def _tile_into(rows, a, b, k, c, width, scratch):
     must not reach ``c``; a convolution's ``c`` can be transposed)."""
     pc, c_rows, c_cols = c
     if width == PANEL and c_cols == 1:
-        for first in range(0, PANEL, TILE_COLUMNS):
-            tile(rows, a[0], a[1], a[2], b[0] + first * 4, b[1], k, pc + first * 4, c_rows)
+        run_panel(rows, a[0], a[1], a[2], b[0], b[1], k, pc, c_rows, 0)
         return
-    for first in range(0, PANEL, TILE_COLUMNS):
-        if first < width:
-            corner = scratch.ctypes.data + first * 4
-            tile(rows, a[0], a[1], a[2], b[0] + first * 4, b[1], k, corner, PANEL)
+    run_panel(rows, a[0], a[1], a[2], b[0], b[1], k, np.int64(scratch.ctypes.data), PANEL, 0)
     for r in range(rows):
         for j in range(width):
             store(pc, r * c_rows + j * c_cols, scratch[r, j])
@@ -215,13 +256,8 @@ def _blocked(a, pw, k, c, rows, panels, tiles):
                 height = (t + 1) * extent // tiles - r0
                 pr = pa + ((rows[0] + r0) * a_rows + k0 * a_cols) * 4
                 corner = base + (r0 * ldc + panel * PANEL) * 4
-                for first in range(0, PANEL, TILE_COLUMNS):
-                    if k0 == 0:
-                        tile(height, pr, a_rows, a_cols, pb + first * 4, PANEL, depth,
-                             corner + first * 4, ldc)  # fmt: skip
-                    else:
-                        tile_add(height, pr, a_rows, a_cols, pb + first * 4, PANEL, depth,
-                                 corner + first * 4, ldc)  # fmt: skip
+                run_panel(height, pr, a_rows, a_cols, pb, PANEL, depth, corner, ldc,
+                          1 if k0 > 0 else 0)  # fmt: skip
     if not direct:
         first = panels[0] * PANEL
         for r in range(extent):
@@ -241,6 +277,16 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     :func:`_tile_into`). ``rows_outer`` walks tiles of rows in the outer loop, for
     weights small enough to stay in cache while the rows stream past; else panels, so
     that each panel of a big weight is read once, and a long ``k`` in blocks."""
+    # Callers pass literals, unsigned addresses and int64s: one set of types for the loops
+    # below, so that numba compiles them once rather than once per caller.
+    i = np.int64
+    _product_range((i(a[0]), i(a[1]), i(a[2])), i(pw), i(k), i(units),
+                   (i(c[0]), i(c[1]), i(c[2])), (i(rows[0]), i(rows[1])),
+                   (i(panels[0]), i(panels[1])), i(rows_outer))  # fmt: skip
+
+
+@njit(nogil=True)
+def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
@@ -264,8 +310,8 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
             pr = pa + r0 * a_rows * 4
             pb = pw + panel * k * PANEL * 4
             corner = pc + (r0 * c_rows + first * c_cols) * 4
-            _tile_into(height, (pr, a_rows, a_cols), (pb, PANEL), k, (corner, c_rows, c_cols),
-                       width, scratch)  # fmt: skip
+            _tile_into(height, (pr, a_rows, a_cols), (pb, np.int64(PANEL)), k,
+                       (corner, c_rows, c_cols), width, scratch)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -279,10 +325,15 @@ def panel_product(a, k, rows, b, columns, c):
 
     This is a convolution's product in its NCHW orientation, with the packed weight as
     ``a`` (rows of one panel: row stride 1, k stride 32): each tile writes 32 contiguous
-    pixels of :data:`ROWS` output channels straight to the output."""
+    pixels of :data:`ROWS` output channels straight to the output, in one call of
+    :data:`run_pixel_panels`."""
     pa, a_rows, a_cols = a
     pb, ldb = b
     pc, ldc = c
+    i = np.int64
+    if a_rows == 1 and a_cols == PANEL:
+        run_pixel_panels(i(pa), i(k), i(rows), i(pb), i(ldb), i(columns), i(pc), i(ldc))
+        return
     scratch = np.empty((ROWS, PANEL), np.float32)
     tiles = -(-rows // ROWS)
     for first in range(0, columns, PANEL):
@@ -294,6 +345,40 @@ def panel_product(a, k, rows, b, columns, c):
             corner = pc + (r0 * ldc + first) * 4
             _tile_into(height, (pa + r0 * a_rows * 4, a_rows, a_cols), (pb + first * 4, ldb), k,
                        (corner, ldc, 1), width, scratch)  # fmt: skip
+
+
+_PIXEL_PANELS = types.void(*([types.int64] * 8))
+
+
+@callbacks.entry(symbols.PIXEL_PANELS, _PIXEL_PANELS)
+def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc):
+    """:func:`panel_product` by a convolution's weight panel at ``pa``, its tiles inline:
+    a thin layer's ``k`` (16 input channels) is a short loop, and a call per tile cost
+    such a layer a fifth of its time."""
+    scratch = np.empty((ROWS, PANEL), np.float32)
+    scratch_address = np.int64(scratch.ctypes.data)
+    tiles = -(-rows // ROWS)
+    for first in range(0, columns, PANEL):
+        width = min(PANEL, columns - first)
+        for t in range(tiles):
+            r0 = t * rows // tiles
+            height = (t + 1) * rows // tiles - r0
+            # A short last panel: its extra columns hold whatever follows b's rows, and
+            # go through the scratch tile so they do not reach c.
+            corner = pc + (r0 * ldc + first) * 4
+            target, ld = (corner, ldc) if width == PANEL else (scratch_address, np.int64(PANEL))
+            for half in range(0, PANEL, TILE_COLUMNS):
+                tile(height, pa + r0 * 4, 1, PANEL, pb + (first + half) * 4, ldb, k,
+                     target + half * 4, ld)  # fmt: skip
+            if width < PANEL:
+                for r in range(height):
+                    for j in range(width):
+                        store(corner, r * ldc + j, scratch[r, j])
+
+
+#: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc)``: :func:`panel_product` by
+#: a convolution's weight panel, by symbol.
+run_pixel_panels = types.ExternalFunction(symbols.PIXEL_PANELS, _PIXEL_PANELS)
 
 
 #: Packed weights up to this many bytes stay in a core's L2 cache while rows stream past.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from vm.kernels.runtime import jobs, packed, products
+from vm.kernels.runtime import jobs, packed, products, symbols
 
 _PANEL = packed.PANEL
 
@@ -93,7 +93,7 @@ def conv(x, n, weight, out, share):
     _items(base, plane, k, pw, units, pc, 0, items)
 
 
-@jobs.chunk(jobs.POINTWISE)
+@jobs.chunk(jobs.POINTWISE, links=(symbols.TILE, symbols.PIXEL_PANELS))
 def _chunk(slot, index, parts):
     """Items ``index`` of ``parts`` of the convolution :func:`conv` shares."""
     a = jobs.argument

@@ -212,7 +212,7 @@ def _blas_chunk(slot, index, parts):
     _blas_threads(previous)
 
 
-@jobs.chunk(jobs.PACKED)
+@jobs.chunk(jobs.PACKED, links=(symbols.TILE,))
 def _packed_chunk(slot, index, parts):
     """Tiles or panels ``index`` of ``parts`` of the packed product job in the slot."""
     m, n, k, pa, lda, pb, _, pc, ldc = _product_words(slot)
@@ -659,7 +659,7 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
 _ENTRY = types.int64(types.int64)
 
 
-@callbacks.entry(symbols.PACKED, _ENTRY)
+@callbacks.entry(symbols.PACKED, _ENTRY, links=(symbols.TILE,))
 def _packed_entry(address):
     """:func:`packed_product` on the block of :func:`packed_into`: the
     data's address, rows, columns and row stride, the weight's address, panels and depth,
@@ -704,5 +704,5 @@ _batched_symbol = types.ExternalFunction(symbols.BATCHED, _ENTRY)
 NEEDS = {
     "product_into": jobs.Needs((jobs.BLAS,), (symbols.PRODUCT,)),
     "matmul_into": jobs.Needs((jobs.BLAS, jobs.BATCHED), (symbols.BATCHED,)),
-    "packed_into": jobs.Needs((jobs.PACKED,), (symbols.PACKED,)),
+    "packed_into": jobs.Needs((jobs.PACKED,), (symbols.TILE, symbols.PACKED)),
 }

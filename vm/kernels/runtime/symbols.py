@@ -33,13 +33,17 @@ WRITE = "relayvm_write"
 KERNEL_CALLBACK = "relayvm_kernel_callback"
 #: C entry points compiled on first need (:func:`vm.kernels.runtime.callbacks.entry`): a
 #: product, a stack of products, the packed dense product, the float32 convolution's
-#: column blocks, and float32 depthwise images by groups and channels-last.
+#: column blocks, float32 depthwise images by groups and channels-last, the register
+#: tiles of a panel that every product by a packed weight runs, and a convolution's
+#: products by pixel panels.
 PRODUCT = "relayvm_product"
 BATCHED = "relayvm_batched"
 PACKED = "relayvm_packed"
 CONV_BLOCKS = "relayvm_conv_blocks"
 DEPTHWISE_GROUPS = "relayvm_depthwise_groups"
 DEPTHWISE_CHANNELS = "relayvm_depthwise_channels"
+TILE = "relayvm_tile"
+PIXEL_PANELS = "relayvm_pixel_panels"
 
 #: Every symbol above.
 SYMBOLS = (
@@ -55,6 +59,8 @@ SYMBOLS = (
     CONV_BLOCKS,
     DEPTHWISE_GROUPS,
     DEPTHWISE_CHANNELS,
+    TILE,
+    PIXEL_PANELS,
 )
 
 # --- bridge handlers ---------------------------------------------------------------------------

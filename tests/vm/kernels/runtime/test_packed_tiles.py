@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vm.kernels.runtime import packed
+from vm.kernels.runtime import callbacks, packed, symbols
 from vm.kernels.runtime.panels import PANEL
 
 RNG = np.random.default_rng(5)
+# The loops call the tile by symbol (as the jobs and entry points that reach them declare).
+callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
 
 
 def _packed(w: np.ndarray) -> np.ndarray:

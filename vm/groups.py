@@ -6,6 +6,12 @@ The memory plan carves many tensors of one shape and dtype out of one storage at
 spaced offsets (the steps of an unrolled chain, say). :func:`plan_groups` finds them, so
 the decoder (:mod:`vm.decode`) can make one view of them all at the ``alloc_storage``
 and turn each ``alloc_tensor`` of the group into an index of that view.
+
+A storage that backs a single tensor (a function's result, most often) is not made at
+all: its ``alloc_storage`` makes the tensor itself, in a one-item list that the
+``alloc_tensor`` indexes, as a group member does. ``x + x`` on 10x10 through ``invoke``
+took 2.80-2.88 us with a uint8 buffer and a view of it, 2.60-2.67 us this way (AMD EPYC
+Zen 3, both decodes in one process).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from vm.dataflow import Facts, operands
-from vm.isa import Opcode
+from vm.isa import Opcode, registers_read
 from vm.program import VMFunction
 
 
@@ -46,6 +52,8 @@ class GroupPlan:
     # storage register -> slots of its groups: killing the storage must drop their views too,
     # or the hidden views keep its bytes alive and the memory plan's reuse frees nothing.
     views_of: dict[int, list[int]] = field(default_factory=dict)
+    # pc of an alloc_storage -> (slot, shape, dtype) of the only tensor its storage backs
+    singles: dict[int, tuple[int, tuple[int, ...], np.dtype]] = field(default_factory=dict)
     slots: int = 0  # hidden registers after the function's own
 
 
@@ -99,8 +107,38 @@ def plan_groups(function: VMFunction, facts: Facts) -> GroupPlan:
             for offset, pc in members:
                 if offset in index:
                     plan.members[pc] = (group.slot, index[offset])
+    next_slot = _plan_singles(plan, code, sources, facts, next_slot)
     plan.slots = next_slot - function.register_file_size
     return plan
+
+
+def _plan_singles(
+    plan: GroupPlan, code: list, sources: dict[int, list[int]], facts: Facts, next_slot: int
+) -> int:
+    """Record the storages read by nothing but one ``alloc_tensor`` at offset 0 (see the
+    module's docstring); returns the next free hidden register."""
+    readers: dict[int, list[int]] = {}
+    for pc, instruction in enumerate(code):
+        for reg in registers_read(instruction.opcode, instruction.operands):
+            readers.setdefault(reg, []).append(pc)
+    for reg, writers in sources.items():
+        reading = readers.get(reg, [])
+        if reg not in facts.storage or len(writers) != 1 or len(reading) != 1:
+            continue
+        size = facts.consti.get(operands(code[writers[0]])["size"])
+        tensor_pc = reading[0]
+        if size is None or code[tensor_pc].opcode is not Opcode.AllocTensor:
+            continue
+        ops = operands(code[tensor_pc])
+        shape, dtype = tuple(ops["shape"]), np.dtype(ops["dtype"])
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if ops["offset"] != 0 or nbytes > size or tensor_pc in plan.members:
+            continue
+        plan.singles[writers[0]] = (next_slot, shape, dtype)
+        plan.members[tensor_pc] = (next_slot, 0)
+        plan.views_of.setdefault(reg, []).append(next_slot)
+        next_slot += 1
+    return next_slot
 
 
 def _even_runs(offsets: list[int]) -> list[list[int]]:

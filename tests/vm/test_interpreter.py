@@ -408,6 +408,36 @@ def test_cpu_devices_compare_by_index():
         vm.Device(2, 0)
 
 
+def test_a_storage_that_backs_one_tensor_is_the_tensor_itself_fresh_on_every_call():
+    # The fast decode makes the only tensor of a storage directly (vm.groups): it must
+    # still be the caller's own NDArray, new on each call, and a kill must drop it.
+    from vm.builder import ExecutableBuilder
+    from vm.isa import Opcode as O
+
+    b = ExecutableBuilder()
+    f = b.function("one", [], [], ("tensor", (2,), "float32"))
+    size, st, t0 = f.reg(), f.reg(), f.reg()
+    f.emit(O.LoadConsti, 8, size)
+    f.emit(O.AllocStorage, size, 64, "float32", st)
+    f.emit(O.AllocTensor, st, 0, (2,), "float32", t0)
+    f.emit(O.KillRegister, st)
+    f.emit(O.Ret, t0)
+    b.add_function(f)
+    exe = b.build(verify=False)  # t0 is never written: the verifier would reject the ret
+    program = Decoder(exe, []).decode()
+    size_of_frame = exe.functions[0].register_file_size
+    assert len(program.pads[0]) == size_of_frame + 1  # the tensor's hidden register
+    registers = [None] * len(program.pads[0])
+    program.codes[0][1][1](registers)  # the alloc_storage
+    assert registers[st] is None and type(registers[size_of_frame][0]) is vm.NDArray
+    program.codes[0][3][1](registers)  # the kill
+    assert registers[size_of_frame] is None
+    machine = vm.VirtualMachine(exe)
+    first, second = machine.invoke("one"), machine.invoke("one")
+    assert type(first) is vm.NDArray and first.shape == (2,) and first.dtype == np.float32
+    assert first.base is None and not np.shares_memory(first, second)
+
+
 def test_killing_a_grouped_storage_also_drops_its_hidden_view():
     # The fast decode keeps one strided view per group in a hidden register; if a kill of
     # the storage left it there, the storage's bytes would stay alive until the frame ends.

@@ -337,6 +337,17 @@ def _canary_empty(shape, dtype=float):
     return out
 
 
+def _fill_new_buffers(monkeypatch) -> None:
+    """Make every buffer the VM allocates start as CANARY bytes: storages, and the tensors
+    made without a storage (the only tensor of one, see vm.groups)."""
+    import vm.decode
+
+    monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
+    monkeypatch.setattr(
+        vm.decode, "_new_tensor", lambda cls, shape, dtype: _canary_empty(shape, dtype).view(cls)
+    )
+
+
 def _has_canary(value) -> bool:
     stack = [value]
     while stack:
@@ -372,9 +383,8 @@ def _register_words(record) -> list[int]:
 
 def test_the_canary_shows_a_result_no_kernel_wrote(monkeypatch):
     # Without this, a change to how the VM allocates would make the fuzz below pass blindly.
-    import vm.decode
 
-    monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
+    _fill_new_buffers(monkeypatch)
     unverified = program([*TENSOR, I(O.Ret, (4,))])
     x = np.zeros(2, "float32")
     assert _has_canary(VirtualMachine(unverified).invoke("main", x, x))
@@ -387,12 +397,11 @@ def test_programs_with_renamed_registers_that_verify_never_write_inputs_or_leak_
     # and overwrote the caller's input or returned bytes no kernel wrote.
     import random
 
-    import vm.decode
     from tests.vm.executable_samples import control_flow_executable, document_from, sections_of
     from tests.vm.test_load_fuzz import SCALE, dynamic_executable
     from vm.errors import ExecutableLoadError, VMError
 
-    monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
+    _fill_new_buffers(monkeypatch)
     samples = [encode(e) for e in (control_flow_executable(), kernel_executable())]
     samples.append(encode(dynamic_executable()))
     rng = random.Random(13)

@@ -182,10 +182,8 @@ def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
     plane = out_h * out_w
     b = (np.int64(cols.ctypes.data), pixels)
     for first in range(0, units, packed.PANEL):
-        # The rows of one weight panel are 1 element apart, their k steps a panel apart.
-        a = (pw + first * k * 4, 1, packed.PANEL)
         c = (pc + (first * plane + r0 * out_w) * 4, plane)
-        packed.panel_product(a, k, min(packed.PANEL, units - first), b, pixels, c)
+        packed.panel_product(pw + first * k * 4, k, min(packed.PANEL, units - first), b, pixels, c)
 
 
 @njit(nogil=True)

@@ -315,36 +315,20 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
 
 
 @njit(nogil=True)
-def panel_product(a, k, rows, b, columns, c):
+def panel_product(pa, k, rows, b, columns, c):
     """``c[r, j] = sum_k a[r, k] * b[k, j]`` for ``r < rows`` and ``j < columns``, all
-    float32: ``a`` is ``(address, row stride, k stride)`` in elements, ``b`` a plain
-    matrix ``(address, row stride)`` whose groups of 32 columns are read as panels (an
-    im2col block of pixels), ``c`` ``(address, row stride)`` with contiguous rows. The
-    last group of columns, when short, is read as a whole panel: ``b`` must have 31
-    readable elements after its last row.
+    float32: ``a`` is one panel of a packed weight at address ``pa`` (its rows 1 element
+    apart, its ``k`` steps a panel apart), ``b`` a plain matrix ``(address, row stride)``
+    whose groups of 32 columns are read as panels (an im2col block of pixels), ``c``
+    ``(address, row stride)`` with contiguous rows. The last group of columns, when
+    short, is read as a whole panel: ``b`` must have 31 readable elements after its last
+    row.
 
-    This is a convolution's product in its NCHW orientation, with the packed weight as
-    ``a`` (rows of one panel: row stride 1, k stride 32): each tile writes 32 contiguous
-    pixels of :data:`ROWS` output channels straight to the output, in one call of
-    :data:`run_pixel_panels`."""
-    pa, a_rows, a_cols = a
-    pb, ldb = b
-    pc, ldc = c
+    This is a convolution's product in its NCHW orientation: each tile writes 32
+    contiguous pixels of :data:`ROWS` output channels straight to the output, all of them
+    in one call of :data:`run_pixel_panels`."""
     i = np.int64
-    if a_rows == 1 and a_cols == PANEL:
-        run_pixel_panels(i(pa), i(k), i(rows), i(pb), i(ldb), i(columns), i(pc), i(ldc))
-        return
-    scratch = np.empty((ROWS, PANEL), np.float32)
-    tiles = -(-rows // ROWS)
-    for first in range(0, columns, PANEL):
-        width = min(PANEL, columns - first)
-        for t in range(tiles):
-            r0 = t * rows // tiles
-            height = (t + 1) * rows // tiles - r0
-            # A short last panel: its extra columns hold whatever follows b's rows.
-            corner = pc + (r0 * ldc + first) * 4
-            _tile_into(height, (pa + r0 * a_rows * 4, a_rows, a_cols), (pb + first * 4, ldb), k,
-                       (corner, ldc, 1), width, scratch)  # fmt: skip
+    run_pixel_panels(i(pa), i(k), i(rows), i(b[0]), i(b[1]), i(columns), i(c[0]), i(c[1]))
 
 
 _PIXEL_PANELS = types.void(*([types.int64] * 8))
@@ -352,7 +336,7 @@ _PIXEL_PANELS = types.void(*([types.int64] * 8))
 
 @callbacks.entry(symbols.PIXEL_PANELS, _PIXEL_PANELS)
 def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc):
-    """:func:`panel_product` by a convolution's weight panel at ``pa``, its tiles inline:
+    """:func:`panel_product`, its tiles inline:
     a thin layer's ``k`` (16 input channels) is a short loop, and a call per tile cost
     such a layer a fifth of its time."""
     scratch = np.empty((ROWS, PANEL), np.float32)
@@ -376,8 +360,8 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc):
                         store(corner, r * ldc + j, scratch[r, j])
 
 
-#: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc)``: :func:`panel_product` by
-#: a convolution's weight panel, by symbol.
+#: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc)``: :func:`panel_product`,
+#: by symbol.
 run_pixel_panels = types.ExternalFunction(symbols.PIXEL_PANELS, _PIXEL_PANELS)
 
 

@@ -54,9 +54,8 @@ def _items(x, plane, k, pw, units, pc, lo, hi):
                 held = p
             b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))
         unit = u * _PANEL
-        a = (pw + unit * k * 4, 1, _PANEL)
         c = (pc + (unit * plane + first) * 4, plane)
-        packed.panel_product(a, k, min(_PANEL, units - unit), b, width, c)
+        packed.panel_product(pw + unit * k * 4, k, min(_PANEL, units - unit), b, width, c)
 
 
 @njit(nogil=True)

@@ -67,13 +67,13 @@ def test_a_transposed_output_and_a_part_of_the_rows_and_panels(units: int) -> No
 def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
     rows, k, columns = 5, 13, 45  # one whole group of 32 columns, then 13
     w = RNG.standard_normal((rows, k)).astype(np.float32)
-    pw = _packed(w)  # the weight as a: rows of one panel, k stride PANEL
+    pw = _packed(w)  # one panel: its rows 1 element apart, its k steps PANEL apart
     b = np.zeros((k * columns + PANEL,), np.float32)
     b[: k * columns] = RNG.standard_normal(k * columns)
     bm = b[: k * columns].reshape(k, columns)
     c = np.full((rows, columns), np.nan, np.float32)
     packed.panel_product(
-        (pw.ctypes.data, 1, PANEL), k, rows, (b.ctypes.data, columns), columns,
+        pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns,
         (c.ctypes.data, columns),
     )  # fmt: skip
     np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)

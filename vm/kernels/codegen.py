@@ -39,12 +39,14 @@ rule table, integers, floats via ``repr``, whitelisted dtypes); messages are quo
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from vm.kernels import dtypes
 from vm.kernels.description import Description, Node
+from vm.kernels.emit_elementwise import clip_bounds
 from vm.kernels.rules import OpRule, Spec
 from vm.kernels.source import (
     C_ARRAY,
@@ -52,6 +54,7 @@ from vm.kernels.source import (
     ExprCtx,
     ShapeCtx,
     Source,
+    float_literal,
     index,
     product,
     quote,
@@ -369,6 +372,38 @@ class _Generator:
             return _Epilogue(value, root, k, borrow)
         return None
 
+    def tile_epilogue(
+        self, plan: _Epilogue, rule: OpRule
+    ) -> tuple[str | None, float, float, bool] | None:
+        """``(bias array or None, lo, hi, relu)`` when the epilogue's chain is what a
+        product's tiles apply as they store (:data:`OpRule.post`): a float32 ``nn.bias_add``
+        along the channels and/or a ``clip`` or ``nn.relu``, nothing else."""
+        value, root = plan.value, plan.root
+        if not rule.post or value.spec.dtype != "float32" or root.spec.dtype != "float32":
+            return None
+        node = root.node
+        assert node is not None
+        lo, hi, relu = -math.inf, math.inf, False
+        if node.op in ("clip", "nn.relu"):
+            if node.op == "clip":
+                lo, hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
+            else:
+                lo, relu = 0.0, True
+            below = self.values[node.args[0]]
+            if below is value:
+                return None, lo, hi, relu
+            node = below.node
+            if node is None:
+                return None
+        if node.op != "nn.bias_add" or node.args[0] != value.index:
+            return None
+        rank = value.spec.ndim
+        bias = self.values[node.args[1]]
+        name = bias.arrays.get(STORAGE)
+        if node.attrs.get("axis", 1) % rank != 1 or bias.spec.dtype != "float32" or name is None:
+            return None
+        return name, lo, hi, relu
+
     def emit_with_epilogue(self, ctx: EmitCtx, rule: OpRule, plan: _Epilogue) -> None:
         src = self.src
         value, root, k = plan.value, plan.root, plan.out
@@ -509,7 +544,21 @@ class _Generator:
                         loop(starts, counts, direct_leaves=False)
             self.hoisted.clear()
 
-        ctx.epilogue = epilogue
+        fused = self.tile_epilogue(plan, rule) if plan.borrow else None
+        if fused is None:
+            ctx.epilogue = epilogue
+        else:
+            # The product applies the chain as it stores each tile (bias, then clamp): no
+            # pass over the output after it. Its epilogue is empty where the guard fails,
+            # and the chain then runs in the loop below.
+            bias, lo, hi, relu = fused
+            units = value.dims[1]
+            ctx.post = src.fresh("post")
+            src.line(
+                f"{ctx.post} = convolution.post_epilogue({units}, "
+                f"{bias or 'np.zeros(1, np.float32)'}, {float_literal(lo)}, {float_literal(hi)}, "
+                f"{relu}) if {guard} else np.empty(0, np.float32)"
+            )
         rule.emit(ctx)  # type: ignore[misc]
         with src.block(f"if not {guard}:"):
             # Rare (the chain broadcasts the output to a bigger shape): a compact flat loop

@@ -444,11 +444,15 @@ def _packed_emit(ctx: EmitCtx) -> None:
     direct = (kh, kw, sh, sw) == (1, 1, 1, 1) and padding == (0, 0, 0, 0)
     rows = "0" if direct else f"{c} * {kh * kw}"
     window = ", ".join(plain(v) for v in (sh, sw, padding[0], padding[1], dh, dw))
+    post = ctx.post
+    if post is None:
+        post = ctx.src.fresh("post")
+        ctx.src.line(f"{post} = np.empty(0, np.float32)")
     _per_image(
         ctx,
         lambda o3, b: (
             f"convolution.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
-            f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w})"
+            f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w}, {post})"
         ),
     )
 
@@ -463,6 +467,7 @@ RULES.register(
         emit=_packed_emit,
         numeric=True,
         epilogue=True,
+        post=True,
     )
 )
 

@@ -282,6 +282,10 @@ class OpRule:
         matrix product), so the code generator can apply the elementwise chain that
         consumes the output to that block while it is still in cache, instead of in a
         separate pass (see :mod:`vm.kernels.codegen`).
+    post : bool
+        Epilogue rules whose products can apply a chain of a channel bias and a clamp
+        themselves, as each tile is stored (``ctx.post``, see
+        :func:`vm.kernels.runtime.packed.post_epilogue`).
     """
 
     name: str
@@ -297,6 +301,7 @@ class OpRule:
     f16_exact: bool = False
     shape_only_args: tuple[int, ...] = ()
     epilogue: bool = False
+    post: bool = False
     doc: str = field(default="", compare=False)
 
     @property

@@ -254,7 +254,9 @@ class EmitCtx:
     elementwise chain, is ``epilogue(starts, counts)``: call it right after the block of
     output 0 with index ``starts[d] .. starts[d] + counts[d]`` along each dimension ``d``
     is final (expressions; a count of ``"1"`` adds no loop), and it emits the chain for
-    that block.
+    that block. ``post``, set instead for rules declaring ``post=True`` whose chain is a
+    channel bias and a clamp, names the epilogue array the rule passes to its product
+    (:func:`vm.kernels.runtime.packed.post_epilogue`).
     """
 
     src: Source
@@ -268,6 +270,7 @@ class EmitCtx:
     attrs: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     epilogue: Callable[[list[str], list[str]], None] | None = None
+    post: str | None = None
 
     def what(self, detail: str) -> str:
         return quote(f"{self.where}: {detail}")

@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from tests.vm.kernels.harness import SUMS, Program, check
+from tests.vm.kernels.harness import SUMS, Program, check, packed
 from vm.kernels import load_kernel
 
 RNG = np.random.default_rng(31)
@@ -208,3 +208,54 @@ def test_a_residual_reading_every_axis_is_folded_with_the_plane() -> None:
     (value,) = program.add("nn.relu", [value])
     check(program, [value], tolerances=SUMS)
     assert re.search(r"v\d+ = in3\.reshape\(", source_of(program, [value]))
+
+
+# A packed convolution's bias and clamp, applied by its tiles as they store them: 1x1 by
+# pixel panels (9x9) and by pixels (7x7), a 3x3 window in column blocks (28x28), and one
+# left to im2col then a product (5x5, too few blocks), each with relu, relu6 and bias only.
+PACKED_SHAPES = [
+    ((2, 16, 9, 9), 40, 1),
+    ((1, 24, 7, 7), 33, 1),
+    ((1, 8, 28, 28), 20, 3),
+    ((1, 6, 5, 5), 9, 3),
+]
+
+
+def packed_conv_chain(data_shape: tuple, units: int, kernel: int, tail: str) -> tuple:
+    """conv2d by a packed weight -> bias_add -> ``tail`` (``relu``, ``clip`` or none)."""
+    c = data_shape[1]
+    data = f32(*data_shape)
+    data.flat[3] = np.nan  # one NaN input pixel: relu turns it into 0, clip keeps it
+    weight = f32(units, c, kernel, kernel)
+    program = Program([data, packed(weight.reshape(units, -1)), f32(units)])
+    pad = kernel // 2
+    (value,) = program.add(
+        "nn.contrib_conv2d_gemm_without_weight_transform", [0, 1], channels=units,
+        kernel_size=(kernel, kernel), padding=(pad, pad),
+    )  # fmt: skip
+    (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+    if tail == "relu":
+        (value,) = program.add("nn.relu", [value])
+    elif tail == "clip":
+        (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+    return program, value
+
+
+def test_a_packed_convolutions_bias_and_clamp_run_in_its_tiles() -> None:
+    for data_shape, units, kernel in PACKED_SHAPES:
+        for tail in ("relu", "clip", ""):
+            program, value = packed_conv_chain(data_shape, units, kernel, tail)
+            check(program, [value], tolerances=SUMS)
+            source = source_of(program, [value])
+            assert "convolution.post_epilogue(" in source
+            # No loop of the chain after the product, but the one for a broadcast result.
+            assert source.count("for l") == 0
+
+
+def test_a_packed_convolution_with_another_chain_keeps_its_epilogue_loop() -> None:
+    program, value = packed_conv_chain((1, 8, 9, 9), 16, 1, "relu")
+    (value,) = program.add("sigmoid", [value])
+    check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "convolution.post_epilogue(" not in source
+    assert "as its epilogue" in source

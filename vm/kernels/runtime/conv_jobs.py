@@ -30,8 +30,10 @@ _X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, 
 # An im2col job (im2col): the column matrix.
 _COLS = jobs.FIRST_ARGUMENT + 11
 # A convolution job (packed_conv): the packed weight, the output, its channels, the
-# weight's depth and the output rows of a chunk.
-_WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK = range(jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 16)
+# weight's depth, the output rows of a chunk and the tiles' epilogue.
+_WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK, _POST = range(
+    jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 17
+)
 # A Winograd transform job (winograd_transform): the planes of V and M (see
 # vm.kernels.runtime.winograd) at addresses a plane stride apart, the (images, channels,
 # pixels) output, the plane count, the output channels, the tiles, and which transform
@@ -133,10 +135,12 @@ def row_blocks(out_h, out_w):
 
 
 @njit(nogil=True)
-def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
+def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share, post=0):
     """``out[...]`` = image ``n`` of the float32 convolution of NCHW ``x`` by a weight
     packed in ``NC32n`` panels of its flattened OIHW form (one group), ``out`` a
-    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2col`.
+    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2col`; ``post``
+    the address of the epilogue the tiles apply (:func:`vm.kernels.runtime.packed.post_epilogue`),
+    or 0.
 
     The columns are built a block of output rows at a time and multiplied while they are
     in cache, instead of as one im2col matrix written to memory and read back (7.4 MB
@@ -156,17 +160,17 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share):
     if threads == 0:
         for index in range(parts):
             _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
-                       out.ctypes.data, index * block, block)  # fmt: skip
+                       out.ctypes.data, index * block, block, post)  # fmt: skip
         return
     words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
-             np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block))  # fmt: skip
-    jobs.post(
-        slot, parts, jobs.CONV, (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK), words
-    )
+             np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block),
+             np.int64(post))  # fmt: skip
+    at = (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK, _POST)
+    jobs.post(slot, parts, jobs.CONV, at, words)
 
 
 @njit(nogil=True)
-def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
+def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block, post):
     """Output rows ``r0:r0+block`` (fewer at the end) of :func:`packed_conv`."""
     kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     rows = min(block, out_h - r0)
@@ -183,7 +187,8 @@ def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block):
     b = (np.int64(cols.ctypes.data), pixels)
     for first in range(0, units, packed.PANEL):
         c = (pc + (first * plane + r0 * out_w) * 4, plane)
-        packed.panel_product(pw + first * k * 4, k, min(packed.PANEL, units - first), b, pixels, c)
+        packed.panel_product(pw + first * k * 4, k, min(packed.PANEL, units - first), b, pixels, c,
+                             post, first)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -257,4 +262,5 @@ def _conv_chunk(slot, index, parts):
     x, n, _, window, strided = _window(slot)
     block = jobs.word(slot, _BLOCK)
     _conv_rows(x, n, window, strided, jobs.word(slot, _WEIGHT), jobs.word(slot, _DEPTH),
-               jobs.word(slot, _UNITS), jobs.word(slot, _OUTPUT), index * block, block)  # fmt: skip
+               jobs.word(slot, _UNITS), jobs.word(slot, _OUTPUT), index * block, block,
+               jobs.word(slot, _POST))  # fmt: skip

@@ -43,6 +43,9 @@ from vm.kernels.runtime import (
     winograd,
 )
 
+#: The epilogue array generated kernels pass to :func:`conv_packed_into`.
+post_epilogue = packed.post_epilogue
+
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21
 #: Multiply-adds below which a convolution block builds all its columns on one thread and
@@ -155,20 +158,21 @@ def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
         conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
 
 
-def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post):
     """Image ``n`` of a float32 convolution by a weight packed in ``NC32n`` panels
     (``nn.contrib_conv2d_gemm_without_weight_transform``): im2col into a matrix of ``rows`` rows,
     then the product in register tiles (:mod:`vm.kernels.runtime.packed`); when big, both are shared
     with the polling workers without the GIL (the copy by input channels). Compiled code reaches it
     only for a convolution with a window whose column blocks
     (:func:`vm.kernels.runtime.conv_jobs.packed_conv`) do not pay: a pointwise one (``rows`` 0)
-    always runs in :func:`_conv_blocks` (see :func:`conv_packed_into`)."""
+    always runs in :func:`_conv_blocks` (see :func:`conv_packed_into`). ``post``: the
+    address of the epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0."""
     plane = out_h * out_w
     out = out3[n]
     source = workspace("cols", rows * plane, x.dtype).reshape(rows, plane)
     share = out.shape[0] * rows * plane >= SMALL_CONV_FLOPS
     _im2col(x, n, source, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share)
-    _packed_columns(source, w, out)
+    _packed_columns(source, w, out, post)
 
 
 #: Column blocks from which :func:`vm.kernels.runtime.conv_jobs.packed_conv` pays: with one or two
@@ -189,21 +193,23 @@ POINTWISE_DEEP_PLANE = 256
 
 
 @njit(nogil=True, cache=True)
-def _conv_blocks(x, w, out3, rows, window):
+def _conv_blocks(x, w, out3, rows, window, post):
     """A pointwise convolution (``rows`` 0: the 1x1 input is its own column matrix) in
     tiles by pixel panels or by pixels (see :data:`POINTWISE_MIN_PLANE`), without the
     GIL; :func:`vm.kernels.runtime.conv_jobs.packed_conv` for one that
     needs columns by a weight that stays in cache, with enough column blocks to share;
-    False (nothing done) for any other."""
+    False (nothing done) for any other. ``post``: the address of the epilogue
+    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0; the tiles by pixel panels
+    apply it as they store, the others after the product."""
     n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     if rows == 0:
         plane, depth = out_h * out_w, w.shape[1]
         if plane <= POINTWISE_MIN_PLANE or (plane < POINTWISE_DEEP_PLANE and depth >= 256):
             products.packed_columns(x[n].reshape(depth, plane), w, out3[n])
+            packed.apply_post(out3[n], post)
         else:
-            pointwise.conv(
-                x, n, w, out3[n], out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
-            )
+            share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
+            pointwise.conv(x, n, w, out3[n], share, post)
         return True
     if w.size * 4 > packed.CACHED_WEIGHT_BYTES:
         return False
@@ -212,7 +218,7 @@ def _conv_blocks(x, w, out3, rows, window):
     out = out3[n]
     share = out.size * w.shape[1] >= products.PARALLEL_FLOPS
     conv_jobs.packed_conv(
-        x, n, w, out, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share
+        x, n, w, out, (kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w), share, post
     )
     return True
 
@@ -224,9 +230,11 @@ def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
 
 
 @njit(nogil=True, cache=True)
-def _packed_columns(columns, weight, out):
-    """:func:`vm.kernels.runtime.products.packed_columns`, cached on disk (called from Python)."""
+def _packed_columns(columns, weight, out, post):
+    """:func:`vm.kernels.runtime.products.packed_columns`, then the epilogue at ``post`` (or
+    none, 0); cached on disk (called from Python)."""
     products.packed_columns(columns, weight, out)
+    packed.apply_post(out, post)
 
 
 # --- entry points compiled once, called by kernels under fixed symbols ------------------------
@@ -246,14 +254,14 @@ _WINDOW_AT = 1 + 7 + 6 + 6
 def _conv_blocks_entry(address):
     """:func:`_conv_blocks` on a float32 convolution's block (:func:`_conv_block`): 1
     if it computed the convolution, 0 if it left it to the caller."""
-    b = carray(products.int64s(address), (_WINDOW_AT + 13,))
+    b = carray(products.int64s(address), (_WINDOW_AT + 14,))
     x = carray(products.floats(b[1]), (b[4], b[5], b[6], b[7]))
     w = carray(products.floats(b[8]), (b[11], b[12], b[13]))
     out3 = carray(products.floats(b[14]), (b[17], b[18], b[19]))
     at = _WINDOW_AT
     window = (b[at + 1], b[at + 3], b[at + 4], b[at + 5], b[at + 6], b[at + 7], b[at + 8],
               b[at + 9], b[at + 10], b[at + 11], b[at + 12])  # fmt: skip
-    return 1 if _conv_blocks(x, w, out3, b[at], window) else 0
+    return 1 if _conv_blocks(x, w, out3, b[at], window, b[at + 13]) else 0
 
 
 _conv_blocks_symbol = types.ExternalFunction(symbols.CONV_BLOCKS, _ENTRY)
@@ -432,10 +440,14 @@ def conv_image_into(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
 
 
 @njit(nogil=True)
-def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w,
+                     post):  # fmt: skip
     """:func:`conv_packed` from compiled code: column blocks through ``relayvm_conv_blocks``
-    where they pay, else through Python for the im2col matrix's workspace."""
-    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    where they pay, else through Python for the im2col matrix's workspace. ``post`` is
+    the epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`), or an empty
+    array for none; it is an argument, so that it lives until the product is done."""
+    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
+    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, address)
     block, at = _conv_block(x, w, out3, window)
     if _conv_blocks_symbol(block.ctypes.data):
         return

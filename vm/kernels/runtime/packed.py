@@ -69,10 +69,11 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
     return builder.inttoptr(builder.add(base, builder.shl(offset, _I64(2))), kind.as_pointer())
 
 
-def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool) -> None:
+def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows. ``add``: the sums start
-    from what ``c`` holds, else from zero."""
+    from what ``c`` holds, else from zero. ``post``: ``(bias, lo, hi, relu)``, the
+    epilogue :func:`tile_post` applies to each row before it is stored."""
     pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
     fma = _fma(builder.module)
     function = builder.function
@@ -130,22 +131,55 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool) -> None:
             finals[r, v] = final = builder.phi(_VEC)
             final.add_incoming(start[r][v], entry)
             final.add_incoming(summed[r][v], loop)
+    if post is not None:
+        for r in range(rows):
+            bias = builder.load(_address(builder, post[0], _I64(r), _F32), align=4)
+            for v in range(_VECTORS):
+                finals[r, v] = _post(builder, builder.fadd(finals[r, v], _splat(builder, bias)),
+                                     post[1:])  # fmt: skip
     for (r, v), final in finals.items():
         builder.store(final, c_address(r, v), align=4)
 
 
-def _tile_codegen(add: bool):
+def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    undef = ir.Constant(_VEC, ir.Undefined)
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
+    return builder.shuffle_vector(
+        builder.insert_element(undef, value, ir.IntType(32)(0)), undef, zeros
+    )
+
+
+def _post(builder: ir.IRBuilder, value: ir.Value, bounds) -> ir.Value:
+    """``value`` clamped to ``[lo, hi]`` as the kernels' elementwise code clamps: ``clip``
+    keeps a NaN (numpy's ``minimum``/``maximum``), ``relu`` (``x if x > lo else lo``)
+    turns it into ``lo``; ``-inf`` and ``inf`` leave values alone."""
+    lo, hi, relu = bounds
+    low, high = _splat(builder, lo), _splat(builder, hi)
+    below = builder.select(
+        relu,
+        builder.fcmp_unordered("<=", value, low),
+        builder.fcmp_ordered("<", value, low),
+    )
+    value = builder.select(below, low, value)
+    return builder.select(builder.fcmp_ordered(">", value, high), high, value)
+
+
+def _tile_codegen(add: bool, post: bool = False):
     def codegen(context, builder, signature, args):
         # One loop per row count: the accumulators must be compile-time values.
         function = builder.function
         end = function.append_basic_block("tile.end")
         count = builder.sext(args[0], _I64) if args[0].type.width < 64 else args[0]
+        bounds = None
+        if post:
+            relu = builder.icmp_signed("!=", args[12], _I64(0))
+            bounds = (args[9], args[10], args[11], relu)
         switch = builder.switch(count, end)
         for rows_here in range(1, ROWS + 1):
             case = function.append_basic_block(f"tile{rows_here}")
             switch.add_case(_I64(rows_here), case)
             builder.position_at_end(case)
-            _emit_tile(builder, rows_here, args[1:], add)
+            _emit_tile(builder, rows_here, args[1:9], add, bounds)
             builder.branch(end)
         builder.position_at_end(end)
         return context.get_dummy_value()
@@ -172,6 +206,22 @@ def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
     if not all(isinstance(t, types.Integer) for t in arguments):
         return None
     return types.none(*([types.int64] * 9)), _tile_codegen(True)
+
+
+@intrinsic
+def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi, relu):
+    """:func:`tile` whose row ``r`` is stored as ``clamp(sum + bias[r], lo, hi)``:
+    ``bias`` is the byte address of ``rows`` float32s, ``lo`` and ``hi`` float32 bounds,
+    ``relu`` nonzero for ``nn.relu``'s treatment of NaN (see :func:`_post`). A
+    convolution's bias and activation, applied while the tile is in registers instead of
+    by a pass over the output that memory must serve again."""
+    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu)
+    if not all(isinstance(t, types.Integer) for t in integers):
+        return None
+    if not all(isinstance(t, types.Float) for t in (lo, hi)):
+        return None
+    signature = types.none(*([types.int64] * 10), types.float32, types.float32, types.int64)
+    return signature, _tile_codegen(False, post=True)
 
 
 _TILE = types.void(*([types.int64] * 10))
@@ -315,32 +365,79 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
 
 
 @njit(nogil=True)
-def panel_product(pa, k, rows, b, columns, c):
+def panel_product(pa, k, rows, b, columns, c, post=0, unit=0):
     """``c[r, j] = sum_k a[r, k] * b[k, j]`` for ``r < rows`` and ``j < columns``, all
     float32: ``a`` is one panel of a packed weight at address ``pa`` (its rows 1 element
     apart, its ``k`` steps a panel apart), ``b`` a plain matrix ``(address, row stride)``
     whose groups of 32 columns are read as panels (an im2col block of pixels), ``c``
     ``(address, row stride)`` with contiguous rows. The last group of columns, when
     short, is read as a whole panel: ``b`` must have 31 readable elements after its last
-    row.
+    row. ``post``, when not 0, is the address of an epilogue (:func:`post_epilogue`)
+    whose bias row ``unit`` is the panel's first: each row is stored biased and clamped.
 
     This is a convolution's product in its NCHW orientation: each tile writes 32
     contiguous pixels of :data:`ROWS` output channels straight to the output, all of them
     in one call of :data:`run_pixel_panels`."""
     i = np.int64
-    run_pixel_panels(i(pa), i(k), i(rows), i(b[0]), i(b[1]), i(columns), i(c[0]), i(c[1]))
+    run_pixel_panels(i(pa), i(k), i(rows), i(b[0]), i(b[1]), i(columns), i(c[0]), i(c[1]),
+                     i(post), i(unit))  # fmt: skip
 
 
-_PIXEL_PANELS = types.void(*([types.int64] * 8))
+_PIXEL_PANELS = types.void(*([types.int64] * 10))
+
+#: Words of an epilogue's header (:func:`post_epilogue`) before its biases.
+POST_HEADER = 3
+
+
+@njit(nogil=True)
+def post_epilogue(units, bias, lo, hi, relu):
+    """The epilogue a product by panels applies as it stores each row (output unit) ``u``:
+    ``clamp(sum + bias[u], lo, hi)``, as a float32 array ``[lo, hi, relu, bias...]`` of
+    :data:`POST_HEADER` ``+ units`` elements, whose address the products take. ``bias``
+    has ``units`` elements, or one for all of them; ``relu`` clamps a NaN to ``lo`` as
+    ``nn.relu`` does (``clip`` keeps it)."""
+    post = np.empty(POST_HEADER + units, np.float32)
+    post[0], post[1], post[2] = lo, hi, 1.0 if relu else 0.0
+    step = 0 if bias.size == 1 else 1
+    for u in range(units):
+        post[POST_HEADER + u] = bias[u * step]
+    return post
+
+
+@njit(nogil=True)
+def apply_post(out, post):
+    """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a ``(units,
+    pixels)`` float32 ``out``, for the products that cannot apply it in their tiles."""
+    if post == 0:
+        return
+    lo, hi, relu = load(post, 0), load(post, 1), load(post, 2) != 0
+    for u in range(out.shape[0]):
+        bias = load(post, POST_HEADER + u)
+        row = out[u]
+        for j in range(row.size):
+            v = np.float32(row[j] + bias)
+            if relu:
+                v = v if v > lo else lo
+            elif v < lo:
+                v = lo
+            row[j] = hi if v > hi else v
 
 
 @callbacks.entry(symbols.PIXEL_PANELS, _PIXEL_PANELS)
-def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc):
+def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
     """:func:`panel_product`, its tiles inline:
     a thin layer's ``k`` (16 input channels) is a short loop, and a call per tile cost
     such a layer a fifth of its time."""
     scratch = np.empty((ROWS, PANEL), np.float32)
     scratch_address = np.int64(scratch.ctypes.data)
+    # Without an epilogue the tiles add zeros and clamp to the infinities, a dozen
+    # instructions against a tile's hundreds of multiply-adds.
+    zeros = np.zeros(PANEL, np.float32)
+    bias = np.int64(zeros.ctypes.data)
+    lo, hi, relu = np.float32(-np.inf), np.float32(np.inf), np.int64(0)
+    if post != 0:
+        lo, hi, relu = load(post, 0), load(post, 1), np.int64(load(post, 2) != 0)
+        bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
     for first in range(0, columns, PANEL):
         width = min(PANEL, columns - first)
@@ -352,16 +449,16 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc):
             corner = pc + (r0 * ldc + first) * 4
             target, ld = (corner, ldc) if width == PANEL else (scratch_address, np.int64(PANEL))
             for half in range(0, PANEL, TILE_COLUMNS):
-                tile(height, pa + r0 * 4, 1, PANEL, pb + (first + half) * 4, ldb, k,
-                     target + half * 4, ld)  # fmt: skip
+                tile_post(height, pa + r0 * 4, 1, PANEL, pb + (first + half) * 4, ldb, k,
+                          target + half * 4, ld, bias + r0 * 4, lo, hi, relu)  # fmt: skip
             if width < PANEL:
                 for r in range(height):
                     for j in range(width):
                         store(corner, r * ldc + j, scratch[r, j])
 
 
-#: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc)``: :func:`panel_product`,
-#: by symbol.
+#: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit)``:
+#: :func:`panel_product`, by symbol.
 run_pixel_panels = types.ExternalFunction(symbols.PIXEL_PANELS, _PIXEL_PANELS)
 
 
@@ -381,3 +478,16 @@ def store(typingctx, base, index, value):
         return context.get_dummy_value()
 
     return types.none(types.int64, types.int64, value), codegen
+
+
+@intrinsic
+def load(typingctx, base, index):
+    """Element ``index`` of the float32 array at ``base``."""
+    if not (isinstance(base, types.Integer) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        index = context.cast(builder, args[1], signature.args[1], types.int64)
+        return builder.load(_address(builder, args[0], index, _F32), align=4)
+
+    return types.float32(types.int64, index), codegen

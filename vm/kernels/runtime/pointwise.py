@@ -31,10 +31,11 @@ _PANEL = packed.PANEL
 
 
 @njit(nogil=True)
-def _items(x, plane, k, pw, units, pc, lo, hi):
+def _items(x, plane, k, pw, units, pc, lo, hi, post):
     """Items ``lo:hi`` of the (pixel panel, weight panel) grid of one image: ``x``, ``pw``
     and ``pc`` are the byte addresses of the image's ``(k, plane)`` input, the packed
-    weight and the ``(units, plane)`` output."""
+    weight and the ``(units, plane)`` output; ``post`` the epilogue the tiles apply
+    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0."""
     panels = -(-units // _PANEL)
     scratch = np.zeros((0, _PANEL), np.float32)
     held = -1
@@ -55,15 +56,17 @@ def _items(x, plane, k, pw, units, pc, lo, hi):
             b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))
         unit = u * _PANEL
         c = (pc + (unit * plane + first) * 4, plane)
-        packed.panel_product(pw + unit * k * 4, k, min(_PANEL, units - unit), b, width, c)
+        packed.panel_product(pw + unit * k * 4, k, min(_PANEL, units - unit), b, width, c, post,
+                             unit)  # fmt: skip
 
 
 @njit(nogil=True)
-def conv(x, n, weight, out, share):
+def conv(x, n, weight, out, share, post=0):
     """``out[...]`` = image ``n`` of the 1x1 convolution of float32 NCHW ``x`` (C-contiguous)
     by ``weight``, packed as ``(ceil(units / 32), channels, 32)``; ``out`` a C-contiguous
     ``(units, height * width)``. With ``share``, the work is shared with the polling
-    workers.
+    workers. ``post``: the address of an epilogue the tiles apply as they store
+    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0.
 
     Parameters
     ----------
@@ -77,6 +80,8 @@ def conv(x, n, weight, out, share):
         The image's output, channels by pixels.
     share : bool
         Whether to offer the work to the worker threads.
+    post : int
+        The epilogue's address, or 0.
     """
     k, plane = x.shape[1], x.shape[2] * x.shape[3]
     units = out.shape[0]
@@ -86,10 +91,10 @@ def conv(x, n, weight, out, share):
     pw, pc = np.int64(weight.ctypes.data), np.int64(out.ctypes.data)
     items = -(-plane // _PANEL) * -(-units // _PANEL)
     if share and items > 1:
-        arguments = (base, plane, k, pw, units, pc, items)
+        arguments = (base, plane, k, pw, units, pc, items, np.int64(post))
         if jobs.share(jobs.POINTWISE, items, arguments, units * k * plane):
             return
-    _items(base, plane, k, pw, units, pc, 0, items)
+    _items(base, plane, k, pw, units, pc, 0, items, np.int64(post))
 
 
 @jobs.chunk(jobs.POINTWISE, links=(symbols.TILE, symbols.PIXEL_PANELS))
@@ -99,4 +104,5 @@ def _chunk(slot, index, parts):
     items = a(slot, 6)
     lo, hi = items * index // parts, items * (index + 1) // parts
     if hi > lo:
-        _items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi)
+        _items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi,
+               a(slot, 7))  # fmt: skip

@@ -79,6 +79,48 @@ def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
     np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)
 
 
+def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, relu: bool):
+    """What the kernels' elementwise bias_add then clip (or relu) give."""
+    v = (c + bias[:, None]).astype(np.float32)
+    if relu:
+        v = np.where(v > lo, v, np.float32(lo))
+    else:
+        v = np.minimum(np.maximum(v, np.float32(lo)), np.float32(hi))
+    return v.astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "relu"), [(0.0, 6.0, False), (0.0, np.inf, True), (-np.inf, np.inf, False)]
+)
+@pytest.mark.parametrize("unit", [0, 3])
+def test_panel_products_apply_bias_and_clamp_as_they_store(
+    lo: float, hi: float, relu: bool, unit: int
+) -> None:
+    rows, k, columns = packed.ROWS + 2, 11, 45
+    w = RNG.standard_normal((rows, k)).astype(np.float32)
+    pw = _packed(w)
+    b = np.zeros((k * columns + PANEL,), np.float32)
+    b[: k * columns] = RNG.standard_normal(k * columns)
+    b[5] = np.nan  # a NaN product: relu turns it into lo, clip keeps it
+    bm = b[: k * columns].reshape(k, columns)
+    bias = RNG.standard_normal(unit + rows).astype(np.float32)
+    post = packed.post_epilogue(unit + rows, bias, lo, hi, relu)
+    c = np.full((rows, columns), np.nan, np.float32)
+    packed.panel_product(
+        pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns,
+        (c.ctypes.data, columns), post.ctypes.data, unit,
+    )  # fmt: skip
+    expected = _reference_post(np.dot(w, bm), bias[unit:], lo, hi, relu)
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.isnan(c), np.isnan(expected))
+    # The same epilogue applied after the fact, for products that cannot fuse it.
+    plain = np.dot(w, bm).astype(np.float32)
+    own = packed.post_epilogue(rows, bias[unit:], lo, hi, relu)
+    packed.apply_post(plain, own.ctypes.data)
+    np.testing.assert_allclose(plain, expected, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.isnan(plain), np.isnan(expected))
+
+
 @pytest.mark.parametrize("units", [64, 81])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> None:

@@ -132,8 +132,12 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
             final.add_incoming(start[r][v], entry)
             final.add_incoming(summed[r][v], loop)
     if post is not None:
+        # No bias (address 0): a float of the panel is read in its place and dropped.
+        has_bias = builder.icmp_signed("!=", post[0], _I64(0))
         for r in range(rows):
-            bias = builder.load(_address(builder, post[0], _I64(r), _F32), align=4)
+            at = builder.select(has_bias, builder.add(post[0], _I64(4 * r)), pa)
+            bias = builder.load(builder.inttoptr(at, _F32.as_pointer()), align=4)
+            bias = builder.select(has_bias, bias, ir.Constant(_F32, 0.0))
             for v in range(_VECTORS):
                 finals[r, v] = _post(builder, builder.fadd(finals[r, v], _splat(builder, bias)),
                                      post[1:])  # fmt: skip
@@ -211,17 +215,30 @@ def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
 @intrinsic
 def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi, relu):
     """:func:`tile` whose row ``r`` is stored as ``clamp(sum + bias[r], lo, hi)``:
-    ``bias`` is the byte address of ``rows`` float32s, ``lo`` and ``hi`` float32 bounds,
-    ``relu`` nonzero for ``nn.relu``'s treatment of NaN (see :func:`_post`). A
-    convolution's bias and activation, applied while the tile is in registers instead of
-    by a pass over the output that memory must serve again."""
-    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu)
+    ``bias`` is the byte address of ``rows`` float32s (0: none), ``lo`` and ``hi``
+    float32 bounds, ``relu`` nonzero for ``nn.relu``'s treatment of NaN (see
+    :func:`_post`). A convolution's bias and activation, applied while the tile is in
+    registers instead of by a pass over the output that memory must serve again."""
+    return _post_typing((rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu),
+                        (lo, hi), add=False)  # fmt: skip
+
+
+@intrinsic
+def tile_add_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi,
+                  relu):  # fmt: skip
+    """:func:`tile_post` adding the products to what ``c`` holds: the blocks of a long
+    ``k`` after the first (those before the last pass no bias and infinite bounds)."""
+    return _post_typing((rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu),
+                        (lo, hi), add=True)  # fmt: skip
+
+
+def _post_typing(integers: tuple, bounds: tuple, add: bool):
     if not all(isinstance(t, types.Integer) for t in integers):
         return None
-    if not all(isinstance(t, types.Float) for t in (lo, hi)):
+    if not all(isinstance(t, types.Float) for t in bounds):
         return None
     signature = types.none(*([types.int64] * 10), types.float32, types.float32, types.int64)
-    return signature, _tile_codegen(False, post=True)
+    return signature, _tile_codegen(add, post=True)
 
 
 _TILE = types.void(*([types.int64] * 10))
@@ -385,6 +402,13 @@ def panel_product(pa, k, rows, b, columns, c, post=0, unit=0):
 
 _PIXEL_PANELS = types.void(*([types.int64] * 10))
 
+#: The depth of the blocks a product by pixel panels runs a long ``k`` in: each tile of
+#: a panel walks ``k`` rows of pixels, a cache line or two each, a row of the input
+#: apart; past a few hundred rows those lines span more pages than the first-level TLB
+#: holds and the panel's next tile reads them from L2 again (Intel Xeon, Emerald Rapids,
+#: one thread: 105 GFLOP/s at k = 1024, 80 at 4608, against 150 at 256 and 512).
+PIXEL_K_BLOCK = 256
+
 #: Words of an epilogue's header (:func:`post_epilogue`) before its biases.
 POST_HEADER = 3
 
@@ -428,33 +452,46 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
     """:func:`panel_product`, its tiles inline:
     a thin layer's ``k`` (16 input channels) is a short loop, and a call per tile cost
     such a layer a fifth of its time."""
-    scratch = np.empty((ROWS, PANEL), np.float32)
-    scratch_address = np.int64(scratch.ctypes.data)
-    # Without an epilogue the tiles add zeros and clamp to the infinities, a dozen
-    # instructions against a tile's hundreds of multiply-adds.
-    zeros = np.zeros(PANEL, np.float32)
-    bias = np.int64(zeros.ctypes.data)
-    lo, hi, relu = np.float32(-np.inf), np.float32(np.inf), np.int64(0)
+    # Without an epilogue the tiles clamp to the infinities, a few instructions against a
+    # tile's hundreds of multiply-adds; so do the blocks of a long k before the last.
+    none = np.int64(0)
+    infinity = np.float32(np.inf)
+    bias, lo, hi, relu = none, -infinity, infinity, none
     if post != 0:
         lo, hi, relu = load(post, 0), load(post, 1), np.int64(load(post, 2) != 0)
         bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
+    block = PIXEL_K_BLOCK if k > 2 * PIXEL_K_BLOCK else k
     for first in range(0, columns, PANEL):
         width = min(PANEL, columns - first)
-        for t in range(tiles):
-            r0 = t * rows // tiles
-            height = (t + 1) * rows // tiles - r0
-            # A short last panel: its extra columns hold whatever follows b's rows, and
-            # go through the scratch tile so they do not reach c.
-            corner = pc + (r0 * ldc + first) * 4
-            target, ld = (corner, ldc) if width == PANEL else (scratch_address, np.int64(PANEL))
-            for half in range(0, PANEL, TILE_COLUMNS):
-                tile_post(height, pa + r0 * 4, 1, PANEL, pb + (first + half) * 4, ldb, k,
-                          target + half * 4, ld, bias + r0 * 4, lo, hi, relu)  # fmt: skip
-            if width < PANEL:
-                for r in range(height):
-                    for j in range(width):
-                        store(corner, r * ldc + j, scratch[r, j])
+        # A short last panel: its extra columns hold whatever follows b's rows, and go
+        # through the scratch tiles so they do not reach c.
+        base, ld = pc + first * 4, ldc
+        if width < PANEL:
+            scratch = np.empty((PANEL, PANEL), np.float32)
+            base, ld = np.int64(scratch.ctypes.data), np.int64(PANEL)
+        for k0 in range(0, k, block):
+            depth = min(block, k - k0)
+            last = k0 + depth == k
+            for t in range(tiles):
+                r0 = t * rows // tiles
+                height = (t + 1) * rows // tiles - r0
+                a = pa + (k0 * PANEL + r0) * 4
+                b = pb + (k0 * ldb + first) * 4
+                target = base + r0 * ld * 4
+                tb, tlo, thi, trelu = (bias + r0 * 4 if bias else none, lo, hi, relu) if last else (
+                    none, -infinity, infinity, none)  # fmt: skip
+                for half in range(0, PANEL, TILE_COLUMNS):
+                    if k0 == 0:
+                        tile_post(height, a, 1, PANEL, b + half * 4, ldb, depth, target + half * 4,
+                                  ld, tb, tlo, thi, trelu)  # fmt: skip
+                    else:
+                        tile_add_post(height, a, 1, PANEL, b + half * 4, ldb, depth,
+                                      target + half * 4, ld, tb, tlo, thi, trelu)  # fmt: skip
+        if width < PANEL:
+            for r in range(rows):
+                for j in range(width):
+                    store(pc, r * ldc + first + j, load(base, r * PANEL + j))
 
 
 #: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit)``:

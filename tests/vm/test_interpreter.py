@@ -466,3 +466,42 @@ def test_killing_a_grouped_storage_also_drops_its_hidden_view():
     assert registers[t1] is not None
     result = vm.VirtualMachine(exe).invoke("reuse")
     assert type(result) is vm.NDArray and result.shape == (2,)
+
+
+@pytest.mark.parametrize("elements", [256, 1000, 4096 + 3])
+def test_big_storages_start_on_a_cache_line(elements):
+    # numpy's big buffers start 16 bytes past a page; a kernel's 64-byte vector loads
+    # would then each span two cache lines. The storage of one tensor and of two both
+    # start on a line (the planner's offsets are multiples of 64).
+    from vm.builder import ExecutableBuilder
+    from vm.decode import CACHE_LINE
+    from vm.isa import Opcode as O
+
+    nbytes = 4 * elements
+    second = -(-nbytes // CACHE_LINE) * CACHE_LINE
+    b = ExecutableBuilder()
+    one = b.function("one", [], [], ("tensor", (elements,), "float32"))
+    size, st, t0 = one.reg(), one.reg(), one.reg()
+    one.emit(O.LoadConsti, nbytes, size)
+    one.emit(O.AllocStorage, size, 64, "float32", st)
+    one.emit(O.AllocTensor, st, 0, (elements,), "float32", t0)
+    one.emit(O.Ret, t0)
+    b.add_function(one)
+    two = b.function("two", [], [], ("tuple", [("tensor", (elements,), "float32")] * 2))
+    size, st, t0, t1, tup = two.reg(), two.reg(), two.reg(), two.reg(), two.reg()
+    two.emit(O.LoadConsti, 2 * second, size)
+    two.emit(O.AllocStorage, size, 64, "float32", st)
+    two.emit(O.AllocTensor, st, 0, (elements,), "float32", t0)
+    two.emit(O.AllocTensor, st, second, (elements,), "float32", t1)
+    two.emit(O.AllocADT, 0, [t0, t1], tup)
+    two.emit(O.Ret, tup)
+    b.add_function(two)
+    machine = vm.VirtualMachine(b.build(verify=False))
+    for _ in range(3):
+        tensors = [machine.invoke("one"), *machine.invoke("two")]
+        for tensor in tensors:
+            assert tensor.shape == (elements,) and tensor.flags.writeable
+            assert tensor.__array_interface__["data"][0] % CACHE_LINE == 0
+        tensors[1][...] = 1.0
+        tensors[2][...] = 2.0
+        assert (tensors[1] == 1.0).all() and (tensors[2] == 2.0).all()

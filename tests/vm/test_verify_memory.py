@@ -343,9 +343,14 @@ def _fill_new_buffers(monkeypatch) -> None:
     import vm.decode
 
     monkeypatch.setattr(vm.decode, "_empty", _canary_empty)
-    monkeypatch.setattr(
-        vm.decode, "_new_tensor", lambda cls, shape, dtype: _canary_empty(shape, dtype).view(cls)
-    )
+
+    def new_tensor(cls, shape, dtype, *buffer):
+        # A tensor over an aligned buffer: the buffer came from _empty, canary already.
+        if buffer:
+            return np.ndarray.__new__(cls, shape, dtype, *buffer)
+        return _canary_empty(shape, dtype).view(cls)
+
+    monkeypatch.setattr(vm.decode, "_new_tensor", new_tensor)
 
 
 def _has_canary(value) -> bool:

@@ -544,13 +544,13 @@ class _Generator:
                         loop(starts, counts, direct_leaves=False)
             self.hoisted.clear()
 
+        ctx.epilogue = epilogue
         fused = self.tile_epilogue(plan, rule) if plan.borrow else None
-        if fused is None:
-            ctx.epilogue = epilogue
-        else:
-            # The product applies the chain as it stores each tile (bias, then clamp): no
-            # pass over the output after it. Its epilogue is empty where the guard fails,
-            # and the chain then runs in the loop below.
+        if fused is not None:
+            # The operator's loops can apply the chain as they store (bias, then clamp):
+            # no pass over the output after them. Those that do skip ctx.epilogue. The
+            # epilogue is empty where the guard fails, and the chain then runs in the
+            # loop below.
             bias, lo, hi, relu = fused
             units = value.dims[1]
             ctx.post = src.fresh("post")

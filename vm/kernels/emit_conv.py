@@ -236,20 +236,25 @@ def _grouped_emit(ctx: EmitCtx, x: str, w3: str, o3: str, cg: str, b: str, call:
     # Without dilation and with equal strides, planes run whole (dwc._plane_range).
     planes = (dh, dw) == (1, 1) and sh == sw
     narrow = "False" if planes else f"{cg} == 1 and {out_w} < {CHANNELS_LAST_MAX_WIDTH}"
-    # float32 reaches the loops through entry points compiled once (no per-kernel compile).
-    f32 = "_f32" if ctx.arg_specs[0].dtype == "float32" else ""
+    # float32 reaches the loops through entry points compiled once (no per-kernel compile),
+    # which apply the chain's bias and clamp as they store, when it is just that.
+    f32 = ctx.arg_specs[0].dtype == "float32"
+    post = f", {_post_array(ctx)}" if f32 else ""
+    suffix = "_f32" if f32 else ""
+    fused = f32 and ctx.post is not None
     with s.block(f"if {narrow}:"), s.block(f"for {b} in range({n}):"):
         s.line(
-            f"dwc.image_channels_last{f32}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, "
-            f"{out_w}, {b})"
+            f"dwc.image_channels_last{suffix}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, "
+            f"{out_w}, {b}{post})"
         )
-        if ctx.epilogue is not None:
+        if ctx.epilogue is not None and not fused:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
     with s.block(f"elif {cg} <= {DIRECT_MAX_GROUP_CHANNELS}:"), s.block(f"for {b} in range({n}):"):
         s.line(
-            f"dwc.image_groups{f32}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, {out_w}, {b})"
+            f"dwc.image_groups{suffix}({x}, {w3}, {o3}, {kh}, {kw}, {window}, {out_h}, "
+            f"{out_w}, {b}{post})"
         )
-        if ctx.epilogue is not None:
+        if ctx.epilogue is not None and not fused:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
     with s.block("else:"), s.block(f"for {b} in range({n}):"):
         s.line(call)
@@ -300,6 +305,7 @@ RULES.register(
         emit=_conv2d_emit,
         numeric=True,
         epilogue=True,
+        post=True,
     )
 )
 
@@ -362,16 +368,17 @@ def _winograd_emit(ctx: EmitCtx) -> None:
     )
 
 
-def _per_image(ctx: EmitCtx, call: Callable[[str, str], str]) -> None:
+def _per_image(ctx: EmitCtx, call: Callable[[str, str], str], fused: bool = False) -> None:
     """Emit ``call(out3, b)`` for each image ``b`` of the output, viewed as ``out3``
-    ``(images, channels, pixels)``, each followed by the fused epilogue on that image."""
+    ``(images, channels, pixels)``, each followed by the fused epilogue on that image
+    unless ``call`` applies it itself (``fused``)."""
     s = ctx.src
     n, o, out_h, out_w = ctx.out_dims[0]
     o3, b = s.fresh("o"), s.fresh("b")
     s.line(f"{o3} = {ctx.outs[0]}.reshape(({n}, {o}, {out_h} * {out_w}))")
     with s.block(f"for {b} in range({n}):"):
         s.line(call(o3, b))
-        if ctx.epilogue is not None:
+        if ctx.epilogue is not None and not fused:
             ctx.epilogue([b, "0", "0", "0"], ["1", o, out_h, out_w])
 
 
@@ -444,17 +451,25 @@ def _packed_emit(ctx: EmitCtx) -> None:
     direct = (kh, kw, sh, sw) == (1, 1, 1, 1) and padding == (0, 0, 0, 0)
     rows = "0" if direct else f"{c} * {kh * kw}"
     window = ", ".join(plain(v) for v in (sh, sw, padding[0], padding[1], dh, dw))
-    post = ctx.post
-    if post is None:
-        post = ctx.src.fresh("post")
-        ctx.src.line(f"{post} = np.empty(0, np.float32)")
+    post = _post_array(ctx)
     _per_image(
         ctx,
         lambda o3, b: (
             f"convolution.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
             f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w}, {post})"
         ),
+        fused=ctx.post is not None,
     )
+
+
+def _post_array(ctx: EmitCtx) -> str:
+    """The epilogue array the runtime's loops apply as they store (``ctx.post``), or an
+    empty one for none."""
+    if ctx.post is not None:
+        return ctx.post
+    empty = ctx.src.fresh("post")
+    ctx.src.line(f"{empty} = np.empty(0, np.float32)")
+    return empty
 
 
 RULES.register(

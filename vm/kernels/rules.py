@@ -283,9 +283,10 @@ class OpRule:
         consumes the output to that block while it is still in cache, instead of in a
         separate pass (see :mod:`vm.kernels.codegen`).
     post : bool
-        Epilogue rules whose products can apply a chain of a channel bias and a clamp
-        themselves, as each tile is stored (``ctx.post``, see
-        :func:`vm.kernels.runtime.packed.post_epilogue`).
+        Epilogue rules whose loops can apply a chain of a channel bias and a clamp
+        themselves as they store their output (``ctx.post``, see
+        :func:`vm.kernels.runtime.packed.post_epilogue`), on some paths or all; the
+        others call ``ctx.epilogue`` as usual.
     """
 
     name: str

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from tests.vm.kernels.harness import SUMS, Program, check, packed
 from vm.kernels import load_kernel
@@ -259,3 +260,36 @@ def test_a_packed_convolution_with_another_chain_keeps_its_epilogue_loop() -> No
     source = source_of(program, [value])
     assert "convolution.post_epilogue(" not in source
     assert "as its epilogue" in source
+
+
+# Depthwise and narrow grouped convolutions (float32) apply the same chain as they write
+# each group: whole planes (stride 1), row loops (stride 2 on wide rows, two channels per
+# group), channels-last (dilated, narrow), a channel multiplier of 2.
+GROUPED = [
+    # (data shape, out channels, groups, kernel, stride, dilation)
+    ((1, 8, 9, 9), 8, 8, 3, 1, 1),
+    ((2, 6, 20, 20), 6, 3, 3, 2, 1),
+    ((1, 16, 7, 7), 16, 16, 3, 1, 2),
+    ((1, 4, 10, 10), 8, 4, 5, 1, 1),
+]
+
+
+@pytest.mark.parametrize("tail", ["relu", "clip", ""])
+def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str) -> None:
+    for data_shape, units, groups, kernel, stride, dilation in GROUPED:
+        data = f32(*data_shape)
+        data.flat[5] = np.nan
+        weight = f32(units, data_shape[1] // groups, kernel, kernel)
+        program = Program([data, weight, f32(units)])
+        pad = dilation * (kernel // 2)
+        (value,) = program.add(
+            "nn.conv2d", [0, 1], groups=groups, padding=(pad, pad), strides=(stride, stride),
+            dilation=(dilation, dilation),
+        )  # fmt: skip
+        (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+        if tail == "relu":
+            (value,) = program.add("nn.relu", [value])
+        elif tail == "clip":
+            (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
+        check(program, [value], tolerances=SUMS)
+        assert "convolution.post_epilogue(" in source_of(program, [value])

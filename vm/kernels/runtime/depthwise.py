@@ -33,7 +33,7 @@ import numpy as np
 from numba import carray, njit, types
 from numba import uint64 as _u
 
-from vm.kernels.runtime import callbacks, jobs, products, symbols
+from vm.kernels.runtime import callbacks, jobs, packed, products, symbols
 
 #: Multiply-adds of one image below which its groups run on the calling thread alone:
 #: handing a job to the workers costs a few microseconds.
@@ -327,7 +327,7 @@ def plane_workspace_size(kh, kw, s, out_h, out_w):
 
 
 @njit(nogil=True, cache=True)
-def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad):
+def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad, post):
     """Input channels ``first:last`` of image ``n`` of a depthwise convolution with stride
     ``s`` along both axes and no dilation (any kernel size, padding and channel
     multiplier), each plane one loop.
@@ -340,7 +340,8 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
     14x14 and 7x7 stages this loop fills the vector registers that a 14- or 7-wide row
     leaves idle, and needs neither the channels-last copies nor a per-group setup
     (benchmarks/NOTES.md). ``pad`` has :func:`plane_workspace_size` elements, zero
-    wherever no call wrote.
+    wherever no call wrote. ``post``: the address of an epilogue applied as the rows are
+    copied out (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0.
     """
     _, channels, height, width = x.shape
     og = w3.shape[1]
@@ -437,11 +438,27 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                             for e in range(count):
                                 pad[line + e] += v * pad[a + e]
             ob = (n * out_channels + o) * plane
+            if post == 0:
+                for r in range(out_h):
+                    d = _u(ob + r * out_w)
+                    e0 = line + _u(r * row_len)
+                    for q in range(_u(out_w)):
+                        of[d + q] = pad[e0 + q]
+                continue
+            # The fused chain's bias and clamp, on the copy out: no pass over the output
+            # after the convolution.
+            bias = packed.load(post, packed.POST_HEADER + o)
+            lo, hi, relu = packed.load(post, 0), packed.load(post, 1), packed.load(post, 2) != 0
             for r in range(out_h):
                 d = _u(ob + r * out_w)
                 e0 = line + _u(r * row_len)
                 for q in range(_u(out_w)):
-                    of[d + q] = pad[e0 + q]
+                    v = np.float32(pad[e0 + q] + bias)
+                    if relu:
+                        v = v if v > lo else lo
+                    elif v < lo:
+                        v = lo
+                    of[d + q] = hi if v > hi else v
 
 
 @njit(nogil=True, cache=True)
@@ -525,7 +542,7 @@ def _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh
 
 
 @njit(nogil=True)
-def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
     """Offer image ``n`` to the polling workers as ``extent`` items of a job of ``kind``
     (:func:`vm.kernels.runtime.jobs.share`); False, doing nothing, when the
     image is too small to pay for it, the data is not float32 in C order (what the
@@ -539,24 +556,25 @@ def _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out
         or not (x.flags.c_contiguous and w3.flags.c_contiguous and out3.flags.c_contiguous)
     ):
         return False
-    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     return jobs.share(kind, extent, np.array(words), work)
 
 
 @njit(nogil=True)
-def _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+def _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
     """Image ``n`` of a float32 convolution of C-contiguous arrays as :data:`WORDS` int64
-    words: the arrays' addresses and shapes, then the geometry (see :func:`_unpack`)."""
+    words: the arrays' addresses and shapes, the geometry, then the epilogue's address
+    (see :func:`_unpack`)."""
     i64 = np.int64
     return (i64(x.ctypes.data), i64(x.shape[0]), i64(x.shape[1]), i64(x.shape[2]),
             i64(x.shape[3]), i64(w3.ctypes.data), i64(w3.shape[0]), i64(w3.shape[1]),
             i64(w3.shape[2]), i64(out3.ctypes.data), i64(out3.shape[1]), i64(out3.shape[2]),
             i64(kh), i64(kw), i64(sh), i64(sw), i64(pt), i64(pl), i64(dh), i64(dw), i64(out_h),
-            i64(out_w), i64(n))  # fmt: skip
+            i64(out_w), i64(n), i64(post))  # fmt: skip
 
 
 #: How many words :func:`_words` gives.
-WORDS = 23
+WORDS = 24
 
 
 @njit(nogil=True)
@@ -571,7 +589,7 @@ def _unpack(word, source):
     geometry = (word(source, 12), word(source, 13), word(source, 14), word(source, 15),
                 word(source, 16), word(source, 17), word(source, 18), word(source, 19),
                 word(source, 20), word(source, 21))  # fmt: skip
-    return (x, w3, out3) + geometry + (word(source, 22),)
+    return (x, w3, out3) + geometry + (word(source, 22), word(source, 23))
 
 
 @njit(nogil=True)
@@ -586,7 +604,7 @@ def _block_word(block, i):
 
 
 @njit(nogil=True)
-def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post=0):
     """Image ``n`` of a depthwise convolution (one input channel per group, any channel
     multiplier), vectorized across channels; split between threads by channels when the
     image is big enough and the data float32.
@@ -604,19 +622,23 @@ def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_
         As for :func:`group_image`.
     n : int
         Image.
+    post : int
+        The address of an epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`),
+        or 0.
     """
     channels = x.shape[1]
     # Chunks of at least 16 channels, so each keeps a vector register's width.
     runs = max(channels // 16, 1)
     if _share(jobs.DEPTHWISE_CHANNELS, runs, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
-              out_w, n):  # fmt: skip
+              out_w, n, post):  # fmt: skip
         return
     _channels_last_range(x, w3, out3, n, 0, channels, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                          out_w)  # fmt: skip
+    packed.apply_post(out3[n], post)
 
 
 @njit(nogil=True)
-def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
+def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post=0):
     """Every group of image ``n`` (:func:`group_image`), split between threads by groups
     when the image is big enough and the data float32.
 
@@ -628,12 +650,15 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
         As for :func:`group_image`.
     n : int
         Image.
+    post : int
+        The address of an epilogue to apply as each group's output is written
+        (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0.
     """
     groups = w3.shape[0]
     if _share(jobs.DEPTHWISE_GROUPS, groups, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
-              out_w, n):  # fmt: skip
+              out_w, n, post):  # fmt: skip
         return
-    _groups_range(x, w3, out3, n, 0, groups, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    _groups_range(x, w3, out3, n, 0, groups, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post)
 
 
 @njit(nogil=True, cache=True)
@@ -645,44 +670,49 @@ def plane_by_plane(cg, sh, sw, dh, dw, out_w):
 
 
 @njit(nogil=True)
-def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post):
     """Groups ``lo:hi`` of image ``n`` (:func:`image_groups`), with a workspace of their
     own: depthwise without dilation plane by plane (:func:`_plane_range`) at stride 1,
     or with equal strides and rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; any
-    other by :func:`group_image`."""
+    other by :func:`group_image`. The epilogue at ``post`` (or none, 0) is applied to
+    each group's output while it is in cache."""
     k = w3.shape[2]
     cg = k // (kh * kw)
     if plane_by_plane(cg, sh, sw, dh, dw, out_w):
         pad = np.zeros(plane_workspace_size(kh, kw, sh, out_h, out_w), x.dtype)
-        _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad)
+        _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad, post)
         return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
     shifts = tap_shifts(kw, sw, dw, out_w)
+    og = w3.shape[1]
     for g in range(lo, hi):
         group_image(x, w3, out3, pad, shifts, n, g, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+        packed.apply_post(out3[n, g * og : (g + 1) * og], post, g * og)
 
 
 @jobs.chunk(jobs.DEPTHWISE_GROUPS)
 def _groups_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the float32 image that :func:`image_groups` shares
     through :func:`vm.kernels.runtime.jobs.share`; each chunk has its own workspace."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _job(slot)
     groups = w3.shape[0]
     lo, hi = groups * index // parts, groups * (index + 1) // parts
-    _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post)
 
 
 @jobs.chunk(jobs.DEPTHWISE_CHANNELS)
 def _channels_chunk(slot, index, parts):
     """Channels ``index`` of ``parts`` of the float32 image that
     :func:`image_channels_last` shares (in runs of 16, the last run taking the rest)."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _job(slot)
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _job(slot)
     runs = max(x.shape[1] // 16, 1)
     first = x.shape[1] * (runs * index // parts) // runs
     last = x.shape[1] * (runs * (index + 1) // parts) // runs
     if first < last:
         _channels_last_range(x, w3, out3, n, first, last, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
                              out_w)  # fmt: skip
+        og = w3.shape[1]
+        packed.apply_post(out3[n, first * og : last * og], post, first * og)
 
 
 # --- float32 entry points compiled once, called by kernels under fixed symbols ------------------
@@ -697,20 +727,20 @@ _ENTRY = types.int64(types.int64)
 @callbacks.entry(symbols.DEPTHWISE_GROUPS, _ENTRY)
 def _groups_entry(address):
     """:func:`image_groups` on the block of :func:`image_groups_f32`."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _unpack(
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _unpack(
         _block_word, carray(products.int64s(address), (WORDS,))
     )
-    image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     return 1
 
 
 @callbacks.entry(symbols.DEPTHWISE_CHANNELS, _ENTRY)
 def _channels_entry(address):
     """:func:`image_channels_last` on the block of :func:`image_channels_last_f32`."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n = _unpack(
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _unpack(
         _block_word, carray(products.int64s(address), (WORDS,))
     )
-    image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     return 1
 
 
@@ -719,12 +749,14 @@ _channels_symbol = types.ExternalFunction(symbols.DEPTHWISE_CHANNELS, _ENTRY)
 
 
 @njit(nogil=True)
-def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
-    """The words of :func:`_words` in an array, for an entry point; the arrays C-contiguous."""
+def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
+    """The words of :func:`_words` in an array, for an entry point; the arrays C-contiguous,
+    ``post`` an epilogue array (:func:`vm.kernels.runtime.packed.post_epilogue`) or empty."""
     x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
     if not out3.flags.c_contiguous:
         raise ValueError("depthwise: the output must be C-contiguous")
-    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
+    words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, address)
     block = np.empty(WORDS, np.int64)
     for i in range(WORDS):
         block[i] = words[i]
@@ -732,16 +764,19 @@ def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
 
 
 @njit(nogil=True)
-def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
-    """:func:`image_groups` for float32 arrays, through its entry point."""
-    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
+    """:func:`image_groups` for float32 arrays, through its entry point; ``post`` is the
+    epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`) or an empty array
+    (an argument, so that it lives until the convolution is done)."""
+    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _groups_symbol(block.ctypes.data)
 
 
 @njit(nogil=True)
-def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n):
-    """:func:`image_channels_last` for float32 arrays, through its entry point."""
-    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n)
+def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
+    """:func:`image_channels_last` for float32 arrays, through its entry point (``post`` as
+    for :func:`image_groups_f32`)."""
+    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _channels_symbol(block.ctypes.data)
 
 

@@ -429,14 +429,15 @@ def post_epilogue(units, bias, lo, hi, relu):
 
 
 @njit(nogil=True)
-def apply_post(out, post):
+def apply_post(out, post, first=0):
     """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a ``(units,
-    pixels)`` float32 ``out``, for the products that cannot apply it in their tiles."""
+    pixels)`` float32 ``out`` whose row ``u`` is unit ``first + u``, for the products that
+    cannot apply it in their tiles."""
     if post == 0:
         return
     lo, hi, relu = load(post, 0), load(post, 1), load(post, 2) != 0
     for u in range(out.shape[0]):
-        bias = load(post, POST_HEADER + u)
+        bias = load(post, POST_HEADER + first + u)
         row = out[u]
         for j in range(row.size):
             v = np.float32(row[j] + bias)

@@ -16,7 +16,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    below see them), ``FoldConstant`` (opt_level 2:
    with params bound, the weights' arithmetic is computed now, e.g. batch_norm becomes
    one scale and one shift vector), ``FoldExplicitPadding`` (opt_level 1: a zero ``nn.pad``
-   of a convolution's spatial axes becomes its padding), ``EliminateCommonSubexpr``
+   of a convolution's spatial axes becomes its padding), ``FoldScaleAxis`` (opt_level 2
+   here, 3 in TVM: a constant per-channel scale after a convolution goes into its
+   weight, a constant per-channel add becomes a ``bias_add``), ``EliminateCommonSubexpr``
    (opt_level 2),
    ``CombineSummedDense`` (opt_level 2: ``dense(x, W) + dense(h, U)`` with constant
    weights becomes one product of the joined data and weights),
@@ -65,6 +67,7 @@ from compiler.transform import (
     EliminateCommonSubexpr,
     FoldConstant,
     FoldExplicitPadding,
+    FoldScaleAxis,
     InferType,
     ModulePass,
     PassContext,
@@ -143,6 +146,7 @@ def _optimizations() -> Any:
             SpecializeConstantArguments(),
             FoldConstant(),
             FoldExplicitPadding(),
+            _at_level(FoldScaleAxis(), DEFAULT_REWRITE_LEVEL),
             _at_level(EliminateCommonSubexpr(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineSummedDense(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),

@@ -36,6 +36,7 @@ from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFuncti
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
 from compiler.transform.fold_explicit_padding import FoldExplicitPadding
+from compiler.transform.fold_scale_axis import FoldScaleAxis
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType
 from compiler.transform.pass_manager import (
@@ -67,6 +68,7 @@ for _pass in (
     EliminateCommonSubexpr,
     FoldConstant,
     FoldExplicitPadding,
+    FoldScaleAxis,
     FuseOps,
     InferType,
     RemoveUnusedFunctions,
@@ -88,6 +90,7 @@ __all__ = [
     "EliminateCommonSubexpr",
     "FoldConstant",
     "FoldExplicitPadding",
+    "FoldScaleAxis",
     "FunctionPass",
     "FuseOps",
     "InferType",

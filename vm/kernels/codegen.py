@@ -142,6 +142,18 @@ class _ArgMapCtx:
 _Use = tuple[_Value, tuple[int, ...]]
 
 
+@dataclass
+class _Post:
+    """A chain that an operator's loops apply as they store (see :meth:`_Generator.tile_epilogue`):
+    the bias and residual arrays (or None) and the clamp."""
+
+    bias: str | None = None
+    residual: str | None = None
+    lo: float = -math.inf
+    hi: float = math.inf
+    relu: bool = False
+
+
 class _Epilogue(NamedTuple):
     """An array operator's output ``value`` consumed by the elementwise chain of result
     ``root`` (output ``out``); ``borrow``: ``value`` may live in the result's own array."""
@@ -372,37 +384,46 @@ class _Generator:
             return _Epilogue(value, root, k, borrow)
         return None
 
-    def tile_epilogue(
-        self, plan: _Epilogue, rule: OpRule
-    ) -> tuple[str | None, float, float, bool] | None:
-        """``(bias array or None, lo, hi, relu)`` when the epilogue's chain is what a
-        product's tiles apply as they store (:data:`OpRule.post`): a float32 ``nn.bias_add``
-        along the channels and/or a ``clip`` or ``nn.relu``, nothing else."""
+    def tile_epilogue(self, plan: _Epilogue, rule: OpRule) -> _Post | None:
+        """The chain as the operator's loops apply it while they store (:data:`OpRule.post`),
+        when it is just that: a float32 ``nn.bias_add`` along the channels, then an ``add``
+        of an array of the output's rank (a residual), then a ``clip`` or ``nn.relu``, any
+        of them absent but one."""
         value, root = plan.value, plan.root
         if not rule.post or value.spec.dtype != "float32" or root.spec.dtype != "float32":
             return None
         node = root.node
         assert node is not None
-        lo, hi, relu = -math.inf, math.inf, False
+        post = _Post()
         if node.op in ("clip", "nn.relu"):
             if node.op == "clip":
-                lo, hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
+                post.lo, post.hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
             else:
-                lo, relu = 0.0, True
-            below = self.values[node.args[0]]
-            if below is value:
-                return None, lo, hi, relu
-            node = below.node
-            if node is None:
-                return None
-        if node.op != "nn.bias_add" or node.args[0] != value.index:
-            return None
+                post.lo, post.relu = 0.0, True
+            node = self.values[node.args[0]].node
         rank = value.spec.ndim
-        bias = self.values[node.args[1]]
-        name = bias.arrays.get(STORAGE)
-        if node.attrs.get("axis", 1) % rank != 1 or bias.spec.dtype != "float32" or name is None:
+        if node is not None and node.op == "add":
+            # The residual is a whole array, read at the element's own index.
+            for mine, other in (node.args, reversed(node.args)):
+                leaf = self.values[other]
+                name = leaf.arrays.get(STORAGE)
+                if leaf is value or name is None or leaf.spec.ndim != rank:
+                    continue
+                if leaf.spec.dtype == "float32":
+                    post.residual = name
+                    node = self.values[mine].node if mine != value.index else None
+                    break
+            else:
+                return None
+            if mine == value.index:
+                return post
+        if node is None or node.op != "nn.bias_add" or node.args[0] != value.index:
             return None
-        return name, lo, hi, relu
+        bias = self.values[node.args[1]]
+        post.bias = bias.arrays.get(STORAGE)
+        if node.attrs.get("axis", 1) % rank != 1 or bias.spec.dtype != "float32":
+            return None
+        return post if post.bias is not None else None
 
     def emit_with_epilogue(self, ctx: EmitCtx, rule: OpRule, plan: _Epilogue) -> None:
         src = self.src
@@ -412,6 +433,11 @@ class _Generator:
         src.line(f"# {self.where(node)}, with value {root.index} (output {k}) as its epilogue")
         guard = src.fresh("ep")
         same = [f"{a} == {b}" for a, b in zip(root.dims, value.dims)]
+        fused = self.tile_epilogue(plan, rule) if plan.borrow else None
+        if fused is not None and fused.residual is not None:
+            # The loops read the residual at the element's own offset: it must have the
+            # output's shape (else the chain runs in the loop after the operator).
+            same += [f"{fused.residual}.shape[{d}] == {n}" for d, n in enumerate(value.dims)]
         src.line(f"{guard} = {' and '.join(same) if same else 'True'}")
         if plan.borrow:
             dest = f"t_{value.index}"
@@ -545,19 +571,18 @@ class _Generator:
             self.hoisted.clear()
 
         ctx.epilogue = epilogue
-        fused = self.tile_epilogue(plan, rule) if plan.borrow else None
         if fused is not None:
-            # The operator's loops can apply the chain as they store (bias, then clamp):
-            # no pass over the output after them. Those that do skip ctx.epilogue. The
-            # epilogue is empty where the guard fails, and the chain then runs in the
+            # The operator's loops can apply the chain as they store (bias, residual,
+            # clamp): no pass over the output after them. Those that do skip ctx.epilogue.
+            # The epilogue is empty where the guard fails, and the chain then runs in the
             # loop below.
-            bias, lo, hi, relu = fused
-            units = value.dims[1]
             ctx.post = src.fresh("post")
+            bias = fused.bias or "np.zeros(1, np.float32)"
+            residual = fused.residual or "np.empty(0, np.float32)"
             src.line(
-                f"{ctx.post} = convolution.post_epilogue({units}, "
-                f"{bias or 'np.zeros(1, np.float32)'}, {float_literal(lo)}, {float_literal(hi)}, "
-                f"{relu}) if {guard} else np.empty(0, np.float32)"
+                f"{ctx.post} = convolution.post_epilogue({value.dims[1]}, {bias}, "
+                f"{float_literal(fused.lo)}, {float_literal(fused.hi)}, {fused.relu}, "
+                f"{residual}, {dest}) if {guard} else np.empty(0, np.float32)"
             )
         rule.emit(ctx)  # type: ignore[misc]
         with src.block(f"if not {guard}:"):

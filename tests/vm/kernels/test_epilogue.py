@@ -222,19 +222,25 @@ PACKED_SHAPES = [
 ]
 
 
-def packed_conv_chain(data_shape: tuple, units: int, kernel: int, tail: str) -> tuple:
-    """conv2d by a packed weight -> bias_add -> ``tail`` (``relu``, ``clip`` or none)."""
+def packed_conv_chain(
+    data_shape: tuple, units: int, kernel: int, tail: str, residual: tuple | None = None
+) -> tuple:
+    """conv2d by a packed weight -> bias_add [-> add(residual of shape ``residual``)] ->
+    ``tail`` (``relu``, ``clip`` or none)."""
     c = data_shape[1]
     data = f32(*data_shape)
     data.flat[3] = np.nan  # one NaN input pixel: relu turns it into 0, clip keeps it
     weight = f32(units, c, kernel, kernel)
-    program = Program([data, packed(weight.reshape(units, -1)), f32(units)])
+    inputs = [data, packed(weight.reshape(units, -1)), f32(units)]
+    program = Program(inputs + ([f32(*residual)] if residual else []))
     pad = kernel // 2
     (value,) = program.add(
         "nn.contrib_conv2d_gemm_without_weight_transform", [0, 1], channels=units,
         kernel_size=(kernel, kernel), padding=(pad, pad),
     )  # fmt: skip
     (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+    if residual:
+        (value,) = program.add("add", [3, value])
     if tail == "relu":
         (value,) = program.add("nn.relu", [value])
     elif tail == "clip":
@@ -251,6 +257,19 @@ def test_a_packed_convolutions_bias_and_clamp_run_in_its_tiles() -> None:
             assert "convolution.post_epilogue(" in source
             # No loop of the chain after the product, but the one for a broadcast result.
             assert source.count("for l") == 0
+
+
+def test_a_packed_convolutions_residual_add_runs_in_its_tiles_when_shapes_agree() -> None:
+    for data_shape, units, kernel in PACKED_SHAPES:
+        n, _, h, w = data_shape
+        for tail in ("relu", ""):
+            # The residual of the output's shape is added in the tiles; one broadcast
+            # along the rows takes the loop after the product, in the same kernel.
+            for residual in [(n, units, h, w), (n, units, 1, w)]:
+                program, value = packed_conv_chain(data_shape, units, kernel, tail, residual)
+                check(program, [value], tolerances=SUMS)
+                source = source_of(program, [value])
+                assert "in3.shape[0] ==" in source and "convolution.post_epilogue(" in source
 
 
 def test_a_packed_convolution_with_another_chain_keeps_its_epilogue_loop() -> None:
@@ -275,18 +294,25 @@ GROUPED = [
 
 
 @pytest.mark.parametrize("tail", ["relu", "clip", ""])
-def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str) -> None:
+@pytest.mark.parametrize("residual", [False, True])
+def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str, residual: bool) -> None:
     for data_shape, units, groups, kernel, stride, dilation in GROUPED:
         data = f32(*data_shape)
         data.flat[5] = np.nan
         weight = f32(units, data_shape[1] // groups, kernel, kernel)
-        program = Program([data, weight, f32(units)])
+        n, _, h, w = data_shape
+        out_h = (h + 2 * dilation * (kernel // 2) - dilation * (kernel - 1) - 1) // stride + 1
+        out_w = (w + 2 * dilation * (kernel // 2) - dilation * (kernel - 1) - 1) // stride + 1
+        extra = [f32(n, units, out_h, out_w)] if residual else []
+        program = Program([data, weight, f32(units), *extra])
         pad = dilation * (kernel // 2)
         (value,) = program.add(
             "nn.conv2d", [0, 1], groups=groups, padding=(pad, pad), strides=(stride, stride),
             dilation=(dilation, dilation),
         )  # fmt: skip
         (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+        if residual:
+            (value,) = program.add("add", [value, 3])
         if tail == "relu":
             (value,) = program.add("nn.relu", [value])
         elif tail == "clip":

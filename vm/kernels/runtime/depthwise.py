@@ -448,17 +448,18 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
             # The fused chain's bias and clamp, on the copy out: no pass over the output
             # after the convolution.
             bias = packed.load(post, packed.POST_HEADER + o)
-            lo, hi, relu = packed.load(post, 0), packed.load(post, 1), packed.load(post, 2) != 0
+            lo, hi, relu, residual, delta = packed.post_fields(post)
+            at = np.int64(of.ctypes.data) + delta
             for r in range(out_h):
                 d = _u(ob + r * out_w)
                 e0 = line + _u(r * row_len)
-                for q in range(_u(out_w)):
-                    v = np.float32(pad[e0 + q] + bias)
-                    if relu:
-                        v = v if v > lo else lo
-                    elif v < lo:
-                        v = lo
-                    of[d + q] = hi if v > hi else v
+                if residual:
+                    for q in range(_u(out_w)):
+                        v = np.float32(np.float32(pad[e0 + q] + bias) + packed.load(at, d + q))
+                        of[d + q] = packed.clamp(v, lo, hi, relu)
+                else:
+                    for q in range(_u(out_w)):
+                        of[d + q] = packed.clamp(np.float32(pad[e0 + q] + bias), lo, hi, relu)
 
 
 @njit(nogil=True, cache=True)

@@ -133,14 +133,21 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
             final.add_incoming(summed[r][v], loop)
     if post is not None:
         # No bias (address 0): a float of the panel is read in its place and dropped.
-        has_bias = builder.icmp_signed("!=", post[0], _I64(0))
+        bias_at, lo, hi, relu, residual, delta = post
+        has_bias = builder.icmp_signed("!=", bias_at, _I64(0))
+        # Without a residual, delta is 0: c itself is read in its place and dropped.
+        delta = builder.select(residual, delta, _I64(0))
         for r in range(rows):
-            at = builder.select(has_bias, builder.add(post[0], _I64(4 * r)), pa)
+            at = builder.select(has_bias, builder.add(bias_at, _I64(4 * r)), pa)
             bias = builder.load(builder.inttoptr(at, _F32.as_pointer()), align=4)
             bias = builder.select(has_bias, bias, ir.Constant(_F32, 0.0))
             for v in range(_VECTORS):
-                finals[r, v] = _post(builder, builder.fadd(finals[r, v], _splat(builder, bias)),
-                                     post[1:])  # fmt: skip
+                value = builder.fadd(finals[r, v], _splat(builder, bias))
+                address = builder.ptrtoint(c_address(r, v), _I64)
+                at_residual = builder.inttoptr(builder.add(address, delta), _VEC.as_pointer())
+                added = builder.fadd(value, builder.load(at_residual, align=4))
+                value = builder.select(residual, added, value)
+                finals[r, v] = _post(builder, value, (lo, hi, relu))
     for (r, v), final in finals.items():
         builder.store(final, c_address(r, v), align=4)
 
@@ -177,7 +184,8 @@ def _tile_codegen(add: bool, post: bool = False):
         bounds = None
         if post:
             relu = builder.icmp_signed("!=", args[12], _I64(0))
-            bounds = (args[9], args[10], args[11], relu)
+            residual = builder.icmp_signed("!=", args[13], _I64(0))
+            bounds = (args[9], args[10], args[11], relu, residual, args[14])
         switch = builder.switch(count, end)
         for rows_here in range(1, ROWS + 1):
             case = function.append_basic_block(f"tile{rows_here}")
@@ -213,23 +221,27 @@ def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
 
 
 @intrinsic
-def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi, relu):
-    """:func:`tile` whose row ``r`` is stored as ``clamp(sum + bias[r], lo, hi)``:
-    ``bias`` is the byte address of ``rows`` float32s (0: none), ``lo`` and ``hi``
+def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi, relu,
+              residual, delta):  # fmt: skip
+    """:func:`tile` whose row ``r`` is stored as ``clamp(sum + bias[r] + res, lo, hi)``:
+    ``bias`` is the byte address of ``rows`` float32s (0: none), ``res`` the float32 at
+    ``delta`` bytes from the element when ``residual`` is nonzero, ``lo`` and ``hi``
     float32 bounds, ``relu`` nonzero for ``nn.relu``'s treatment of NaN (see
-    :func:`_post`). A convolution's bias and activation, applied while the tile is in
-    registers instead of by a pass over the output that memory must serve again."""
-    return _post_typing((rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu),
-                        (lo, hi), add=False)  # fmt: skip
+    :func:`_post`). A convolution's bias, residual add and activation, applied while the
+    tile is in registers instead of by a pass over the output that memory must serve
+    again."""
+    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu, residual, delta)
+    return _post_typing(integers, (lo, hi), add=False)
 
 
 @intrinsic
 def tile_add_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi,
-                  relu):  # fmt: skip
+                  relu, residual, delta):  # fmt: skip
     """:func:`tile_post` adding the products to what ``c`` holds: the blocks of a long
-    ``k`` after the first (those before the last pass no bias and infinite bounds)."""
-    return _post_typing((rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu),
-                        (lo, hi), add=True)  # fmt: skip
+    ``k`` after the first (those before the last pass no bias, no residual and infinite
+    bounds)."""
+    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu, residual, delta)
+    return _post_typing(integers, (lo, hi), add=True)
 
 
 def _post_typing(integers: tuple, bounds: tuple, add: bool):
@@ -237,7 +249,8 @@ def _post_typing(integers: tuple, bounds: tuple, add: bool):
         return None
     if not all(isinstance(t, types.Float) for t in bounds):
         return None
-    signature = types.none(*([types.int64] * 10), types.float32, types.float32, types.int64)
+    signature = types.none(*([types.int64] * 10), types.float32, types.float32,
+                           *([types.int64] * 3))  # fmt: skip
     return signature, _tile_codegen(add, post=True)
 
 
@@ -409,19 +422,26 @@ _PIXEL_PANELS = types.void(*([types.int64] * 10))
 #: one thread: 105 GFLOP/s at k = 1024, 80 at 4608, against 150 at 256 and 512).
 PIXEL_K_BLOCK = 256
 
-#: Words of an epilogue's header (:func:`post_epilogue`) before its biases.
-POST_HEADER = 3
+#: float32 words of an epilogue's header (:func:`post_epilogue`) before its biases: lo,
+#: hi, relu, whether a residual is added, and the residual's distance from the output in
+#: bytes (an int64 in words 4 and 5).
+POST_HEADER = 6
 
 
 @njit(nogil=True)
-def post_epilogue(units, bias, lo, hi, relu):
-    """The epilogue a product by panels applies as it stores each row (output unit) ``u``:
-    ``clamp(sum + bias[u], lo, hi)``, as a float32 array ``[lo, hi, relu, bias...]`` of
-    :data:`POST_HEADER` ``+ units`` elements, whose address the products take. ``bias``
-    has ``units`` elements, or one for all of them; ``relu`` clamps a NaN to ``lo`` as
+def post_epilogue(units, bias, lo, hi, relu, residual, out):
+    """The epilogue a convolution's loops apply as they store each element of output
+    channel (unit) ``u``: ``clamp(sum + bias[u] + residual, lo, hi)``, as a float32 array
+    whose address the loops take (see :data:`POST_HEADER`). ``bias`` has ``units``
+    elements, or one for all of them; ``residual`` is an array of ``out``'s shape and
+    layout to add element by element, or an empty one for none (the loops find an
+    element's residual at a fixed distance from it); ``relu`` clamps a NaN to ``lo`` as
     ``nn.relu`` does (``clip`` keeps it)."""
     post = np.empty(POST_HEADER + units, np.float32)
     post[0], post[1], post[2] = lo, hi, 1.0 if relu else 0.0
+    post[3] = 1.0 if residual.size else 0.0
+    delta = np.int64(residual.ctypes.data) - np.int64(out.ctypes.data) if residual.size else 0
+    store_int64(post.ctypes.data, 2, delta)
     step = 0 if bias.size == 1 else 1
     for u in range(units):
         post[POST_HEADER + u] = bias[u * step]
@@ -429,23 +449,46 @@ def post_epilogue(units, bias, lo, hi, relu):
 
 
 @njit(nogil=True)
+def post_fields(post):
+    """``(lo, hi, relu, residual, delta)`` of the epilogue at address ``post`` (not 0)."""
+    relu, residual = np.int64(load(post, 2) != 0), np.int64(load(post, 3) != 0)
+    return load(post, 0), load(post, 1), relu, residual, load_int64(post, 2)
+
+
+@njit(nogil=True)
+def clamp(v, lo, hi, relu):
+    """``v`` clamped as the tiles clamp it (see :func:`_post`)."""
+    if relu:
+        v = v if v > lo else lo
+    elif v < lo:
+        v = lo
+    return hi if v > hi else v
+
+
+@njit(nogil=True)
 def apply_post(out, post, first=0):
-    """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a ``(units,
-    pixels)`` float32 ``out`` whose row ``u`` is unit ``first + u``, for the products that
-    cannot apply it in their tiles."""
+    """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a C-contiguous
+    ``(units, pixels)`` float32 ``out`` (part of the output the epilogue was made for)
+    whose row ``u`` is unit ``first + u``, for the loops that cannot apply it as they
+    store."""
     if post == 0:
         return
-    lo, hi, relu = load(post, 0), load(post, 1), load(post, 2) != 0
+    lo, hi, relu, residual, delta = post_fields(post)
+    at = np.int64(out.ctypes.data) + delta
     for u in range(out.shape[0]):
         bias = load(post, POST_HEADER + first + u)
         row = out[u]
-        for j in range(row.size):
-            v = np.float32(row[j] + bias)
-            if relu:
-                v = v if v > lo else lo
-            elif v < lo:
-                v = lo
-            row[j] = hi if v > hi else v
+        # Loops from 0 over a row, one per case: LLVM vectorizes them (from another start,
+        # numpy's negative-index rule kept them scalar, 7x slower).
+        if residual:
+            at_row = at + u * row.size * 4
+            for j in range(row.size):
+                row[j] = clamp(
+                    np.float32(np.float32(row[j] + bias) + load(at_row, j)), lo, hi, relu
+                )
+        else:
+            for j in range(row.size):
+                row[j] = clamp(np.float32(row[j] + bias), lo, hi, relu)
 
 
 @callbacks.entry(symbols.PIXEL_PANELS, _PIXEL_PANELS)
@@ -457,9 +500,9 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
     # tile's hundreds of multiply-adds; so do the blocks of a long k before the last.
     none = np.int64(0)
     infinity = np.float32(np.inf)
-    bias, lo, hi, relu = none, -infinity, infinity, none
+    bias, lo, hi, relu, residual, delta = none, -infinity, infinity, none, none, none
     if post != 0:
-        lo, hi, relu = load(post, 0), load(post, 1), np.int64(load(post, 2) != 0)
+        lo, hi, relu, residual, delta = post_fields(post)
         bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
     block = PIXEL_K_BLOCK if k > 2 * PIXEL_K_BLOCK else k
@@ -468,7 +511,9 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
         # A short last panel: its extra columns hold whatever follows b's rows, and go
         # through the scratch tiles so they do not reach c.
         base, ld = pc + first * 4, ldc
-        if width < PANEL:
+        short = width < PANEL
+        if short:
+            # The tiles add the bias; the residual and the clamp come with the copy out.
             scratch = np.empty((PANEL, PANEL), np.float32)
             base, ld = np.int64(scratch.ctypes.data), np.int64(PANEL)
         for k0 in range(0, k, block):
@@ -480,19 +525,26 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
                 a = pa + (k0 * PANEL + r0) * 4
                 b = pb + (k0 * ldb + first) * 4
                 target = base + r0 * ld * 4
-                tb, tlo, thi, trelu = (bias + r0 * 4 if bias else none, lo, hi, relu) if last else (
-                    none, -infinity, infinity, none)  # fmt: skip
+                tb = bias + r0 * 4 if last and bias else none
+                tlo, thi, trelu, tres = lo, hi, relu, residual
+                if short or not last:
+                    tlo, thi, trelu, tres = -infinity, infinity, none, none
                 for half in range(0, PANEL, TILE_COLUMNS):
                     if k0 == 0:
                         tile_post(height, a, 1, PANEL, b + half * 4, ldb, depth, target + half * 4,
-                                  ld, tb, tlo, thi, trelu)  # fmt: skip
+                                  ld, tb, tlo, thi, trelu, tres, delta)  # fmt: skip
                     else:
                         tile_add_post(height, a, 1, PANEL, b + half * 4, ldb, depth,
-                                      target + half * 4, ld, tb, tlo, thi, trelu)  # fmt: skip
-        if width < PANEL:
+                                      target + half * 4, ld, tb, tlo, thi, trelu, tres,
+                                      delta)  # fmt: skip
+        if short:
             for r in range(rows):
                 for j in range(width):
-                    store(pc, r * ldc + first + j, load(base, r * PANEL + j))
+                    at = r * ldc + first + j
+                    value = load(base, r * PANEL + j)
+                    if residual:
+                        value = np.float32(value + load(pc + delta, at))
+                    store(pc, at, clamp(value, lo, hi, relu))
 
 
 #: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit)``:
@@ -529,3 +581,33 @@ def load(typingctx, base, index):
         return builder.load(_address(builder, args[0], index, _F32), align=4)
 
     return types.float32(types.int64, index), codegen
+
+
+@intrinsic
+def load_int64(typingctx, base, index):
+    """Element ``index`` of the int64 array at byte address ``base``."""
+    if not (isinstance(base, types.Integer) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        index = context.cast(builder, args[1], signature.args[1], types.int64)
+        address = builder.add(args[0], builder.shl(index, _I64(3)))
+        return builder.load(builder.inttoptr(address, _I64.as_pointer()), align=8)
+
+    return types.int64(types.int64, index), codegen
+
+
+@intrinsic
+def store_int64(typingctx, base, index, value):
+    """Write int64 ``value`` to element ``index`` of the int64 array at byte address ``base``."""
+    if not all(isinstance(t, types.Integer) for t in (base, index, value)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        index = context.cast(builder, args[1], signature.args[1], types.int64)
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        address = builder.add(args[0], builder.shl(index, _I64(3)))
+        builder.store(value, builder.inttoptr(address, _I64.as_pointer()), align=8)
+        return context.get_dummy_value()
+
+    return types.none(types.int64, index, value), codegen

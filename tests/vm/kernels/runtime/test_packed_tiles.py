@@ -79,9 +79,11 @@ def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
     np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)
 
 
-def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, relu: bool):
-    """What the kernels' elementwise bias_add then clip (or relu) give."""
+def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, relu: bool, residual):
+    """What the kernels' elementwise bias_add, add (of a residual) then clip (or relu) give."""
     v = (c + bias[:, None]).astype(np.float32)
+    if residual.size:
+        v = (v + residual).astype(np.float32)
     if relu:
         v = np.where(v > lo, v, np.float32(lo))
     else:
@@ -94,8 +96,9 @@ def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, relu:
 )
 @pytest.mark.parametrize("unit", [0, 3])
 @pytest.mark.parametrize("k", [11, 2 * packed.PIXEL_K_BLOCK + 37])
+@pytest.mark.parametrize("with_residual", [False, True])
 def test_panel_products_apply_bias_and_clamp_as_they_store(
-    lo: float, hi: float, relu: bool, unit: int, k: int
+    lo: float, hi: float, relu: bool, unit: int, k: int, with_residual: bool
 ) -> None:
     # A long k runs in blocks, the epilogue only after the last.
     rows, columns = packed.ROWS + 2, 45
@@ -106,18 +109,20 @@ def test_panel_products_apply_bias_and_clamp_as_they_store(
     b[5] = np.nan  # a NaN product: relu turns it into lo, clip keeps it
     bm = b[: k * columns].reshape(k, columns)
     bias = RNG.standard_normal(unit + rows).astype(np.float32)
-    post = packed.post_epilogue(unit + rows, bias, lo, hi, relu)
     c = np.full((rows, columns), np.nan, np.float32)
+    shape = (rows, columns) if with_residual else (0,)
+    residual = RNG.standard_normal(shape).astype(np.float32)
+    post = packed.post_epilogue(unit + rows, bias, lo, hi, relu, residual, c)
     packed.panel_product(
         pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns,
         (c.ctypes.data, columns), post.ctypes.data, unit,
     )  # fmt: skip
-    expected = _reference_post(np.dot(w, bm), bias[unit:], lo, hi, relu)
+    expected = _reference_post(np.dot(w, bm), bias[unit:], lo, hi, relu, residual)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(np.isnan(c), np.isnan(expected))
     # The same epilogue applied after the fact, for products that cannot fuse it.
     plain = np.dot(w, bm).astype(np.float32)
-    own = packed.post_epilogue(rows, bias[unit:], lo, hi, relu)
+    own = packed.post_epilogue(rows, bias[unit:], lo, hi, relu, residual, plain)
     packed.apply_post(plain, own.ctypes.data)
     np.testing.assert_allclose(plain, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(np.isnan(plain), np.isnan(expected))

@@ -91,7 +91,13 @@ def test_a_long_product_is_shared_with_the_worker_it_wakes_a_short_one_is_not() 
     for a, b, long in cases:
         out = np.empty((a.shape[0], b.shape[1]), "float32")
         _gemm(a, b, out)  # compiled, and the workers woken once
-        asleep = lambda: jobs.sleeping() >= threads.threads() - 1 and not jobs.polling()  # noqa: E731
+        # Asleep with no wake-up left in the pipe: a byte an earlier test wrote would wake
+        # a worker between this check and the product, which would then share it.
+        asleep = lambda: (  # noqa: E731
+            jobs.sleeping() >= threads.threads() - 1
+            and not jobs.polling()
+            and jobs.pending_wake_ups() == 0
+        )
         assert wait_until(asleep)
         posted = jobs.jobs_posted()
         out[...] = np.nan

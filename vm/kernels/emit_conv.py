@@ -359,12 +359,14 @@ def _winograd_emit(ctx: EmitCtx) -> None:
     top, left, _, _ = padding4(ctx.attrs["padding"])
     u = s.fresh("u")
     s.line(f"{u} = {ctx.args[1]}.reshape(({a} * {a}, {o}, {c}))")
+    post = _post_array(ctx)
     _per_image(
         ctx,
         lambda o3, b: (
             f"convolution.conv_winograd_transformed_into({ctx.args[0]}, {u}, {o3}, {b}, "
-            f"{plain(top)}, {plain(left)}, {out_h}, {out_w})"
+            f"{plain(top)}, {plain(left)}, {out_h}, {out_w}, {post})"
         ),
+        fused=ctx.post is not None,
     )
 
 
@@ -392,6 +394,7 @@ RULES.register(
         emit=_winograd_emit,
         numeric=True,
         epilogue=True,
+        post=True,
     )
 )
 

@@ -123,13 +123,13 @@ def test_a_winograd_convolution_has_the_same_bits_shared_or_done_alone(channels,
     alone = np.full((1, channels, size, size), np.nan, "float32")
     out3 = alone.reshape(1, channels, -1)
     with _slot_held():
-        convolution.conv_winograd_transformed(x, u, out3, 0, 1, 1, size, size)
+        convolution.conv_winograd_transformed(x, u, out3, 0, 1, 1, size, size, 0)
     shared = np.full_like(alone, np.nan)
 
     def run() -> None:
         shared[...] = np.nan
         convolution.conv_winograd_transformed(
-            x, u, shared.reshape(1, channels, -1), 0, 1, 1, size, size
+            x, u, shared.reshape(1, channels, -1), 0, 1, 1, size, size, 0
         )
 
     def check() -> None:

@@ -319,3 +319,25 @@ def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str, resi
             (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
         check(program, [value], tolerances=SUMS)
         assert "convolution.post_epilogue(" in source_of(program, [value])
+
+
+def test_a_winograd_convolution_applies_bias_residual_and_clamp_with_its_output_transform() -> None:
+    # Shared by channels with the workers (64 channels at 28x28) and alone (8 at 6x6), the
+    # 16-plane and the 36-plane transforms. (No NaN input: its transform spreads it over a
+    # whole tile, where a direct convolution keeps it to the 3x3 windows that read it.)
+    for channels, size, planes in [(64, 28, 36), (8, 6, 16), (16, 10, 36)]:
+        data = f32(1, channels, size, size)
+        tile = 2 if planes == 16 else 4
+        # Outputs of about unit size: the 36-plane transform amplifies rounding, and an
+        # output near zero after larger terms cancel would need a tolerance of its own.
+        u = f32(tile + 2, tile + 2, channels, channels) / (4 * channels)
+        program = Program([data, u, f32(channels), f32(1, channels, size, size)])
+        (value,) = program.add(
+            "nn.contrib_conv2d_winograd_without_weight_transform", [0, 1], tile_size=tile,
+            padding=(1, 1), channels=channels, kernel_size=(3, 3),
+        )  # fmt: skip
+        (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+        (value,) = program.add("add", [value, 3])
+        (value,) = program.add("nn.relu", [value])
+        check(program, [value], tolerances={np.dtype("float32"): {"rtol": 1e-3, "atol": 1e-3}})
+        assert "convolution.post_epilogue(" in source_of(program, [value])

@@ -37,9 +37,9 @@ _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK, _POST = range(
 # A Winograd transform job (winograd_transform): the planes of V and M (see
 # vm.kernels.runtime.winograd) at addresses a plane stride apart, the (images, channels,
 # pixels) output, the plane count, the output channels, the tiles, and which transform
-# (0 input, by input channels; 1 output, by output channels).
-_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES, _PHASE = range(
-    jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 20
+# (0 input, by input channels; 1 output, by output channels), and the output's epilogue.
+_V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES, _PHASE, _W_POST = range(
+    jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 21
 )
 
 
@@ -192,41 +192,46 @@ def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block, post):
 
 
 @njit(nogil=True)
-def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share):
+def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share, post=0):
     """A float32 Winograd transform of image ``n`` (see :mod:`vm.kernels.runtime.winograd`): the
     input tiles of NCHW ``x`` into the planes ``v`` (``phase`` 0), or the products ``m``
-    into ``out3`` (``phase`` 1). ``v`` and ``m`` are ``(planes, rows, tiles)`` views whose
-    planes may lie further apart than their size; ``pad`` (top, left), ``tiles`` and
-    ``out`` are (height, width) pairs. With ``share``, split by channels with the polling
-    workers without the GIL (each Python task would cost GIL hand-overs)."""
+    into ``out3`` (``phase`` 1, then the epilogue at ``post`` on each run of channels, if
+    not 0: :func:`vm.kernels.runtime.packed.post_epilogue`). ``v`` and ``m`` are ``(planes,
+    rows, tiles)`` views whose planes may lie further apart than their size; ``pad`` (top,
+    left), ``tiles`` and ``out`` are (height, width) pairs. With ``share``, split by
+    channels with the polling workers without the GIL (each Python task would cost GIL
+    hand-overs)."""
     extent = x.shape[1] if phase == 0 else out3.shape[1]
     slot = jobs.slot()
     threads = jobs.claim(slot, jobs.WINOGRAD, 0) if share and extent > 1 else 0
     if threads == 0:
-        _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent)
+        _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, 0, extent, post)
         return
     window = (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1])
     words = (*_window_words(x, n, window, False), np.int64(v.ctypes.data),
              np.int64(v.strides[0] // 4), np.int64(m.ctypes.data), np.int64(m.strides[0] // 4),
              np.int64(out3.ctypes.data), np.int64(v.shape[0]), np.int64(out3.shape[1]),
-             _two(tiles[0], tiles[1]), np.int64(phase))  # fmt: skip
+             _two(tiles[0], tiles[1]), np.int64(phase), np.int64(post))  # fmt: skip
     at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
-          _TILES, _PHASE)  # fmt: skip
+          _TILES, _PHASE, _W_POST)  # fmt: skip
     jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
 
 
 @njit(nogil=True)
-def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi):
+def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi, post):
     """Channels ``lo:hi`` of :func:`winograd_transform`."""
     if phase == 0:
         if v.shape[0] == 16:
             winograd.transform_input(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
         else:
             winograd.transform_input4(x, n, lo, hi, pad[0], pad[1], tiles[0], tiles[1], v)
-    elif m.shape[0] == 16:
+        return
+    if m.shape[0] == 16:
         winograd.transform_output(m, out3, n, lo, hi, tiles[1], out[0], out[1])
     else:
         winograd.transform_output4(m, out3, n, lo, hi, tiles[1], out[0], out[1])
+    # The epilogue while this thread's channels are in its cache.
+    packed.apply_post(out3[n, lo:hi], post, lo)
 
 
 @jobs.chunk(jobs.WINOGRAD)
@@ -247,7 +252,7 @@ def _winograd_chunk(slot, index, parts):
     lo, hi = extent * index // parts, extent * (index + 1) // parts
     if hi > lo:
         _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
-                        (out_h, out_w), lo, hi)  # fmt: skip
+                        (out_h, out_w), lo, hi, jobs.word(slot, _W_POST))  # fmt: skip
 
 
 @njit(nogil=True)

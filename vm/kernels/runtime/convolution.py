@@ -279,19 +279,20 @@ def conv_transpose_image(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, dw) -
         conv_loops.col2im(cols, out, n, g * og, og, kh, kw, sh, sw, pt, pl, dh, dw, height, width)
 
 
-def conv_winograd(x, w, out3, n, pt, pl, out_h, out_w) -> None:
+def conv_winograd(x, w, out3, n, pt, pl, out_h, out_w, post) -> None:
     """Image ``n`` of a 3x3, stride-1, ungrouped float convolution by Winograd F(2x2, 3x3)
     (see :mod:`vm.kernels.runtime.winograd`): transform the weights and the input tiles, 16
-    products, transform the output tiles; each step split between threads."""
+    products, transform the output tiles; each step split between threads. ``post``: the
+    address of an epilogue to apply to the output (:func:`packed.post_epilogue`), or 0."""
     u = _planes("winograd u", 16, w.shape[0], w.shape[1], w.dtype)
-    _winograd(x, w, u, out3, n, pt, pl, out_h, out_w)
+    _winograd(x, w, u, out3, n, pt, pl, out_h, out_w, post)
 
 
-def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w) -> None:
+def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w, post) -> None:
     """:func:`conv_winograd` with the weights already transformed into ``u`` (16 or 36,
     out channels, in channels: F(2x2, 3x3) or F(4x4, 3x3)), as
     ``nn.contrib_conv2d_winograd_without_weight_transform`` takes them."""
-    _winograd(x, None, u, out3, n, pt, pl, out_h, out_w)
+    _winograd(x, None, u, out3, n, pt, pl, out_h, out_w, post)
 
 
 #: planes -> (tile size, input transform, output transform)
@@ -301,7 +302,7 @@ _WINOGRAD = {
 }
 
 
-def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
+def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w, post) -> None:
     planes, out_channels, channels = u.shape
     tile, transform_input, transform_output = _WINOGRAD[planes]
     tiles_h, tiles_w = -(-out_h // tile), -(-out_w // tile)
@@ -314,8 +315,9 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
             threads.run([_call(winograd.transform_weights, w, u, lo, hi)
                          for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
         float32 = x.dtype == u.dtype == np.float32
+        shared = flops >= SPLIT_FLOPS
         if float32 and _winograd_compiled(
-            x, n, u, v, m, out3, (pt, pl), (tiles_h, tiles_w), (out_h, out_w), flops >= SPLIT_FLOPS
+            x, n, u, v, m, out3, (pt, pl), (tiles_h, tiles_w), (out_h, out_w), shared, post
         ):
             return
         threads.run([_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
@@ -329,19 +331,28 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w) -> None:
             threads.run([_call(np.matmul, u[k], v[k], out=m[k]) for k in range(planes)])
         threads.run([_call(transform_output, m, out3, n, lo, hi, tiles_w, out_h, out_w)
                      for lo, hi in _ranges(out_channels, flops)])  # fmt: skip
+        if post:
+            _apply_post(out3[n], post)
 
 
 @njit(nogil=True, cache=True)
-def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share):
+def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share, post):
     """The float32 transforms and products of :func:`_winograd` in compiled code, each
-    shared with the polling workers without the GIL (:func:`conv_jobs.winograd_transform`);
-    False, doing nothing, if BLAS cannot read the planes in place."""
+    shared with the polling workers without the GIL (:func:`conv_jobs.winograd_transform`),
+    the output's epilogue applied with its transform; False, doing nothing, if BLAS cannot
+    read the planes in place."""
     if not _planes_fit(u, v, m):
         return False
     conv_jobs.winograd_transform(0, x, n, v, m, out3, pad, tiles, out, share)
     _products(u, v, m, share)
-    conv_jobs.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share)
+    conv_jobs.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share, post)
     return True
+
+
+@njit(nogil=True, cache=True)
+def _apply_post(out, post):
+    """:func:`packed.apply_post`, cached on disk (called from Python)."""
+    packed.apply_post(out, post)
 
 
 @njit(nogil=True)
@@ -477,22 +488,25 @@ def _conv_block(x, w, out3, window):
 @njit(nogil=True)
 def conv_winograd_into(x, w, out3, n, pt, pl, out_h, out_w):
     """:func:`conv_winograd` from compiled code."""
-    _winograd_into(_CONV_WINOGRAD, x, w, out3, n, pt, pl, out_h, out_w)
+    _winograd_into(_CONV_WINOGRAD, x, w, out3, n, pt, pl, out_h, out_w, np.int64(0))
 
 
 @njit(nogil=True)
-def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w):
-    """:func:`conv_winograd_transformed` from compiled code."""
-    _winograd_into(_CONV_WINOGRAD_TRANSFORMED, x, u, out3, n, pt, pl, out_h, out_w)
+def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w, post):
+    """:func:`conv_winograd_transformed` from compiled code; ``post`` the epilogue array
+    (:func:`packed.post_epilogue`) or an empty one, an argument so that it lives until the
+    convolution is done."""
+    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
+    _winograd_into(_CONV_WINOGRAD_TRANSFORMED, x, u, out3, n, pt, pl, out_h, out_w, address)
 
 
 @njit(nogil=True)
-def _winograd_into(code, x, w, out3, n, pt, pl, out_h, out_w):
+def _winograd_into(code, x, w, out3, n, pt, pl, out_h, out_w, post):
     block = np.empty(48, np.int64)
     at = bridge.put(block, 1, x)
     at = bridge.put(block, at, w)
     at = bridge.put(block, at, out3)
-    for value in (n, pt, pl, out_h, out_w):
+    for value in (n, pt, pl, out_h, out_w, post):
         block[at] = value
         at += 1
     bridge.invoke(code, block, at)

@@ -400,6 +400,8 @@ class _Generator:
                 post.lo, post.hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
             else:
                 post.lo, post.relu = 0.0, True
+            if node.args[0] == value.index:
+                return post
             node = self.values[node.args[0]].node
         rank = value.spec.ndim
         if node is not None and node.op == "add":

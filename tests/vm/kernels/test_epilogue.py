@@ -272,6 +272,20 @@ def test_a_packed_convolutions_residual_add_runs_in_its_tiles_when_shapes_agree(
                 assert "in3.shape[0] ==" in source and "convolution.post_epilogue(" in source
 
 
+def test_a_packed_convolutions_relu_alone_runs_in_its_tiles() -> None:
+    data = f32(1, 8, 9, 9)
+    data.flat[3] = np.nan
+    program = Program([data, packed(f32(16, 8, 1, 1).reshape(16, -1))])
+    (value,) = program.add(
+        "nn.contrib_conv2d_gemm_without_weight_transform", [0, 1], channels=16,
+        kernel_size=(1, 1),
+    )  # fmt: skip
+    (value,) = program.add("nn.relu", [value])
+    check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "convolution.post_epilogue(" in source and source.count("for l") == 0
+
+
 def test_a_packed_convolution_with_another_chain_keeps_its_epilogue_loop() -> None:
     program, value = packed_conv_chain((1, 8, 9, 9), 16, 1, "relu")
     (value,) = program.add("sigmoid", [value])

@@ -457,8 +457,7 @@ def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
     where they pay, else through Python for the im2col matrix's workspace. ``post`` is
     the epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`), or an empty
     array for none; it is an argument, so that it lives until the product is done."""
-    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
-    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, address)
+    window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, packed.post_address(post))
     block, at = _conv_block(x, w, out3, window)
     if _conv_blocks_symbol(block.ctypes.data):
         return
@@ -496,7 +495,7 @@ def conv_winograd_transformed_into(x, u, out3, n, pt, pl, out_h, out_w, post):
     """:func:`conv_winograd_transformed` from compiled code; ``post`` the epilogue array
     (:func:`packed.post_epilogue`) or an empty one, an argument so that it lives until the
     convolution is done."""
-    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
+    address = packed.post_address(post)
     _winograd_into(_CONV_WINOGRAD_TRANSFORMED, x, u, out3, n, pt, pl, out_h, out_w, address)
 
 

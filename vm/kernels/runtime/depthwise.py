@@ -445,8 +445,8 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                     for q in range(_u(out_w)):
                         of[d + q] = pad[e0 + q]
                 continue
-            # The fused chain's bias and clamp, on the copy out: no pass over the output
-            # after the convolution.
+            # The fused chain's bias, residual and clamp, on the copy out: no pass over the
+            # output after the convolution (apply_post's loops, reading pad).
             bias = packed.load(post, packed.POST_HEADER + o)
             lo, hi, relu, residual, delta = packed.post_fields(post)
             at = np.int64(of.ctypes.data) + delta
@@ -756,7 +756,7 @@ def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
     x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
     if not out3.flags.c_contiguous:
         raise ValueError("depthwise: the output must be C-contiguous")
-    address = np.int64(post.ctypes.data) if post.size else np.int64(0)
+    address = packed.post_address(post)
     words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, address)
     block = np.empty(WORDS, np.int64)
     for i in range(WORDS):

@@ -37,6 +37,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, symbols
+from vm.kernels.runtime.atomics import load_word, store_word
 from vm.kernels.runtime.panels import PANEL
 from vm.kernels.runtime.target import has_avx512
 
@@ -72,8 +73,8 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
 def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows. ``add``: the sums start
-    from what ``c`` holds, else from zero. ``post``: ``(bias, lo, hi, relu)``, the
-    epilogue :func:`tile_post` applies to each row before it is stored."""
+    from what ``c`` holds, else from zero. ``post``: ``(bias, lo, hi, relu, residual,
+    delta)``, the epilogue :func:`tile_post` applies to each row before it is stored."""
     pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
     fma = _fma(builder.module)
     function = builder.function
@@ -104,16 +105,11 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
         builder.load(_address(builder, pb, builder.add(panel_row, _I64(v * _LANES)), _VEC), align=4)
         for v in range(_VECTORS)
     ]
-    undef = ir.Constant(_VEC, ir.Undefined)
-    splat = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
     summed = []
     column = builder.mul(step, k_stride)
     for r in range(rows):
         offset = builder.add(builder.mul(_I64(r), row_stride), column)
-        value = builder.load(_address(builder, pa, offset, _F32), align=4)
-        broadcast = builder.shuffle_vector(
-            builder.insert_element(undef, value, ir.IntType(32)(0)), undef, splat
-        )
+        broadcast = _splat(builder, builder.load(_address(builder, pa, offset, _F32), align=4))
         summed.append(
             [builder.call(fma, [broadcast, weights[v], acc[r][v]]) for v in range(_VECTORS)]
         )
@@ -153,6 +149,7 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
 
 
 def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """The float ``value`` in every lane of a vector."""
     undef = ir.Constant(_VEC, ir.Undefined)
     zeros = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
     return builder.shuffle_vector(
@@ -441,7 +438,7 @@ def post_epilogue(units, bias, lo, hi, relu, residual, out):
     post[0], post[1], post[2] = lo, hi, 1.0 if relu else 0.0
     post[3] = 1.0 if residual.size else 0.0
     delta = np.int64(residual.ctypes.data) - np.int64(out.ctypes.data) if residual.size else 0
-    store_int64(post.ctypes.data, 2, delta)
+    store_word(post.ctypes.data, 2, delta)
     step = 0 if bias.size == 1 else 1
     for u in range(units):
         post[POST_HEADER + u] = bias[u * step]
@@ -449,10 +446,17 @@ def post_epilogue(units, bias, lo, hi, relu, residual, out):
 
 
 @njit(nogil=True)
+def post_address(post):
+    """The address compiled loops take for the epilogue array ``post``: 0 when it is
+    empty (no epilogue)."""
+    return np.int64(post.ctypes.data) if post.size else np.int64(0)
+
+
+@njit(nogil=True)
 def post_fields(post):
     """``(lo, hi, relu, residual, delta)`` of the epilogue at address ``post`` (not 0)."""
     relu, residual = np.int64(load(post, 2) != 0), np.int64(load(post, 3) != 0)
-    return load(post, 0), load(post, 1), relu, residual, load_int64(post, 2)
+    return load(post, 0), load(post, 1), relu, residual, load_word(post, 2)
 
 
 @njit(nogil=True)
@@ -478,8 +482,9 @@ def apply_post(out, post, first=0):
     for u in range(out.shape[0]):
         bias = load(post, POST_HEADER + first + u)
         row = out[u]
-        # Loops from 0 over a row, one per case: LLVM vectorizes them (from another start,
-        # numpy's negative-index rule kept them scalar, 7x slower).
+        # Loops from 0 over a row, one per case, reading and writing it by one name: LLVM
+        # vectorizes them (from another start, numpy's negative-index rule kept them
+        # scalar, 7x slower; through two names for the same row, its overlap check did).
         if residual:
             at_row = at + u * row.size * 4
             for j in range(row.size):
@@ -581,33 +586,3 @@ def load(typingctx, base, index):
         return builder.load(_address(builder, args[0], index, _F32), align=4)
 
     return types.float32(types.int64, index), codegen
-
-
-@intrinsic
-def load_int64(typingctx, base, index):
-    """Element ``index`` of the int64 array at byte address ``base``."""
-    if not (isinstance(base, types.Integer) and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        index = context.cast(builder, args[1], signature.args[1], types.int64)
-        address = builder.add(args[0], builder.shl(index, _I64(3)))
-        return builder.load(builder.inttoptr(address, _I64.as_pointer()), align=8)
-
-    return types.int64(types.int64, index), codegen
-
-
-@intrinsic
-def store_int64(typingctx, base, index, value):
-    """Write int64 ``value`` to element ``index`` of the int64 array at byte address ``base``."""
-    if not all(isinstance(t, types.Integer) for t in (base, index, value)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        index = context.cast(builder, args[1], signature.args[1], types.int64)
-        value = context.cast(builder, args[2], signature.args[2], types.int64)
-        address = builder.add(args[0], builder.shl(index, _I64(3)))
-        builder.store(value, builder.inttoptr(address, _I64.as_pointer()), align=8)
-        return context.get_dummy_value()
-
-    return types.none(types.int64, index, value), codegen

@@ -111,6 +111,19 @@ def test_a_ceil_mode_window_wider_than_the_input_pools_what_it_covers(op: str) -
     np.testing.assert_allclose(out.reshape(1, 3), whole, rtol=1e-6)
 
 
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_an_avg_pool_window_wider_than_its_row_of_outputs_sums_each_window(
+    include_pad: bool,
+) -> None:
+    # Windows 6 wide with 2 or 3 outputs per row take the loop by output element.
+    for shape in [(1, 2, 7, 9), (2, 3, 8, 12)]:
+        program, results = pool(
+            "nn.avg_pool2d", tensor("float32", *shape), pool_size=(4, 6), strides=(2, 3),
+            padding=(1, 1), count_include_pad=include_pad,
+        )  # fmt: skip
+        check(program, results)
+
+
 def test_pools_raise_on_windows_bigger_than_the_input() -> None:
     program, results = pool("nn.max_pool2d", tensor("float32", 1, 2, 9, 8), **RESNET_MAX)
     desc = program.description(results)

@@ -20,7 +20,8 @@ weights:
   once (about 0.4 ms per call for 256x256 channels); smaller convolutions keep the im2col
   and BLAS path, which wins there.
 * Any other float32 ``nn.conv2d`` of that kind (any kernel, strides and dilation) whose
-  outputs take at least :data:`MIN_PACKED_DEPTH` multiply-adds each becomes::
+  outputs take at least :data:`MIN_PACKED_DEPTH` multiply-adds each, or whose input is
+  a single pixel, becomes::
 
       nn.contrib_conv2d_gemm_without_weight_transform(
           data, layout_transform(reshape(weight, (O, -1)), "NC", "NC32n"), channels=O, ...)
@@ -145,7 +146,12 @@ def _packed_conv_call(call: Call, data_type: object) -> Call | None:
         return None
     weight = call.args[1]
     out_channels, in_channels, kh, kw = weight.data.shape
-    if data_type.shape[1] != in_channels or in_channels * kh * kw < MIN_PACKED_DEPTH:
+    if data_type.shape[1] != in_channels:
+        return None
+    # A single input pixel (a squeeze-excite block's convolutions) is a matrix-vector
+    # product however few its inputs: packed, it stays in compiled code; otherwise each call
+    # went through Python to BLAS, 30-300 us for a few hundred multiply-adds.
+    if in_channels * kh * kw < MIN_PACKED_DEPTH and data_type.shape[2] * data_type.shape[3] > 1:
         return None
     flat = call_op("reshape", [weight], newshape=(out_channels, -1))
     packed = call_op("layout_transform", [flat], src_layout="NC", dst_layout=panels.LAYOUT)

@@ -115,6 +115,8 @@ def test_the_pass_keeps_tvms_opt_level_in_a_users_sequential() -> None:
         ({"kernel": 1, "padding": (0, 0)}, PACKED),  # 8 multiply-adds per output: pointwise
         ({"channels": 4}, PACKED),  # too few channels for Winograd's transforms
         ({"kernel": 1, "padding": (0, 0), "channels": 4}, "nn.conv2d"),  # 4 multiply-adds
+        # ... unless the input is one pixel (squeeze-excite): a matrix-vector product
+        ({"kernel": 1, "padding": (0, 0), "channels": 4, "size": 1}, PACKED),
         ({"constant": False}, "nn.conv2d"),  # the transform could not be folded
         ({"dtype": "float64", "strides": (2, 2)}, "nn.conv2d"),
     ],

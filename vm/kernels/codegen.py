@@ -145,13 +145,14 @@ _Use = tuple[_Value, tuple[int, ...]]
 @dataclass
 class _Post:
     """A chain that an operator's loops apply as they store (see :meth:`_Generator.tile_epilogue`):
-    the bias and residual arrays (or None) and the clamp."""
+    the bias and residual arrays (or None), then the activation (a
+    :mod:`vm.kernels.runtime.packed` code: ``CLAMP`` to ``[lo, hi]``, ``RELU``, ``SWISH``)."""
 
     bias: str | None = None
     residual: str | None = None
     lo: float = -math.inf
     hi: float = math.inf
-    relu: bool = False
+    activation: str = "CLAMP"
 
 
 class _Epilogue(NamedTuple):
@@ -387,22 +388,26 @@ class _Generator:
     def tile_epilogue(self, plan: _Epilogue, rule: OpRule) -> _Post | None:
         """The chain as the operator's loops apply it while they store (:data:`OpRule.post`),
         when it is just that: a float32 ``nn.bias_add`` along the channels, then an ``add``
-        of an array of the output's rank (a residual), then a ``clip`` or ``nn.relu``, any
-        of them absent but one."""
+        of an array of the output's rank (a residual), then a ``clip``, an ``nn.relu`` or
+        a swish (``multiply(v, sigmoid(v))``), any of them absent but one."""
         value, root = plan.value, plan.root
         if not rule.post or value.spec.dtype != "float32" or root.spec.dtype != "float32":
             return None
         node = root.node
         assert node is not None
         post = _Post()
-        if node.op in ("clip", "nn.relu"):
+        inner = self.swish_input(node)
+        if node.op in ("clip", "nn.relu") or inner is not None:
             if node.op == "clip":
                 post.lo, post.hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
+            elif node.op == "nn.relu":
+                post.lo, post.activation = 0.0, "RELU"
             else:
-                post.lo, post.relu = 0.0, True
-            if node.args[0] == value.index:
+                post.activation = "SWISH"
+            argument = node.args[0] if inner is None else inner
+            if argument == value.index:
                 return post
-            node = self.values[node.args[0]].node
+            node = self.values[argument].node
         rank = value.spec.ndim
         if node is not None and node.op == "add":
             # The residual is a whole array, read at the element's own index.
@@ -426,6 +431,17 @@ class _Generator:
         if node.attrs.get("axis", 1) % rank != 1 or bias.spec.dtype != "float32":
             return None
         return post if post.bias is not None else None
+
+    def swish_input(self, node: Node) -> int | None:
+        """The value ``v`` of ``node`` when it is ``multiply(v, sigmoid(v))`` (either order),
+        the swish of EfficientNet (ONNX writes SiLU so), else None."""
+        if node.op != "multiply":
+            return None
+        for mine, other in (node.args, reversed(node.args)):
+            gate = self.values[other].node
+            if gate is not None and gate.op == "sigmoid" and gate.args[0] == mine != other:
+                return mine
+        return None
 
     def emit_with_epilogue(self, ctx: EmitCtx, rule: OpRule, plan: _Epilogue) -> None:
         src = self.src
@@ -583,7 +599,8 @@ class _Generator:
             residual = fused.residual or "np.empty(0, np.float32)"
             src.line(
                 f"{ctx.post} = convolution.post_epilogue({value.dims[1]}, {bias}, "
-                f"{float_literal(fused.lo)}, {float_literal(fused.hi)}, {fused.relu}, "
+                f"{float_literal(fused.lo)}, {float_literal(fused.hi)}, "
+                f"convolution.{fused.activation}, "
                 f"{residual}, {dest}) if {guard} else np.empty(0, np.float32)"
             )
         rule.emit(ctx)  # type: ignore[misc]

@@ -9,7 +9,9 @@ activation, the convolution itself); a chain reading the convolution twice; a ca
 another dtype; a chain that also needs a later array operator (no epilogue, still right);
 the transposed convolution; nn.dense and nn.batch_matmul with bias and activation
 (including leaky_relu and prelu, which fuse like any elementwise operator); a small
-plane's axes walked as one loop when every operand reads all of them or none.
+plane's axes walked as one loop when every operand reads all of them or none; bias,
+residual and a clamp or swish applied by packed, grouped and Winograd convolutions as
+they store.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ def packed_conv_chain(
     data_shape: tuple, units: int, kernel: int, tail: str, residual: tuple | None = None
 ) -> tuple:
     """conv2d by a packed weight -> bias_add [-> add(residual of shape ``residual``)] ->
-    ``tail`` (``relu``, ``clip`` or none)."""
+    ``tail`` (``relu``, ``clip``, a swish of either operand order, or none)."""
     c = data_shape[1]
     data = f32(*data_shape)
     data.flat[3] = np.nan  # one NaN input pixel: relu turns it into 0, clip keeps it
@@ -245,16 +247,25 @@ def packed_conv_chain(
         (value,) = program.add("nn.relu", [value])
     elif tail == "clip":
         (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+    elif tail:
+        (value,) = swish(program, value, tail)
     return program, value
+
+
+def swish(program: Program, value: int, tail: str) -> tuple[int]:
+    """``multiply(value, sigmoid(value))``, the sigmoid first for ``tail`` "swish-gate"."""
+    (gate,) = program.add("sigmoid", [value])
+    return program.add("multiply", [gate, value] if tail == "swish-gate" else [value, gate])
 
 
 def test_a_packed_convolutions_bias_and_clamp_run_in_its_tiles() -> None:
     for data_shape, units, kernel in PACKED_SHAPES:
-        for tail in ("relu", "clip", ""):
+        for tail in ("relu", "clip", "swish", "swish-gate", ""):
             program, value = packed_conv_chain(data_shape, units, kernel, tail)
             check(program, [value], tolerances=SUMS)
             source = source_of(program, [value])
             assert "convolution.post_epilogue(" in source
+            assert ("convolution.SWISH" in source) == tail.startswith("swish")
             # No loop of the chain after the product, but the one for a broadcast result.
             assert source.count("for l") == 0
 
@@ -307,7 +318,7 @@ GROUPED = [
 ]
 
 
-@pytest.mark.parametrize("tail", ["relu", "clip", ""])
+@pytest.mark.parametrize("tail", ["relu", "clip", "swish", ""])
 @pytest.mark.parametrize("residual", [False, True])
 def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str, residual: bool) -> None:
     for data_shape, units, groups, kernel, stride, dilation in GROUPED:
@@ -331,6 +342,8 @@ def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str, resi
             (value,) = program.add("nn.relu", [value])
         elif tail == "clip":
             (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
+        elif tail:
+            (value,) = swish(program, value, tail)
         check(program, [value], tolerances=SUMS)
         assert "convolution.post_epilogue(" in source_of(program, [value])
 

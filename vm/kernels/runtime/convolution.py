@@ -43,8 +43,10 @@ from vm.kernels.runtime import (
     winograd,
 )
 
-#: The epilogue array generated kernels pass to :func:`conv_packed_into`.
+#: The epilogue array generated kernels pass to :func:`conv_packed_into`, and its
+#: activations.
 post_epilogue = packed.post_epilogue
+CLAMP, RELU, SWISH = packed.CLAMP, packed.RELU, packed.SWISH
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21

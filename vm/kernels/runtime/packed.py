@@ -37,6 +37,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, symbols
+from vm.kernels.runtime import vecmath as vx
 from vm.kernels.runtime.atomics import load_word, store_word
 from vm.kernels.runtime.panels import PANEL
 from vm.kernels.runtime.target import has_avx512
@@ -56,6 +57,11 @@ _F32 = ir.FloatType()
 _I64 = ir.IntType(64)
 _VEC = ir.VectorType(_F32, _LANES)
 
+#: The activation an epilogue applies last (word 2 of its header, :func:`post_epilogue`):
+#: a clamp to ``[lo, hi]`` keeping NaN as ``clip`` does, one turning NaN into ``lo`` as
+#: ``nn.relu`` does, or ``x * sigmoid(x)`` (swish, or SiLU: EfficientNet's activation).
+CLAMP, RELU, SWISH = 0, 1, 2
+
 
 def _fma(module: ir.Module) -> ir.Function:
     name = f"llvm.fma.v{_LANES}f32"
@@ -73,8 +79,9 @@ def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.T
 def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows. ``add``: the sums start
-    from what ``c`` holds, else from zero. ``post``: ``(bias, lo, hi, relu, residual,
-    delta)``, the epilogue :func:`tile_post` applies to each row before it is stored."""
+    from what ``c`` holds, else from zero. ``post``: ``(bias, lo, hi, activation,
+    residual, delta)``, the epilogue :func:`tile_post` applies to each row before it is
+    stored."""
     pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
     fma = _fma(builder.module)
     function = builder.function
@@ -129,7 +136,7 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
             final.add_incoming(summed[r][v], loop)
     if post is not None:
         # No bias (address 0): a float of the panel is read in its place and dropped.
-        bias_at, lo, hi, relu, residual, delta = post
+        bias_at, lo, hi, activation, residual, delta = post
         has_bias = builder.icmp_signed("!=", bias_at, _I64(0))
         # Without a residual, delta is 0: c itself is read in its place and dropped.
         delta = builder.select(residual, delta, _I64(0))
@@ -142,8 +149,19 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
                 address = builder.ptrtoint(c_address(r, v), _I64)
                 at_residual = builder.inttoptr(builder.add(address, delta), _VEC.as_pointer())
                 added = builder.fadd(value, builder.load(at_residual, align=4))
-                value = builder.select(residual, added, value)
-                finals[r, v] = _post(builder, value, (lo, hi, relu))
+                finals[r, v] = builder.select(residual, added, value)
+        # One branch for the whole tile: swish's exponentials would cost a clamped tile
+        # several times its clamp.
+        swish = builder.icmp_signed("==", activation, _I64(SWISH))
+        relu = builder.icmp_signed("==", activation, _I64(RELU))
+        with builder.if_else(swish) as (then, otherwise):
+            with then:
+                for (r, v), final in finals.items():
+                    builder.store(vx.swish_ir(builder, final), c_address(r, v), align=4)
+            with otherwise:
+                for (r, v), final in finals.items():
+                    builder.store(_post(builder, final, (lo, hi, relu)), c_address(r, v), align=4)
+        return
     for (r, v), final in finals.items():
         builder.store(final, c_address(r, v), align=4)
 
@@ -180,9 +198,8 @@ def _tile_codegen(add: bool, post: bool = False):
         count = builder.sext(args[0], _I64) if args[0].type.width < 64 else args[0]
         bounds = None
         if post:
-            relu = builder.icmp_signed("!=", args[12], _I64(0))
             residual = builder.icmp_signed("!=", args[13], _I64(0))
-            bounds = (args[9], args[10], args[11], relu, residual, args[14])
+            bounds = (args[9], args[10], args[11], args[12], residual, args[14])
         switch = builder.switch(count, end)
         for rows_here in range(1, ROWS + 1):
             case = function.append_basic_block(f"tile{rows_here}")
@@ -218,26 +235,28 @@ def tile_add(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc):
 
 
 @intrinsic
-def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi, relu,
-              residual, delta):  # fmt: skip
-    """:func:`tile` whose row ``r`` is stored as ``clamp(sum + bias[r] + res, lo, hi)``:
-    ``bias`` is the byte address of ``rows`` float32s (0: none), ``res`` the float32 at
-    ``delta`` bytes from the element when ``residual`` is nonzero, ``lo`` and ``hi``
-    float32 bounds, ``relu`` nonzero for ``nn.relu``'s treatment of NaN (see
-    :func:`_post`). A convolution's bias, residual add and activation, applied while the
-    tile is in registers instead of by a pass over the output that memory must serve
-    again."""
-    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu, residual, delta)
+def tile_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi,
+              activation, residual, delta):  # fmt: skip
+    """:func:`tile` whose row ``r`` is stored as ``act(sum + bias[r] + res)``: ``bias`` is
+    the byte address of ``rows`` float32s (0: none), ``res`` the float32 at ``delta``
+    bytes from the element when ``residual`` is nonzero, ``act`` the ``activation``
+    (:data:`CLAMP` to the float32 bounds ``lo`` and ``hi``, :data:`RELU`'s clamp, see
+    :func:`_post`, or :data:`SWISH`). A convolution's bias, residual add and activation,
+    applied while the tile is in registers instead of by a pass over the output that
+    memory must serve again."""
+    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, activation, residual,
+                delta)  # fmt: skip
     return _post_typing(integers, (lo, hi), add=False)
 
 
 @intrinsic
 def tile_add_post(typingctx, rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, lo, hi,
-                  relu, residual, delta):  # fmt: skip
+                  activation, residual, delta):  # fmt: skip
     """:func:`tile_post` adding the products to what ``c`` holds: the blocks of a long
-    ``k`` after the first (those before the last pass no bias, no residual and infinite
-    bounds)."""
-    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, relu, residual, delta)
+    ``k`` after the first (those before the last pass no bias, no residual and a
+    :data:`CLAMP` to the infinities)."""
+    integers = (rows, pa, row_stride, k_stride, pb, ldb, k, pc, ldc, bias, activation, residual,
+                delta)  # fmt: skip
     return _post_typing(integers, (lo, hi), add=True)
 
 
@@ -420,22 +439,24 @@ _PIXEL_PANELS = types.void(*([types.int64] * 10))
 PIXEL_K_BLOCK = 256
 
 #: float32 words of an epilogue's header (:func:`post_epilogue`) before its biases: lo,
-#: hi, relu, whether a residual is added, and the residual's distance from the output in
-#: bytes (an int64 in words 4 and 5).
+#: hi, the activation (:data:`CLAMP`, :data:`RELU` or :data:`SWISH`), whether a residual
+#: is added, and the residual's distance from the output in bytes (an int64 in words 4
+#: and 5).
 POST_HEADER = 6
 
 
 @njit(nogil=True)
-def post_epilogue(units, bias, lo, hi, relu, residual, out):
+def post_epilogue(units, bias, lo, hi, activation, residual, out):
     """The epilogue a convolution's loops apply as they store each element of output
-    channel (unit) ``u``: ``clamp(sum + bias[u] + residual, lo, hi)``, as a float32 array
-    whose address the loops take (see :data:`POST_HEADER`). ``bias`` has ``units``
-    elements, or one for all of them; ``residual`` is an array of ``out``'s shape and
-    layout to add element by element, or an empty one for none (the loops find an
-    element's residual at a fixed distance from it); ``relu`` clamps a NaN to ``lo`` as
-    ``nn.relu`` does (``clip`` keeps it)."""
+    channel (unit) ``u``: ``act(sum + bias[u] + residual)``, as a float32 array whose
+    address the loops take (see :data:`POST_HEADER`). ``bias`` has ``units`` elements, or
+    one for all of them; ``residual`` is an array of ``out``'s shape and layout to add
+    element by element, or an empty one for none (the loops find an element's residual
+    at a fixed distance from it); ``activation`` is :data:`CLAMP` (to ``[lo, hi]``, NaN
+    kept as ``clip`` keeps it), :data:`RELU` (the clamp turning NaN into ``lo``, as
+    ``nn.relu`` does) or :data:`SWISH`."""
     post = np.empty(POST_HEADER + units, np.float32)
-    post[0], post[1], post[2] = lo, hi, 1.0 if relu else 0.0
+    post[0], post[1], post[2] = lo, hi, activation
     post[3] = 1.0 if residual.size else 0.0
     delta = np.int64(residual.ctypes.data) - np.int64(out.ctypes.data) if residual.size else 0
     store_word(post.ctypes.data, 2, delta)
@@ -454,9 +475,10 @@ def post_address(post):
 
 @njit(nogil=True)
 def post_fields(post):
-    """``(lo, hi, relu, residual, delta)`` of the epilogue at address ``post`` (not 0)."""
-    relu, residual = np.int64(load(post, 2) != 0), np.int64(load(post, 3) != 0)
-    return load(post, 0), load(post, 1), relu, residual, load_word(post, 2)
+    """``(lo, hi, activation, residual, delta)`` of the epilogue at address ``post`` (not
+    0)."""
+    activation, residual = np.int64(load(post, 2)), np.int64(load(post, 3) != 0)
+    return load(post, 0), load(post, 1), activation, residual, load_word(post, 2)
 
 
 @njit(nogil=True)
@@ -469,7 +491,19 @@ def clamp(v, lo, hi, relu):
     return hi if v > hi else v
 
 
-@njit(nogil=True)
+# numpy's error model for the functions that reach sigmoid_f32's division: Python's
+# checks it for zero, and the branch keeps the loops around it scalar (8x slower).
+
+
+@njit(nogil=True, error_model="numpy")
+def activate(v, lo, hi, activation):
+    """``v`` after the epilogue's ``activation``, as the tiles apply it."""
+    if activation == SWISH:
+        return np.float32(v * vx.sigmoid_f32(v))
+    return clamp(v, lo, hi, activation == RELU)
+
+
+@njit(nogil=True, error_model="numpy")
 def apply_post(out, post, first=0):
     """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a C-contiguous
     ``(units, pixels)`` float32 ``out`` (part of the output the epilogue was made for)
@@ -477,7 +511,8 @@ def apply_post(out, post, first=0):
     store."""
     if post == 0:
         return
-    lo, hi, relu, residual, delta = post_fields(post)
+    lo, hi, activation, residual, delta = post_fields(post)
+    relu = activation == RELU
     at = np.int64(out.ctypes.data) + delta
     for u in range(out.shape[0]):
         bias = load(post, POST_HEADER + first + u)
@@ -485,7 +520,16 @@ def apply_post(out, post, first=0):
         # Loops from 0 over a row, one per case, reading and writing it by one name: LLVM
         # vectorizes them (from another start, numpy's negative-index rule kept them
         # scalar, 7x slower; through two names for the same row, its overlap check did).
-        if residual:
+        if activation == SWISH and residual:
+            at_row = at + u * row.size * 4
+            for j in range(row.size):
+                v = np.float32(np.float32(row[j] + bias) + load(at_row, j))
+                row[j] = np.float32(v * vx.sigmoid_f32(v))
+        elif activation == SWISH:
+            for j in range(row.size):
+                v = np.float32(row[j] + bias)
+                row[j] = np.float32(v * vx.sigmoid_f32(v))
+        elif residual:
             at_row = at + u * row.size * 4
             for j in range(row.size):
                 row[j] = clamp(
@@ -505,9 +549,9 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
     # tile's hundreds of multiply-adds; so do the blocks of a long k before the last.
     none = np.int64(0)
     infinity = np.float32(np.inf)
-    bias, lo, hi, relu, residual, delta = none, -infinity, infinity, none, none, none
+    bias, lo, hi, activation, residual, delta = none, -infinity, infinity, none, none, none
     if post != 0:
-        lo, hi, relu, residual, delta = post_fields(post)
+        lo, hi, activation, residual, delta = post_fields(post)
         bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
     block = PIXEL_K_BLOCK if k > 2 * PIXEL_K_BLOCK else k
@@ -518,7 +562,8 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
         base, ld = pc + first * 4, ldc
         short = width < PANEL
         if short:
-            # The tiles add the bias; the residual and the clamp come with the copy out.
+            # The tiles add the bias; the residual and the activation come with the copy
+            # out.
             scratch = np.empty((PANEL, PANEL), np.float32)
             base, ld = np.int64(scratch.ctypes.data), np.int64(PANEL)
         for k0 in range(0, k, block):
@@ -531,16 +576,16 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
                 b = pb + (k0 * ldb + first) * 4
                 target = base + r0 * ld * 4
                 tb = bias + r0 * 4 if last and bias else none
-                tlo, thi, trelu, tres = lo, hi, relu, residual
+                tlo, thi, tact, tres = lo, hi, activation, residual
                 if short or not last:
-                    tlo, thi, trelu, tres = -infinity, infinity, none, none
+                    tlo, thi, tact, tres = -infinity, infinity, none, none
                 for half in range(0, PANEL, TILE_COLUMNS):
                     if k0 == 0:
                         tile_post(height, a, 1, PANEL, b + half * 4, ldb, depth, target + half * 4,
-                                  ld, tb, tlo, thi, trelu, tres, delta)  # fmt: skip
+                                  ld, tb, tlo, thi, tact, tres, delta)  # fmt: skip
                     else:
                         tile_add_post(height, a, 1, PANEL, b + half * 4, ldb, depth,
-                                      target + half * 4, ld, tb, tlo, thi, trelu, tres,
+                                      target + half * 4, ld, tb, tlo, thi, tact, tres,
                                       delta)  # fmt: skip
         if short:
             for r in range(rows):
@@ -549,7 +594,7 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
                     value = load(base, r * PANEL + j)
                     if residual:
                         value = np.float32(value + load(pc + delta, at))
-                    store(pc, at, clamp(value, lo, hi, relu))
+                    store(pc, at, activate(value, lo, hi, activation))
 
 
 #: ``run_pixel_panels(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit)``:

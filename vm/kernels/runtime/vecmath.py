@@ -21,6 +21,8 @@ kernel cache key (see ``vm.kernels.library``).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba.core import types
@@ -47,6 +49,23 @@ def _bits_from_float(typingctx, value):
 
     def codegen(context, builder, sig, args):
         return builder.bitcast(args[0], ir.IntType(32))
+
+    return signature, codegen
+
+
+@intrinsic
+def _mul_add(typingctx, a, b, c):
+    """``a * b + c`` for float32s, rounded once where the host has fused multiply-add
+    (LLVM's ``fmuladd``): half the operations of a polynomial, and the same bits as
+    :func:`exp_ir`'s vector form on the same host."""
+    signature = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, sig, args):
+        f32 = ir.FloatType()
+        function = builder.module.declare_intrinsic(
+            "llvm.fmuladd", [f32], ir.FunctionType(f32, [f32] * 3)
+        )
+        return builder.call(function, args)
 
     return signature, codegen
 
@@ -109,31 +128,86 @@ _LOG2E = _F(1.4426950408889634)
 # ln 2 split so that n * _LN2_HI is exact for the |n| <= 150 used here.
 _LN2_HI = _F(0.693359375)
 _LN2_LO = _F(-2.12194440e-4)
+# Where exp's argument is clamped: 2 ** n then stays a product of two normal powers of two.
+_EXP_LOW, _EXP_HIGH = _F(-104.0), _F(89.0)
+# e ** r on [-ln 2 / 2, ln 2 / 2]: Taylor to degree 7 is within 1 ulp there. Highest
+# degree first, as Horner's rule takes them.
+_EXP_TAYLOR = tuple(_F(1.0 / math.factorial(d)) for d in range(7, -1, -1))
 
 
 @register_jitable(inline="always")
 def exp_f32(x):
     """``e ** x`` for a float32 ``x``."""
-    # Clamped so that 2 ** n stays a product of two normal powers of two; the clamp
-    # keeps NaN (max and min return their first argument when comparisons fail).
-    x = min(max(x, _F(-104.0)), _F(89.0))
-    n = np.floor(x * _LOG2E + _F(0.5))
-    r = x - n * _LN2_HI
-    r = r - n * _LN2_LO
-    # e ** r on [-ln 2 / 2, ln 2 / 2]: Taylor to degree 7 is within 1 ulp there.
-    p = _F(1.0 / 5040.0)
-    p = p * r + _F(1.0 / 720.0)
-    p = p * r + _F(1.0 / 120.0)
-    p = p * r + _F(1.0 / 24.0)
-    p = p * r + _F(1.0 / 6.0)
-    p = p * r + _F(0.5)
-    p = p * r + _F(1.0)
-    p = p * r + _F(1.0)
+    # The clamp keeps NaN (max and min return their first argument when comparisons fail).
+    x = min(max(x, _EXP_LOW), _EXP_HIGH)
+    n = np.floor(_mul_add(x, _LOG2E, _F(0.5)))
+    r = _mul_add(n, -_LN2_HI, x)
+    r = _mul_add(n, -_LN2_LO, r)
+    # Horner's rule written out: a loop over the tuple, inlined, upsets numba's SSA checks.
+    t = _EXP_TAYLOR
+    p = _mul_add(t[0], r, t[1])
+    p = _mul_add(p, r, t[2])
+    p = _mul_add(p, r, t[3])
+    p = _mul_add(p, r, t[4])
+    p = _mul_add(p, r, t[5])
+    p = _mul_add(p, r, t[6])
+    p = _mul_add(p, r, t[7])
     k = np.int32(n)
     half = k >> np.int32(1)
     scale_a = _float_from_bits((half + np.int32(127)) << np.int32(23))
     scale_b = _float_from_bits((k - half + np.int32(127)) << np.int32(23))
     return p * scale_a * scale_b
+
+
+def exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """:func:`exp_f32` in LLVM IR, lane by lane of the float32 vector ``x``: the same
+    operations in the same order, so the same bits, for loops written as IR (the register
+    tiles' epilogues, :mod:`vm.kernels.runtime.packed`)."""
+    kind = x.type
+    lanes = kind.count
+    ints = ir.VectorType(ir.IntType(32), lanes)
+
+    def splat(value, of=kind):
+        scalar = of.element
+        return ir.Constant(of, [scalar(float(value) if of is kind else int(value))] * lanes)
+
+    low, high = splat(_EXP_LOW), splat(_EXP_HIGH)
+    # max(x, low) and min(., high) as numba builds them: the bound where it compares so.
+    x = builder.select(builder.fcmp_ordered(">", low, x), low, x)
+    x = builder.select(builder.fcmp_ordered("<", high, x), high, x)
+    name = f"llvm.floor.v{lanes}f32"
+    floor = builder.module.globals.get(name) or ir.Function(
+        builder.module, ir.FunctionType(kind, [kind]), name=name
+    )
+    name = f"llvm.fmuladd.v{lanes}f32"
+    fmuladd = builder.module.globals.get(name) or ir.Function(
+        builder.module, ir.FunctionType(kind, [kind] * 3), name=name
+    )
+
+    def mul_add(a, b, c):
+        return builder.call(fmuladd, [a, b, c])
+
+    n = builder.call(floor, [mul_add(x, splat(_LOG2E), splat(0.5))])
+    r = mul_add(n, splat(-_LN2_HI), x)
+    r = mul_add(n, splat(-_LN2_LO), r)
+    p = splat(_EXP_TAYLOR[0])
+    for c in _EXP_TAYLOR[1:]:
+        p = mul_add(p, r, splat(c))
+    k = builder.fptosi(n, ints)
+    half = builder.ashr(k, splat(1, ints))
+    bias = splat(127, ints)
+    scale_a = builder.shl(builder.add(half, bias), splat(23, ints))
+    scale_b = builder.shl(builder.add(builder.sub(k, half), bias), splat(23, ints))
+    p = builder.fmul(p, builder.bitcast(scale_a, kind))
+    return builder.fmul(p, builder.bitcast(scale_b, kind))
+
+
+def swish_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``x * sigmoid_f32(x)`` in LLVM IR on a float32 vector, bit for bit as the kernels'
+    elementwise code computes ``multiply(x, sigmoid(x))``."""
+    one = ir.Constant(x.type, [ir.FloatType()(1.0)] * x.type.count)
+    e = exp_ir(builder, builder.fneg(x))
+    return builder.fmul(x, builder.fdiv(one, builder.fadd(one, e)))
 
 
 @register_jitable(inline="always")

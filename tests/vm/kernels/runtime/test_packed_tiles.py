@@ -79,53 +79,96 @@ def test_panel_products_write_whole_and_short_groups_of_columns() -> None:
     np.testing.assert_allclose(c, w @ bm, rtol=1e-5, atol=1e-5)
 
 
-def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, relu: bool, residual):
-    """What the kernels' elementwise bias_add, add (of a residual) then clip (or relu) give."""
+def _reference_post(c: np.ndarray, bias: np.ndarray, lo: float, hi: float, activation: int,
+                    residual: np.ndarray) -> np.ndarray:  # fmt: skip
+    """What the kernels' elementwise bias_add, add (of a residual) then clip, relu or
+    swish give."""
     v = (c + bias[:, None]).astype(np.float32)
     if residual.size:
         v = (v + residual).astype(np.float32)
-    if relu:
+    if activation == packed.SWISH:
+        with np.errstate(over="ignore"):
+            v = v / (1 + np.exp(-v.astype(np.float64)))
+    elif activation == packed.RELU:
         v = np.where(v > lo, v, np.float32(lo))
     else:
         v = np.minimum(np.maximum(v, np.float32(lo)), np.float32(hi))
     return v.astype(np.float32)
 
 
+def _panel_operands(rows: int, k: int, columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A weight, its packed panel, and ``columns`` columns of data with a NaN product (relu
+    turns it into lo, clip and swish keep it)."""
+    w = RNG.standard_normal((rows, k)).astype(np.float32)
+    b = np.zeros((k * columns + PANEL,), np.float32)
+    b[: k * columns] = RNG.standard_normal(k * columns)
+    b[5] = np.nan
+    return w, _packed(w), b
+
+
 @pytest.mark.parametrize(
-    ("lo", "hi", "relu"), [(0.0, 6.0, False), (0.0, np.inf, True), (-np.inf, np.inf, False)]
+    ("lo", "hi", "activation"),
+    [
+        (0.0, 6.0, packed.CLAMP),
+        (0.0, np.inf, packed.RELU),
+        (-np.inf, np.inf, packed.CLAMP),
+        (-np.inf, np.inf, packed.SWISH),
+    ],
 )
 @pytest.mark.parametrize("unit", [0, 3])
 @pytest.mark.parametrize("k", [11, 2 * packed.PIXEL_K_BLOCK + 37])
 @pytest.mark.parametrize("with_residual", [False, True])
-def test_panel_products_apply_bias_and_clamp_as_they_store(
-    lo: float, hi: float, relu: bool, unit: int, k: int, with_residual: bool
+def test_panel_products_apply_bias_and_activation_as_they_store(
+    lo: float, hi: float, activation: int, unit: int, k: int, with_residual: bool
 ) -> None:
     # A long k runs in blocks, the epilogue only after the last.
     rows, columns = packed.ROWS + 2, 45
-    w = RNG.standard_normal((rows, k)).astype(np.float32)
-    pw = _packed(w)
-    b = np.zeros((k * columns + PANEL,), np.float32)
-    b[: k * columns] = RNG.standard_normal(k * columns)
-    b[5] = np.nan  # a NaN product: relu turns it into lo, clip keeps it
+    w, pw, b = _panel_operands(rows, k, columns)
     bm = b[: k * columns].reshape(k, columns)
     bias = RNG.standard_normal(unit + rows).astype(np.float32)
     c = np.full((rows, columns), np.nan, np.float32)
     shape = (rows, columns) if with_residual else (0,)
     residual = RNG.standard_normal(shape).astype(np.float32)
-    post = packed.post_epilogue(unit + rows, bias, lo, hi, relu, residual, c)
+    post = packed.post_epilogue(unit + rows, bias, lo, hi, activation, residual, c)
     packed.panel_product(
         pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns,
         (c.ctypes.data, columns), post.ctypes.data, unit,
     )  # fmt: skip
-    expected = _reference_post(np.dot(w, bm), bias[unit:], lo, hi, relu, residual)
+    expected = _reference_post(np.dot(w, bm), bias[unit:], lo, hi, activation, residual)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(np.isnan(c), np.isnan(expected))
     # The same epilogue applied after the fact, for products that cannot fuse it.
     plain = np.dot(w, bm).astype(np.float32)
-    own = packed.post_epilogue(rows, bias[unit:], lo, hi, relu, residual, plain)
+    own = packed.post_epilogue(rows, bias[unit:], lo, hi, activation, residual, plain)
     packed.apply_post(plain, own.ctypes.data)
     np.testing.assert_allclose(plain, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(np.isnan(plain), np.isnan(expected))
+
+
+@pytest.mark.parametrize("columns", [45, 64])
+def test_a_swish_in_the_tiles_gives_the_bits_of_the_loops_after_them(columns: int) -> None:
+    # The tiles' vector exponential and vecmath's (which the elementwise kernels and
+    # apply_post use) must agree bit for bit, or a result would depend on fusion. Large
+    # sums reach exp's clamps, both ends.
+    rows, k = packed.ROWS + 3, 19
+    w, pw, b = _panel_operands(rows, k, columns)
+    w *= 20
+    pw = _packed(w)
+    bias = RNG.standard_normal(rows).astype(np.float32)
+    fused = np.full((rows, columns), np.nan, np.float32)
+    post = packed.post_epilogue(rows, bias, -np.inf, np.inf, packed.SWISH, np.empty(0, np.float32),
+                                fused)  # fmt: skip
+    packed.panel_product(
+        pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns,
+        (fused.ctypes.data, columns), post.ctypes.data, 0,
+    )  # fmt: skip
+    after = np.full((rows, columns), np.nan, np.float32)
+    packed.panel_product(
+        pw.ctypes.data, k, rows, (b.ctypes.data, columns), columns, (after.ctypes.data, columns)
+    )  # fmt: skip
+    assert np.abs(after[np.isfinite(after)]).max() > 200
+    packed.apply_post(after, post.ctypes.data)
+    np.testing.assert_array_equal(fused, after)
 
 
 @pytest.mark.parametrize("units", [64, 81])

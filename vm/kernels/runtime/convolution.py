@@ -183,15 +183,20 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
 MIN_CONV_BLOCKS = 4
 
 
-#: A pointwise convolution's output planes of at most this many pixels run with pixels as
-#: the rows of the register tiles (:func:`vm.kernels.runtime.products.packed_columns`), and so do
-#: planes smaller than :data:`POINTWISE_DEEP_PLANE` read from 256 channels or more: a
-#: 7x7 plane is two 32-pixel panels for 49 pixels, seven 7-pixel tiles exactly, and there
-#: the tiles by pixels ran 20-30% faster (ResNet-50's 2048 to 512 channels, MobileNet's
-#: 960 to 160); from 28x28 on, and for thin layers of 14x14, the pixel panels of
-#: :func:`vm.kernels.runtime.pointwise.conv` tie or win (16 to 96 channels at 112x112: 2.3x).
-POINTWISE_MIN_PLANE = 64
+#: A pointwise convolution runs with pixels as the rows of the register tiles
+#: (:func:`vm.kernels.runtime.products.packed_columns`) when its output plane is smaller
+#: than one panel of :data:`POINTWISE_MIN_PLANE` pixels (a squeeze-excite block's single
+#: pixel), or smaller than :data:`POINTWISE_DEEP_PLANE` pixels and read from more than
+#: :data:`POINTWISE_DEEP_DEPTH` channels; all others in the pixel panels of
+#: :func:`vm.kernels.runtime.pointwise.conv`, which apply the epilogue as they store.
+#: Measured on an Intel Xeon with AVX-512, 2 threads, with a bias and a clamp or a
+#: residual: the tiles by pixels win from 320 channels (576 to 96 at 14x14 130 against
+#: 215 us, 960 to 160 at 7x7 97 against 128, 2048 to 512 at 7x7 410 against 638), the
+#: pixel panels up to 256 (160 to 960 at 7x7 83 against 102, 192 to 1152 122 against 154,
+#: 256 to 1024 at 14x14 567 against 665) and on every plane from 16x16.
+POINTWISE_MIN_PLANE = 32
 POINTWISE_DEEP_PLANE = 256
+POINTWISE_DEEP_DEPTH = 256
 
 
 @njit(nogil=True, cache=True)
@@ -206,7 +211,9 @@ def _conv_blocks(x, w, out3, rows, window, post):
     n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     if rows == 0:
         plane, depth = out_h * out_w, w.shape[1]
-        if plane <= POINTWISE_MIN_PLANE or (plane < POINTWISE_DEEP_PLANE and depth >= 256):
+        if plane < POINTWISE_MIN_PLANE or (
+            plane < POINTWISE_DEEP_PLANE and depth > POINTWISE_DEEP_DEPTH
+        ):
             products.packed_columns(x[n].reshape(depth, plane), w, out3[n])
             packed.apply_post(out3[n], post)
         else:

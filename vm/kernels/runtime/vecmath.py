@@ -1,5 +1,5 @@
 """float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf``, a row maximum and row sums, that LLVM can
-vectorize.
+vectorize; ``exp`` and swish also as LLVM IR for vector loops written in IR.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
 
@@ -13,7 +13,11 @@ Accuracy, measured against float64 on dense grids of float32 inputs: ``exp`` wit
 2 ulp (overflow to ``inf`` above 88.72, underflow through subnormals to 0 below -103.97),
 ``tanh`` and ``sigmoid`` within 3 ulp, ``erf`` within 3 ulp near zero and 2 ulp of 1
 beyond. NaN in gives NaN out. The polynomials were fitted here, on Chebyshev nodes,
-for these ranges.
+for these ranges. ``exp``'s steps are LLVM ``fmuladd``s: one rounding where the host has
+fused multiply-add, half the operations. :func:`exp_ir` and :func:`swish_ir` build the
+same operations in IR for the register tiles' epilogues
+(:mod:`vm.kernels.runtime.packed`), so a convolution's swish has the same bits fused
+into its tiles or not.
 
 Generated kernel modules import this module as ``vx``; its source is part of the
 kernel cache key (see ``vm.kernels.library``).

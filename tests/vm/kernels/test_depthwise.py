@@ -57,6 +57,10 @@ CASES = [
         {"padding": (0, 2, 1, 0), "strides": (2, 2), "dilation": (2, 2)},
     ),
     ((1, 2, 6, 30), 2, 1, (2, 7), {"padding": (1, 3), "dilation": (2, 1)}),
+    # A column stride of 2 splits rows into even and odd columns by vector pairs: an odd
+    # left padding and width, and a last input column no window reads.
+    ((1, 3, 9, 41), 3, 1, (5, 5), {"padding": (2, 1, 2, 3), "strides": (2, 2)}),
+    ((1, 2, 9, 45), 2, 1, (3, 4), {"strides": (1, 2)}),
     # 3x3 with a column stride of 2 on wide rows: whole rows, every other column kept.
     ((1, 4, 9, 45), 4, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((2, 3, 10, 41), 3, 2, (3, 3), {"padding": (0, 1, 1, 0), "strides": (1, 2)}),

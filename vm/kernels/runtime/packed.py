@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, symbols
@@ -618,6 +619,49 @@ def store(typingctx, base, index, value):
         return context.get_dummy_value()
 
     return types.none(types.int64, types.int64, value), codegen
+
+
+@intrinsic
+def split_pairs(typingctx, source, even, odd, count):
+    """``even[m] = source[2 m]`` and ``odd[m] = source[2 m + 1]`` for ``m < count``, float32s at
+    the byte addresses ``source``, ``even`` and ``odd``: a row split by column phase for a
+    stride of 2. Two vector loads and two shuffles per 16 pairs; numba's loop of the same
+    reads one element at a time (0.5 ns an element against a copy's 0.05 in cache)."""
+    if not all(isinstance(t, types.Integer) for t in (source, even, odd, count)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        source, even, odd, count = (
+            context.cast(builder, value, kind, types.int64)
+            for value, kind in zip(args, signature.args)
+        )
+        vectors = builder.lshr(count, _I64(4))
+        evens = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), list(range(0, 2 * _LANES, 2)))
+        odds = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), list(range(1, 2 * _LANES, 2)))
+        with cgutils.for_range(builder, vectors) as loop:
+            at = builder.mul(loop.index, _I64(2 * _LANES))
+            low = builder.load(_address(builder, source, at, _VEC), align=4)
+            high = builder.load(
+                _address(builder, source, builder.add(at, _I64(_LANES)), _VEC), align=4
+            )
+            to = builder.mul(loop.index, _I64(_LANES))
+            builder.store(builder.shuffle_vector(low, high, evens),
+                          _address(builder, even, to, _VEC), align=4)  # fmt: skip
+            builder.store(builder.shuffle_vector(low, high, odds),
+                          _address(builder, odd, to, _VEC), align=4)  # fmt: skip
+        done = builder.mul(vectors, _I64(_LANES))
+        with cgutils.for_range(builder, builder.sub(count, done)) as loop:
+            m = builder.add(done, loop.index)
+            pair = builder.mul(m, _I64(2))
+            first = builder.load(_address(builder, source, pair, _F32), align=4)
+            second = builder.load(
+                _address(builder, source, builder.add(pair, _I64(1)), _F32), align=4
+            )
+            builder.store(first, _address(builder, even, m, _F32), align=4)
+            builder.store(second, _address(builder, odd, m, _F32), align=4)
+        return context.get_dummy_value()
+
+    return types.none(types.int64, types.int64, types.int64, types.int64), codegen
 
 
 @intrinsic

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from vm.kernels.runtime import callbacks, packed, symbols
 from vm.kernels.runtime.panels import PANEL
@@ -187,3 +188,20 @@ def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> Non
     got = c.T if transposed else c
     np.testing.assert_allclose(got[1:], (a @ w.T)[1:], rtol=1e-4, atol=1e-3)
     assert np.isnan(got[0]).all()  # the row before the range is not written
+
+
+@njit
+def _split_pairs(source: np.ndarray, even: np.ndarray, odd: np.ndarray, count: int) -> None:
+    # An intrinsic: callable from compiled code only.
+    packed.split_pairs(source.ctypes.data, even.ctypes.data, odd.ctypes.data, count)
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 40])
+def test_split_pairs_sends_even_and_odd_elements_apart(count: int) -> None:
+    source = RNG.standard_normal(2 * count + 3).astype(np.float32)
+    even = np.full(count + 2, np.nan, np.float32)
+    odd = np.full(count + 2, np.nan, np.float32)
+    _split_pairs(source, even, odd, count)
+    np.testing.assert_array_equal(even[:count], source[0 : 2 * count : 2])
+    np.testing.assert_array_equal(odd[:count], source[1 : 2 * count : 2])
+    assert np.isnan(even[count:]).all() and np.isnan(odd[count:]).all()  # nothing past

@@ -469,9 +469,8 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                 lo, hi, activation, residual, delta = packed.post_fields(post)
                 if activation == packed.SWISH and not residual:
                     # The whole plane in one loop, the columns past each row too: along
-                    # rows 7 or 14 wide the loop is mostly its scalar remainder, and
-                    # there that is an exponential per element (5x5 taps of 1152x7x7:
-                    # 247 us with the swish per row).
+                    # rows 7 or 14 wide (EfficientNet's last stages) a loop is mostly
+                    # its scalar remainder, and there that is an exponential per element.
                     for e in range(count):
                         v = np.float32(pad[line + e] + bias)
                         pad[line + e] = np.float32(v * vx.sigmoid_f32(v))

@@ -473,7 +473,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                     # its scalar remainder, and there that is an exponential per element.
                     for e in range(count):
                         v = np.float32(pad[line + e] + bias)
-                        pad[line + e] = np.float32(v * vx.sigmoid_f32(v))
+                        pad[line + e] = vx.swish_f32(v)
                     plain = True
             if plain:
                 for r in range(out_h):
@@ -493,7 +493,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                 if activation == packed.SWISH:
                     for q in range(_u(out_w)):
                         v = np.float32(np.float32(pad[e0 + q] + bias) + packed.load(at, d + q))
-                        of[d + q] = np.float32(v * vx.sigmoid_f32(v))
+                        of[d + q] = vx.swish_f32(v)
                 elif residual:
                     for q in range(_u(out_w)):
                         v = np.float32(np.float32(pad[e0 + q] + bias) + packed.load(at, d + q))

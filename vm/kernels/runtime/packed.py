@@ -500,7 +500,7 @@ def clamp(v, lo, hi, relu):
 def activate(v, lo, hi, activation):
     """``v`` after the epilogue's ``activation``, as the tiles apply it."""
     if activation == SWISH:
-        return np.float32(v * vx.sigmoid_f32(v))
+        return vx.swish_f32(v)
     return clamp(v, lo, hi, activation == RELU)
 
 
@@ -525,11 +525,11 @@ def apply_post(out, post, first=0):
             at_row = at + u * row.size * 4
             for j in range(row.size):
                 v = np.float32(np.float32(row[j] + bias) + load(at_row, j))
-                row[j] = np.float32(v * vx.sigmoid_f32(v))
+                row[j] = vx.swish_f32(v)
         elif activation == SWISH:
             for j in range(row.size):
                 v = np.float32(row[j] + bias)
-                row[j] = np.float32(v * vx.sigmoid_f32(v))
+                row[j] = vx.swish_f32(v)
         elif residual:
             at_row = at + u * row.size * 4
             for j in range(row.size):

@@ -163,6 +163,16 @@ def exp_f32(x):
     return p * scale_a * scale_b
 
 
+def _vector_intrinsic(module: ir.Module, name: str, kind: ir.VectorType, arity: int) -> ir.Function:
+    """LLVM's intrinsic ``name`` on float32 vectors of type ``kind``, declared once per module
+    (llvmlite's ``declare_intrinsic`` names no vector types)."""
+    full = f"{name}.v{kind.count}f32"
+    found = module.globals.get(full)
+    if found is None:
+        found = ir.Function(module, ir.FunctionType(kind, [kind] * arity), name=full)
+    return found
+
+
 def exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """:func:`exp_f32` in LLVM IR, lane by lane of the float32 vector ``x``: the same
     operations in the same order, so the same bits, for loops written as IR (the register
@@ -179,14 +189,8 @@ def exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # max(x, low) and min(., high) as numba builds them: the bound where it compares so.
     x = builder.select(builder.fcmp_ordered(">", low, x), low, x)
     x = builder.select(builder.fcmp_ordered("<", high, x), high, x)
-    name = f"llvm.floor.v{lanes}f32"
-    floor = builder.module.globals.get(name) or ir.Function(
-        builder.module, ir.FunctionType(kind, [kind]), name=name
-    )
-    name = f"llvm.fmuladd.v{lanes}f32"
-    fmuladd = builder.module.globals.get(name) or ir.Function(
-        builder.module, ir.FunctionType(kind, [kind] * 3), name=name
-    )
+    floor = _vector_intrinsic(builder.module, "llvm.floor", kind, 1)
+    fmuladd = _vector_intrinsic(builder.module, "llvm.fmuladd", kind, 3)
 
     def mul_add(a, b, c):
         return builder.call(fmuladd, [a, b, c])
@@ -218,6 +222,13 @@ def swish_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def sigmoid_f32(x):
     """``1 / (1 + e ** -x)`` for a float32 ``x``."""
     return _F(1.0) / (_F(1.0) + exp_f32(-x))
+
+
+@register_jitable(inline="always")
+def swish_f32(x):
+    """``x * sigmoid(x)`` for a float32 ``x``, as the kernels' ``multiply(x, sigmoid(x))``
+    computes it (:func:`swish_ir` is the same in IR)."""
+    return np.float32(x * sigmoid_f32(x))
 
 
 @register_jitable(inline="always")

@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from vm.kernels.runtime import callbacks, symbols
+from vm.kernels.runtime import callbacks, symbols, target
 from vm.kernels.runtime import vecmath as vx
 from vm.kernels.runtime.atomics import load_word, store_word
 from vm.kernels.runtime.panels import PANEL
@@ -432,12 +432,24 @@ def panel_product(pa, k, rows, b, columns, c, post=0, unit=0):
 
 _PIXEL_PANELS = types.void(*([types.int64] * 10))
 
-#: The depth of the blocks a product by pixel panels runs a long ``k`` in: each tile of
-#: a panel walks ``k`` rows of pixels, a cache line or two each, a row of the input
-#: apart; past a few hundred rows those lines span more pages than the first-level TLB
-#: holds and the panel's next tile reads them from L2 again (Intel Xeon, Emerald Rapids,
-#: one thread: 105 GFLOP/s at k = 1024, 80 at 4608, against 150 at 256 and 512).
-PIXEL_K_BLOCK = 256
+
+def _pixel_k_block() -> int:
+    """The depth of the blocks a product by pixel panels runs a long ``k`` in: the
+    largest power of two whose blocks of the weight panel and of the pixel panel (a
+    :data:`PANEL` floats wide row per step of ``k`` each) fill at most three quarters of
+    the first-level data cache, so that every tile of the item after the first finds both
+    there. A tile walks its block a row of the input apart; blocks any deeper are read
+    from L2 again by every tile (Intel Xeon, Emerald Rapids, 48 KB L1, one thread: 1024
+    to 256 channels at 14x14 102 GFLOP/s in blocks of 256, 124 in blocks of 128; 2048 to
+    512 at 7x7 86 and 99)."""
+    rows = target.l1_data_bytes() * 3 // 4 // (2 * PANEL * 4)
+    block = 16
+    while block * 2 <= rows:
+        block *= 2
+    return block
+
+
+PIXEL_K_BLOCK = _pixel_k_block()
 
 #: float32 words of an epilogue's header (:func:`post_epilogue`) before its biases: lo,
 #: hi, the activation (:data:`CLAMP`, :data:`RELU` or :data:`SWISH`), whether a residual
@@ -555,7 +567,8 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
         lo, hi, activation, residual, delta = post_fields(post)
         bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
-    block = PIXEL_K_BLOCK if k > 2 * PIXEL_K_BLOCK else k
+    # A k within half a block of one runs as one block, not as a full one and a scrap.
+    block = PIXEL_K_BLOCK if k > PIXEL_K_BLOCK * 3 // 2 else k
     for first in range(0, columns, PANEL):
         width = min(PANEL, columns - first)
         # A short last panel: its extra columns hold whatever follows b's rows, and go

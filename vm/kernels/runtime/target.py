@@ -12,6 +12,7 @@ size AVX-512 tiles for AVX2 code, which is still correct but spills registers.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 from llvmlite import binding
@@ -42,3 +43,37 @@ def target_features() -> frozenset[str]:
 def has_avx512() -> bool:
     """Whether the kernels are compiled with 32 512-bit vector registers (AVX-512F)."""
     return "avx512f" in target_features()
+
+
+#: The first-level data cache assumed where the host does not report its own: the
+#: smallest of the x86 cores these kernels run on (AVX2 parts and AMD's up to Zen 4).
+_DEFAULT_L1_DATA_BYTES = 32 * 1024
+
+
+@cache
+def l1_data_bytes() -> int:
+    """The size in bytes of a core's first-level data cache, as Linux reports it for CPU 0
+    (32 KB where it does not)."""
+    return _l1_data_bytes("/sys/devices/system/cpu/cpu0/cache")
+
+
+def _l1_data_bytes(root: str) -> int:
+    """:func:`l1_data_bytes` from the cache descriptions (``index*``) under ``root``."""
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return _DEFAULT_L1_DATA_BYTES
+    for entry in sorted(entries):
+        try:
+            with open(f"{root}/{entry}/level") as level, open(f"{root}/{entry}/type") as kind:
+                if level.read().strip() != "1" or kind.read().strip() not in ("Data", "Unified"):
+                    continue
+            with open(f"{root}/{entry}/size") as size:
+                text = size.read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+        digits = text.rstrip("KM")
+        if digits.isdigit() and int(digits) > 0:
+            return int(digits) * scale
+    return _DEFAULT_L1_DATA_BYTES

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.vm.kernels import thread_counts
+from vm.kernels.runtime import packed, target
 from vm.kernels.runtime.target import has_avx512, target_features
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
@@ -75,3 +76,32 @@ def test_the_host_runs_avx512_tiles_when_it_has_them():
     from vm.kernels.runtime import packed
 
     assert (packed.ROWS, packed.TILE_COLUMNS) == (7, 32)
+
+
+def _describe(root, entry, level, kind, size):
+    folder = root / entry
+    folder.mkdir()
+    (folder / "level").write_text(f"{level}\n")
+    (folder / "type").write_text(f"{kind}\n")
+    (folder / "size").write_text(f"{size}\n")
+
+
+def test_l1_data_cache_is_read_from_the_first_level_data_entry(tmp_path):
+    _describe(tmp_path, "index0", 1, "Instruction", "32K")
+    _describe(tmp_path, "index1", 1, "Data", "48K")
+    _describe(tmp_path, "index2", 2, "Unified", "2048K")
+    assert target._l1_data_bytes(str(tmp_path)) == 48 * 1024
+
+
+def test_l1_data_cache_defaults_when_the_host_does_not_describe_it(tmp_path):
+    assert target._l1_data_bytes(str(tmp_path / "missing")) == 32 * 1024
+    _describe(tmp_path, "index0", 1, "Data", "unknown")
+    assert target._l1_data_bytes(str(tmp_path)) == 32 * 1024
+
+
+def test_pixel_k_blocks_fit_the_first_level_cache():
+    # Both panels' blocks, a PANEL of floats per step of k each, in three quarters of L1.
+    block = packed.PIXEL_K_BLOCK
+    assert block & (block - 1) == 0
+    assert 2 * block * packed.PANEL * 4 <= target.l1_data_bytes() * 3 // 4
+    assert 4 * block * packed.PANEL * 4 > target.l1_data_bytes() * 3 // 4 or block == 16

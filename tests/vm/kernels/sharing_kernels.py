@@ -67,9 +67,9 @@ def conv_packed_blocks() -> tuple[Program, list[int]]:
     return program, program.add(op, [0, 1], channels=64, kernel_size=(3, 3), padding=(1, 1))
 
 
-def conv_packed_im2col() -> tuple[Program, list[int]]:
-    """A packed convolution by a weight too big for the cache: im2col split by channels,
-    then the packed product."""
+def conv_packed_im2row() -> tuple[Program, list[int]]:
+    """A packed convolution by a weight too big for the cache: im2row split by output
+    rows, then the packed product."""
     weight = _normal(256, 128, 3, 3)
     program = Program([_normal(1, 128, 14, 14), packed(weight)])
     op = "nn.contrib_conv2d_gemm_without_weight_transform"
@@ -117,7 +117,7 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "conv_im2col": conv_im2col,
     "conv_winograd": conv_winograd,
     "conv_packed_blocks": conv_packed_blocks,
-    "conv_packed_im2col": conv_packed_im2col,
+    "conv_packed_im2row": conv_packed_im2row,
     "depthwise_groups": depthwise_groups,
     "depthwise_channels_last": depthwise_channels_last,
     "max_pool": max_pool,

@@ -1,5 +1,5 @@
 """Jobs of the float32 convolutions that compiled code shares with the worker threads
-without the GIL: im2col copies, convolutions by packed weights a block of output rows at
+without the GIL: im2row copies, convolutions by packed weights a block of output rows at
 a time, and Winograd transforms.
 
 Runtime layer (``vm.kernels.runtime``); imports numpy, numba and the runtime modules
@@ -8,9 +8,9 @@ whose loops the chunks run (:mod:`~vm.kernels.runtime.conv_loops`,
 
 Each function here does its job on the calling thread, or, asked to share it and with
 workers polling, posts it to the slot of :mod:`vm.kernels.runtime.jobs` as a kind whose
-chunk code is registered below: channels of an im2col or a transform, blocks of output
-rows of a convolution. A Python task per chunk would cost GIL hand-overs. The splits cut
-no sum, so the chunks may follow the number of threads.
+chunk code is registered below: output rows of an im2row, blocks of output rows of a
+convolution, channels of a transform. A Python task per chunk would cost GIL hand-overs.
+The splits cut no sum, so the chunks may follow the number of threads.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from vm.kernels.runtime.products import floats, view_at
 _X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(
     jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 11
 )
-# An im2col job (im2col): the column matrix.
+# An im2row job (im2row): the row matrix.
 _COLS = jobs.FIRST_ARGUMENT + 11
 # A convolution job (packed_conv): the packed weight, the output, its channels, the
 # weight's depth, the output rows of a chunk and the tiles' epilogue.
@@ -45,7 +45,7 @@ _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS, _TILES, _PHA
 
 @njit(nogil=True)
 def _window(slot):
-    """The image, channel count, and window of the im2col or convolution job in the slot:
+    """The image, channel count, and window of the im2row or convolution job in the slot:
     ``(x, n, channels, (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w), strided)``."""
     channels = jobs.word(slot, _CHANNELS)
     height, width = jobs.pair(slot, _SIZE)
@@ -70,18 +70,7 @@ def _fill(x, n, c0, count, cols, window, strided):
         conv_loops.im2col(x, n, c0, count, cols, *window, 0, out_h)
 
 
-@jobs.chunk(jobs.IM2COL)
-def _im2col_chunk(slot, index, parts):
-    """Input channels ``index`` of ``parts`` of the im2col job in the slot."""
-    x, n, channels, window, strided = _window(slot)
-    taps = window[0] * window[1]
-    cols = carray(floats(jobs.word(slot, _COLS)), (channels * taps, window[8] * window[9]))
-    lo, hi = channels * index // parts, channels * (index + 1) // parts
-    if hi > lo:
-        _fill(x, n, lo, hi - lo, cols[lo * taps : hi * taps], window, strided)
-
-
-#: Where the image and window words of an im2col, convolution or Winograd job go.
+#: Where the image and window words of an im2row, convolution or Winograd job go.
 _WINDOW_AT = (_X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT,
               _STRIDED)  # fmt: skip
 
@@ -104,22 +93,32 @@ def _geometry(kernel, stride, pad, dilation, out):
     return window, kernel[1] > 2 * stride[1] > 2
 
 
+@jobs.chunk(jobs.IM2ROW)
+def _im2row_chunk(slot, index, parts):
+    """Output rows ``index`` of ``parts`` of the im2row job in the slot."""
+    x, n, channels, window, _ = _window(slot)
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    rows = carray(floats(jobs.word(slot, _COLS)), (out_h * out_w, channels * kh * kw))
+    lo, hi = out_h * index // parts, out_h * (index + 1) // parts
+    if hi > lo:
+        conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, lo, hi)
+
+
 @njit(nogil=True)
-def im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
-    """The float32 im2col matrix ``cols`` of image ``n`` of NCHW ``x``, every channel (see
-    :func:`vm.kernels.runtime.conv_loops.im2col`; ``kernel``, ``stride``, ``pad`` (top, left),
-    ``dilation`` and ``out`` are (height, width) pairs). With ``share``, split by input
-    channels with the polling workers without the GIL, as products are: a Python task per
-    chunk would cost GIL hand-overs."""
-    window, strided = _geometry(kernel, stride, pad, dilation, out)
-    channels = x.shape[1]
+def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
+    """The float32 matrix ``rows`` of image ``n`` of NCHW ``x``, a row per output pixel
+    (see :func:`vm.kernels.runtime.conv_loops.im2row`; ``kernel``, ``stride``, ``pad`` (top,
+    left), ``dilation`` and ``out`` are (height, width) pairs).
+    With ``share``, split by output rows with the polling workers without the GIL."""
+    window, _ = _geometry(kernel, stride, pad, dilation, out)
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.IM2COL, 0) if share and channels > 1 else 0
+    threads = jobs.claim(slot, jobs.IM2ROW, 0) if share and out_h > 1 else 0
     if threads == 0:
-        _fill(x, n, 0, channels, cols, window, strided)
+        conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0, out_h)
         return
-    words = (*_window_words(x, n, window, strided), np.int64(cols.ctypes.data))
-    jobs.post(slot, min(2 * threads, channels), jobs.IM2COL, (*_WINDOW_AT, _COLS), words)
+    words = (*_window_words(x, n, window, False), np.int64(rows.ctypes.data))
+    jobs.post(slot, min(2 * threads, out_h), jobs.IM2ROW, (*_WINDOW_AT, _COLS), words)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels
@@ -138,7 +137,7 @@ def row_blocks(out_h, out_w):
 def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share, post=0):
     """``out[...]`` = image ``n`` of the float32 convolution of NCHW ``x`` by a weight
     packed in ``NC32n`` panels of its flattened OIHW form (one group), ``out`` a
-    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2col`; ``post``
+    C-contiguous ``(units, out_h * out_w)``; the pairs as for :func:`im2row`; ``post``
     the address of the epilogue the tiles apply (:func:`vm.kernels.runtime.packed.post_epilogue`),
     or 0.
 

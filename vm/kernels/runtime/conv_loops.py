@@ -1,5 +1,5 @@
-"""Compiled loops for the convolution kernels: im2col, the depthwise direct loop, col2im and
-integer matrix products.
+"""Compiled loops for the convolution kernels: im2col and im2row, the depthwise direct loop,
+col2im and integer matrix products.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
@@ -71,6 +71,92 @@ def im2col(x, n, c0, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0,
                             cf[db + q] = xf[s0 + q * step]
                     for q in range(_u(hi), _u(out_w)):
                         cf[d0 + q] = 0
+
+
+@njit(nogil=True, cache=True)
+def im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
+    """Fill the pixels of output rows ``r0:r1`` into ``rows`` (``out_h * out_w``,
+    ``channels * kh * kw``): row ``p`` is output pixel ``p``'s window over every channel
+    of image ``n`` of the NCHW array ``x``, in the (channel, kernel row, kernel column)
+    order of a flattened OIHW weight; padding reads as 0. This is :func:`im2col`
+    transposed, for products whose register tiles read each pixel's row along ``k``
+    (:mod:`vm.kernels.runtime.packed`). Disjoint row ranges may be filled by different
+    threads."""
+    if kh == 3 and kw == 3:
+        _im2row3(x, n, rows, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1)
+        return
+    _, channels, height, width = x.shape
+    xf = x.reshape(x.size)
+    rf = rows.reshape(rows.size)
+    plane = height * width
+    depth = channels * kh * kw
+    image = n * channels * plane
+    for r in range(r0, r1):
+        top = r * sh - pt
+        for q in range(out_w):
+            left = q * sw - pl
+            d = _u((r * out_w + q) * depth)
+            for c in range(channels):
+                for i in range(kh):
+                    ih = top + i * dh
+                    for j in range(kw):
+                        iw = left + j * dw
+                        if 0 <= ih < height and 0 <= iw < width:
+                            rf[d] = xf[_u(image + c * plane + ih * width + iw)]
+                        else:
+                            rf[d] = 0
+                        d += _u(1)
+
+
+@njit(nogil=True, cache=True)
+def _tap(top, left, i, j, dh, dw, height, width):
+    """The offset of tap ``(i, j)`` of the window at ``(top, left)`` in its channel, and
+    whether it lies inside the image (else the offset is 0, a safe place to read)."""
+    ih, iw = top + i * dh, left + j * dw
+    inside = 0 <= ih < height and 0 <= iw < width
+    return _u(ih * width + iw if inside else 0), inside
+
+
+@njit(nogil=True, cache=True)
+def _im2row3(x, n, rows, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
+    """:func:`im2row` of a 3x3 window, its nine taps written out: each tap's offset and
+    whether it is inside are found once per pixel, and every channel reads the nine
+    with a select instead of a branch (loops of three per channel and a branch per
+    element ran 2-4 times slower)."""
+    _, channels, height, width = x.shape
+    xf = x.reshape(x.size)
+    rf = rows.reshape(rows.size)
+    plane = _u(height * width)
+    depth = channels * 9
+    image = _u(n * channels * height * width)
+    zero = xf.dtype.type(0)
+    for r in range(r0, r1):
+        top = r * sh - pt
+        for q in range(out_w):
+            left = q * sw - pl
+            o0, k0 = _tap(top, left, 0, 0, dh, dw, height, width)
+            o1, k1 = _tap(top, left, 0, 1, dh, dw, height, width)
+            o2, k2 = _tap(top, left, 0, 2, dh, dw, height, width)
+            o3, k3 = _tap(top, left, 1, 0, dh, dw, height, width)
+            o4, k4 = _tap(top, left, 1, 1, dh, dw, height, width)
+            o5, k5 = _tap(top, left, 1, 2, dh, dw, height, width)
+            o6, k6 = _tap(top, left, 2, 0, dh, dw, height, width)
+            o7, k7 = _tap(top, left, 2, 1, dh, dw, height, width)
+            o8, k8 = _tap(top, left, 2, 2, dh, dw, height, width)
+            d = _u((r * out_w + q) * depth)
+            at = image
+            for _ in range(channels):
+                rf[d] = xf[at + o0] if k0 else zero
+                rf[d + _u(1)] = xf[at + o1] if k1 else zero
+                rf[d + _u(2)] = xf[at + o2] if k2 else zero
+                rf[d + _u(3)] = xf[at + o3] if k3 else zero
+                rf[d + _u(4)] = xf[at + o4] if k4 else zero
+                rf[d + _u(5)] = xf[at + o5] if k5 else zero
+                rf[d + _u(6)] = xf[at + o6] if k6 else zero
+                rf[d + _u(7)] = xf[at + o7] if k7 else zero
+                rf[d + _u(8)] = xf[at + o8] if k8 else zero
+                d += _u(9)
+                at += plane
 
 
 @njit(nogil=True, cache=True)

@@ -79,14 +79,15 @@ _JOB_MASK = (1 << 30) - 1
 _INDEX_MASK = (1 << 32) - 1
 
 #: The kinds of job. The numbers are compiled into every caller (and kept in numba's disk
-#: cache): a new kind takes the next free number.
+#: cache): a new kind takes the next free number, and a retired one's is not used again
+#: (IM2COL, the shared im2col that im2row replaced, is no longer posted).
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
+IM2ROW = 11
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
     PACKED: "vm.kernels.runtime.products",
-    IM2COL: "vm.kernels.runtime.conv_jobs",
     CONV: "vm.kernels.runtime.conv_jobs",
     WINOGRAD: "vm.kernels.runtime.conv_jobs",
     WINOGRAD_PLANES: "vm.kernels.runtime.convolution",
@@ -95,6 +96,7 @@ OWNERS = {
     MAX_POOL: "vm.kernels.runtime.pool_loops",
     POINTWISE: "vm.kernels.runtime.pointwise",
     BATCHED: "vm.kernels.runtime.products",
+    IM2ROW: "vm.kernels.runtime.conv_jobs",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

@@ -490,6 +490,18 @@ def packed_columns(columns, weight, out):
 
 
 @njit(nogil=True)
+def packed_pixel_rows(rows, weight, out):
+    """``out[...] = w @ rows.T`` for a float32 ``(pixels, k)`` matrix of pixel rows (an
+    im2row matrix, :func:`vm.kernels.runtime.conv_loops.im2row`) and ``out`` ``(units,
+    pixels)``, both with contiguous rows, ``w`` packed as for :func:`packed_product`: a
+    convolution whose tiles read each pixel along ``k`` (see
+    :func:`vm.kernels.runtime.convolution.conv_packed`)."""
+    m, k = rows.shape
+    _packed(m, k, out.shape[0], (rows.ctypes.data, leading(rows), 1), weight,
+            (out.ctypes.data, 1, leading(out)))  # fmt: skip
+
+
+@njit(nogil=True)
 def _packed(m, k, units, a, weight, c):
     # Without the GIL; shared with polling workers from PARALLEL_FLOPS multiply-adds.
     if m == 0 or units == 0:

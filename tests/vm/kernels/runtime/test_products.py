@@ -30,7 +30,7 @@ from tests.vm.kernels.workers import (
     wait_until,
     workers_polling,
 )
-from vm.kernels.runtime import conv_jobs, jobs, products, threads
+from vm.kernels.runtime import conv_jobs, conv_loops, jobs, products, threads
 from vm.kernels.runtime.openblas import openblas
 
 RNG = np.random.default_rng(5)
@@ -320,38 +320,61 @@ def test_a_forked_child_shares_products_with_workers_of_its_own():
     assert done.stdout.strip() == "ok"
 
 
-@njit(nogil=True)
-def _im2col(x, n, cols, kernel, stride, pad, dilation, out, share):
-    conv_jobs.im2col(x, n, cols, kernel, stride, pad, dilation, out, share)
+_WINDOWS = [
+    # shape, kernel, stride, pad, dilation
+    ((1, 4, 7, 7), (3, 3), (1, 1), (1, 1), (1, 1)),  # every border pixel of a small plane
+    ((2, 5, 9, 8), (3, 3), (2, 2), (1, 1), (1, 1)),  # stride 2, odd and even sides
+    ((1, 3, 10, 11), (3, 3), (1, 2), (2, 0), (2, 2)),  # dilation, uneven padding
+    ((1, 2, 4, 4), (3, 3), (1, 1), (3, 3), (1, 1)),  # windows wholly in the padding
+    ((1, 3, 12, 9), (5, 5), (2, 1), (2, 2), (1, 1)),  # the general loop
+    ((1, 2, 6, 7), (1, 3), (1, 1), (0, 1), (1, 1)),
+]
 
 
-@needs_workers
-@pytest.mark.parametrize(
-    ("shape", "kernel", "stride", "pad", "dilation"),
-    [
-        ((2, 5, 9, 8), (3, 3), (2, 1), (1, 0), (1, 1)),
-        ((1, 3, 23, 23), (7, 7), (2, 2), (3, 3), (1, 1)),  # the phase-split strided copy
-        ((1, 16, 10, 11), (3, 2), (1, 1), (2, 1), (2, 2)),
-    ],
-)
-def test_a_shared_im2col_matches_the_one_thread_copy(shape, kernel, stride, pad, dilation):
-    from vm.kernels.runtime import conv_loops
-
-    x = np.random.default_rng(4).standard_normal(shape).astype("float32")
+def _sizes(shape, kernel, stride, pad, dilation):
     (kh, kw), (sh, sw), (pt, pl), (dh, dw) = kernel, stride, pad, dilation
     out_h = (shape[2] + 2 * pt - dh * (kh - 1) - 1) // sh + 1
     out_w = (shape[3] + 2 * pl - dw * (kw - 1) - 1) // sw + 1
-    want = np.zeros((shape[1] * kh * kw, out_h * out_w), "float32")
-    conv_loops.im2col(x, 1 if shape[0] > 1 else 0, 0, shape[1], want, kh, kw, sh, sw, pt, pl,
-                      dh, dw, out_h, out_w, 0, out_h)  # fmt: skip
+    return out_h, out_w
+
+
+@pytest.mark.parametrize(("shape", "kernel", "stride", "pad", "dilation"), _WINDOWS)
+def test_im2row_is_im2col_transposed(shape, kernel, stride, pad, dilation):
+
+    x = np.random.default_rng(6).standard_normal(shape).astype("float32")
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw) = kernel, stride, pad, dilation
+    out_h, out_w = _sizes(shape, kernel, stride, pad, dilation)
+    n = shape[0] - 1
+    cols = np.zeros((shape[1] * kh * kw, out_h * out_w), "float32")
+    conv_loops.im2col(x, n, 0, shape[1], cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0,
+                      out_h)  # fmt: skip
+    rows = np.full((out_h * out_w, shape[1] * kh * kw), np.nan, "float32")
+    # Two ranges of output rows, as two threads fill them.
+    for r0, r1 in ((0, out_h // 2), (out_h // 2, out_h)):
+        conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1)
+    np.testing.assert_array_equal(rows, cols.T)
+
+
+@njit(nogil=True)
+def _im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
+    conv_jobs.im2row(x, n, rows, kernel, stride, pad, dilation, out, share)
+
+
+@needs_workers
+@pytest.mark.parametrize(("shape", "kernel", "stride", "pad", "dilation"), _WINDOWS[:3])
+def test_a_shared_im2row_matches_the_one_thread_copy(shape, kernel, stride, pad, dilation):
+    x = np.random.default_rng(7).standard_normal(shape).astype("float32")
+    (kh, kw) = kernel
+    size = _sizes(shape, kernel, stride, pad, dilation)
+    want = np.zeros((size[0] * size[1], shape[1] * kh * kw), "float32")
+    args = (x, shape[0] - 1, want, kernel, stride, pad, dilation, size)
+    _im2row(*args, False)  # compiled before the workers are woken
     got = np.full_like(want, np.nan)
-    args = (x, 1 if shape[0] > 1 else 0, got, kernel, stride, pad, dilation, (out_h, out_w))
-    _im2col(*args, False)  # compiled before the workers are woken
-    np.testing.assert_array_equal(got, want)
+    args = (x, shape[0] - 1, got, kernel, stride, pad, dilation, size)
 
     def shared_run() -> None:
         got[...] = np.nan
-        _im2col(*args, True)
+        _im2row(*args, True)
 
     assert_shared(shared_run, lambda: np.testing.assert_array_equal(got, want))
 
@@ -380,7 +403,7 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
     assert conv_jobs.row_blocks(*size)[1] >= 4
     n = shape[0] - 1
     cols = np.zeros((shape[1] * kh * kw, size[0] * size[1]), "float32")
-    _im2col(x, n, cols, kernel, stride, pad, (1, 1), size, False)
+    conv_loops.im2col(x, n, 0, shape[1], cols, kh, kw, sh, sw, pt, pl, 1, 1, *size, 0, size[0])
     want = weight.reshape(units, -1) @ cols
     got = np.full_like(want, np.nan)
     args = (x, n, packed(weight), got, kernel, stride, pad, (1, 1), size)

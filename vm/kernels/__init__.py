@@ -22,10 +22,15 @@ their own (:mod:`vm.kernels.runtime.threads`; ``RELAYVM_NUM_THREADS`` sets the c
 any number of virtual machines may run kernels from any number of threads.
 """
 
-from vm.kernels.cache import cache_dir
-from vm.kernels.description import KernelDescriptionError, check_description
-from vm.kernels.library import CompiledKernel, KernelBuildError, load_kernel
-from vm.kernels.table import supported_ops
+from vm import vector_width
+
+# First, before the imports below import numba: it reads its target once.
+vector_width.prefer_full_width()
+
+from vm.kernels.cache import cache_dir  # noqa: E402
+from vm.kernels.description import KernelDescriptionError, check_description  # noqa: E402
+from vm.kernels.library import CompiledKernel, KernelBuildError, load_kernel  # noqa: E402
+from vm.kernels.table import supported_ops  # noqa: E402
 
 __all__ = [
     "CompiledKernel",

@@ -32,7 +32,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from vm import vector_width
 from vm.kernels.description import parse_description
 from vm.kernels.library import CompiledKernel, built_before, is_loaded, kernel_key, load_kernel
 
@@ -136,7 +135,6 @@ def _build_new(
         return []
     env = dict(os.environ)
     env[PROCESSES_ENV] = "1"
-    env.update(vector_width.numba_target_env())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
     built: list[str] = []
     lock = threading.Lock()

@@ -1,7 +1,8 @@
 """numba's loops at the host's full vector width: 512 bits where the CPU has AVX-512.
 
 Runtime layer; imports llvmlite's binding only (never numba: it must run before numba is
-imported). ``vm/__init__.py`` calls :func:`prefer_full_width` first thing.
+imported). :mod:`vm.kernels` calls :func:`prefer_full_width` before its own imports,
+which import numba.
 
 LLVM vectorizes loops at 256 bits on Intel's AVX-512 cores unless told otherwise (its
 ``prefer-256-bit`` tuning, chosen for the clock drop of older parts). The kernels'
@@ -48,7 +49,7 @@ def prefer_full_width() -> bool:
     if "numba" in sys.modules:
         # Too late for this process; processes it starts are told to compile as it does,
         # so that what they leave in the cache is found here (it is keyed by target).
-        os.environ.update(numba_target_env())
+        os.environ.update(_numba_target_env())
         return False
     from llvmlite import binding
 
@@ -59,7 +60,7 @@ def prefer_full_width() -> bool:
     return True
 
 
-def numba_target_env() -> dict[str, str]:
+def _numba_target_env() -> dict[str, str]:
     """The environment that makes numba in a child process compile for the target numba
     has in this one, whatever set it: builders whose code this process then loads from
     numba's cache must compile what this process would (the cache keys code by target).

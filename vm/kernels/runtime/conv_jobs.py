@@ -27,8 +27,8 @@ from vm.kernels.runtime.products import floats, view_at
 _X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, _STRIDED = range(
     jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 11
 )
-# An im2row job (im2row): the row matrix.
-_COLS = jobs.FIRST_ARGUMENT + 11
+# An im2row job (im2row): its matrix of pixel rows.
+_MATRIX = jobs.FIRST_ARGUMENT + 11
 # A convolution job (packed_conv): the packed weight, the output, its channels, the
 # weight's depth, the output rows of a chunk and the tiles' epilogue.
 _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK, _POST = range(
@@ -98,7 +98,7 @@ def _im2row_chunk(slot, index, parts):
     """Output rows ``index`` of ``parts`` of the im2row job in the slot."""
     x, n, channels, window, _ = _window(slot)
     kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    rows = carray(floats(jobs.word(slot, _COLS)), (out_h * out_w, channels * kh * kw))
+    rows = carray(floats(jobs.word(slot, _MATRIX)), (out_h * out_w, channels * kh * kw))
     lo, hi = out_h * index // parts, out_h * (index + 1) // parts
     if hi > lo:
         conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, lo, hi)
@@ -118,7 +118,7 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
         conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0, out_h)
         return
     words = (*_window_words(x, n, window, False), np.int64(rows.ctypes.data))
-    jobs.post(slot, min(2 * threads, out_h), jobs.IM2ROW, (*_WINDOW_AT, _COLS), words)
+    jobs.post(slot, min(2 * threads, out_h), jobs.IM2ROW, (*_WINDOW_AT, _MATRIX), words)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels

@@ -146,13 +146,16 @@ _Use = tuple[_Value, tuple[int, ...]]
 class _Post:
     """A chain that an operator's loops apply as they store (see :meth:`_Generator.tile_epilogue`):
     the bias and residual arrays (or None), then the activation (a
-    :mod:`vm.kernels.runtime.packed` code: ``CLAMP`` to ``[lo, hi]``, ``RELU``, ``SWISH``)."""
+    :mod:`vm.kernels.runtime.packed` code: ``CLAMP`` to ``[lo, hi]``, ``RELU``, ``SWISH``,
+    ``GELU``). A gelu's constants are kernel inputs: ``gelu`` holds the scalar values of
+    its divisor, its one and its half."""
 
     bias: str | None = None
     residual: str | None = None
     lo: float = -math.inf
     hi: float = math.inf
     activation: str = "CLAMP"
+    gelu: tuple[_Value, _Value, _Value] | None = None
 
 
 class _Epilogue(NamedTuple):
@@ -387,21 +390,29 @@ class _Generator:
 
     def tile_epilogue(self, plan: _Epilogue, rule: OpRule) -> _Post | None:
         """The chain as the operator's loops apply it while they store (:data:`OpRule.post`),
-        when it is just that: a float32 ``nn.bias_add`` along the channels, then an ``add``
-        of an array of the output's rank (a residual), then a ``clip``, an ``nn.relu`` or
-        a swish (``multiply(v, sigmoid(v))``), any of them absent but one."""
+        when it is just that: a float32 bias (``nn.bias_add`` along the channels; for a
+        dense layer's loops along the last axis, or an ``add`` of a 1-D array), then an
+        ``add`` of an array of the output's rank (a residual), then a ``clip``, an
+        ``nn.relu``, a swish (``multiply(v, sigmoid(v))``) or, for a dense layer, the
+        exporters' gelu (see :meth:`gelu_parts`), any of them absent but one."""
         value, root = plan.value, plan.root
         if not rule.post or value.spec.dtype != "float32" or root.spec.dtype != "float32":
             return None
+        columns = rule.post == "columns"
         node = root.node
         assert node is not None
         post = _Post()
         inner = self.swish_input(node)
-        if node.op in ("clip", "nn.relu") or inner is not None:
+        gelu = self.gelu_parts(node) if columns else None
+        if node.op in ("clip", "nn.relu") or inner is not None or gelu is not None:
             if node.op == "clip":
                 post.lo, post.hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
             elif node.op == "nn.relu":
                 post.lo, post.activation = 0.0, "RELU"
+            elif gelu is not None:
+                inner, divisor, one, half = gelu
+                post.activation = "GELU"
+                post.gelu = (self.values[divisor], self.values[one], self.values[half])
             else:
                 post.activation = "SWISH"
             argument = node.args[0] if inner is None else inner
@@ -409,7 +420,11 @@ class _Generator:
                 return post
             node = self.values[argument].node
         rank = value.spec.ndim
-        if node is not None and node.op == "add":
+        if (
+            node is not None
+            and node.op == "add"
+            and not (columns and self.columns_bias(node, value))
+        ):
             # The residual is a whole array, read at the element's own index.
             for mine, other in (node.args, reversed(node.args)):
                 leaf = self.values[other]
@@ -424,13 +439,69 @@ class _Generator:
                 return None
             if mine == value.index:
                 return post
-        if node is None or node.op != "nn.bias_add" or node.args[0] != value.index:
+        if node is None:
+            return None
+        if columns:
+            post.bias = self.columns_bias(node, value)
+            return post if post.bias is not None else None
+        if node.op != "nn.bias_add" or node.args[0] != value.index:
             return None
         bias = self.values[node.args[1]]
         post.bias = bias.arrays.get(STORAGE)
         if node.attrs.get("axis", 1) % rank != 1 or bias.spec.dtype != "float32":
             return None
         return post if post.bias is not None else None
+
+    def columns_bias(self, node: Node, value: _Value) -> str | None:
+        """The array of a float32 bias that ``node`` adds to ``value`` along its last axis
+        (``nn.bias_add`` on that axis, or an ``add`` of a 1-D array to an output of rank 2
+        or more), else None."""
+        rank = value.spec.ndim
+        if node.op == "nn.bias_add":
+            if node.args[0] != value.index or node.attrs.get("axis", 1) % rank != rank - 1:
+                return None
+            bias = self.values[node.args[1]]
+        elif node.op == "add" and rank >= 2 and value.index in node.args:
+            (other,) = [a for a in node.args if a != value.index] or [value.index]
+            bias = self.values[other]
+            if bias is value or bias.spec.ndim != 1:
+                return None
+        else:
+            return None
+        return bias.arrays.get(STORAGE) if bias.spec.dtype == "float32" else None
+
+    def gelu_parts(self, node: Node) -> tuple[int, int, int, int] | None:
+        """``(v, divisor, one, half)`` when ``node`` is ``multiply(multiply(v, add(erf(
+        divide(v, divisor)), one)), half)`` (either order of each ``multiply`` and the
+        ``add``), the gelu as exporters write it, with float32 scalar inputs as its
+        constants; else None. Whether they are the gelu's (the square root of 2, 1 and
+        0.5) does not matter but for ``one``, which the epilogue takes to be 1 (the
+        kernel checks it before fusing)."""
+
+        def scalar(index: int) -> bool:
+            leaf = self.values[index]
+            return bool(leaf.arrays) and leaf.spec.ndim == 0 and leaf.spec.dtype == "float32"
+
+        def split(n: Node | None, op: str) -> list[tuple[int, int]]:
+            if n is None or n.op != op or len(n.args) != 2:
+                return []
+            a, b = n.args
+            return [(a, b), (b, a)]
+
+        for scaled, half in split(node, "multiply"):
+            if not scalar(half):
+                continue
+            for v, term in split(self.values[scaled].node, "multiply"):
+                for inner, one in split(self.values[term].node, "add"):
+                    erf = self.values[inner].node
+                    if not scalar(one) or erf is None or erf.op != "erf":
+                        continue
+                    divide = self.values[erf.args[0]].node
+                    if divide is None or divide.op != "divide" or divide.args[0] != v:
+                        continue
+                    if scalar(divide.args[1]) and v != divide.args[1]:
+                        return v, divide.args[1], one, half
+        return None
 
     def swish_input(self, node: Node) -> int | None:
         """The value ``v`` of ``node`` when it is ``multiply(v, sigmoid(v))`` (either order),
@@ -456,6 +527,15 @@ class _Generator:
             # The loops read the residual at the element's own offset: it must have the
             # output's shape (else the chain runs in the loop after the operator).
             same += [f"{fused.residual}.shape[{d}] == {n}" for d, n in enumerate(value.dims)]
+        gelu: list[str] = []
+        if fused is not None and fused.gelu is not None:
+            # The loops add exactly 1 to the erf; the divisor and the half they take as
+            # they come.
+            for leaf in fused.gelu:
+                self.emit_flags(leaf)
+                gelu.append(src.fresh("g"))
+                src.line(f"{gelu[-1]} = np.float32({self.load(leaf, (), [])})")
+            same.append(f"{gelu[1]} == np.float32(1.0)")
         src.line(f"{guard} = {' and '.join(same) if same else 'True'}")
         if plan.borrow:
             dest = f"t_{value.index}"
@@ -597,9 +677,13 @@ class _Generator:
             ctx.post = src.fresh("post")
             bias = fused.bias or "np.zeros(1, np.float32)"
             residual = fused.residual or "np.empty(0, np.float32)"
+            # A dense layer's bias runs along its last axis, a convolution's along axis 1.
+            units = value.dims[-1] if rule.post == "columns" else value.dims[1]
+            lo, hi = (
+                (gelu[0], gelu[2]) if gelu else (float_literal(fused.lo), float_literal(fused.hi))
+            )
             src.line(
-                f"{ctx.post} = convolution.post_epilogue({value.dims[1]}, {bias}, "
-                f"{float_literal(fused.lo)}, {float_literal(fused.hi)}, "
+                f"{ctx.post} = convolution.post_epilogue({units}, {bias}, {lo}, {hi}, "
                 f"convolution.{fused.activation}, "
                 f"{residual}, {dest}) if {guard} else np.empty(0, np.float32)"
             )

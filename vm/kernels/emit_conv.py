@@ -305,7 +305,7 @@ RULES.register(
         emit=_conv2d_emit,
         numeric=True,
         epilogue=True,
-        post=True,
+        post="channels",
     )
 )
 
@@ -394,7 +394,7 @@ RULES.register(
         emit=_winograd_emit,
         numeric=True,
         epilogue=True,
-        post=True,
+        post="channels",
     )
 )
 
@@ -485,7 +485,7 @@ RULES.register(
         emit=_packed_emit,
         numeric=True,
         epilogue=True,
-        post=True,
+        post="channels",
     )
 )
 

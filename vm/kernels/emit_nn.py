@@ -251,19 +251,22 @@ def _dense_pack_emit(ctx: EmitCtx) -> None:
     src.line(f"{a2} = {a}.reshape(({m}, {k}))")
     src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {units}))")
     if in_dtype == out_dtype == "float32" and n == PANEL:
-        src.line(f"products.packed_into({a2}, {w}, {o2})")
-    else:
-        acc = _acc(out_dtype)
-        i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
-        with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({units}):"):
-            src.line(f"{s} = {const(0, acc)}")
-            with src.block(f"for {p} in range({k}):"):
-                x = cast(cast(f"{a2}[{i}, {p}]", in_dtype, out_dtype), out_dtype, acc)
-                y = cast(
-                    cast(f"{w}[{j} // {n}, {p}, {j} % {n}]", in_dtype, out_dtype), out_dtype, acc
-                )
-                src.line(f"{s} += {x} * {y}")
-            src.line(f"{o2}[{i}, {j}] = {cast(s, acc, out_dtype)}")
+        # The product's threads apply a fused bias, residual and activation to the strips
+        # they computed, while those are in cache (ctx.post); any other chain follows.
+        post = ctx.post or "np.empty(0, np.float32)"
+        src.line(f"products.packed_into({a2}, {w}, {o2}, {post})")
+        if ctx.post is None:
+            _whole_epilogue(ctx)
+        return
+    acc = _acc(out_dtype)
+    i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")
+    with src.block(f"for {i} in range({m}):"), src.block(f"for {j} in range({units}):"):
+        src.line(f"{s} = {const(0, acc)}")
+        with src.block(f"for {p} in range({k}):"):
+            x = cast(cast(f"{a2}[{i}, {p}]", in_dtype, out_dtype), out_dtype, acc)
+            y = cast(cast(f"{w}[{j} // {n}, {p}, {j} % {n}]", in_dtype, out_dtype), out_dtype, acc)
+            src.line(f"{s} += {x} * {y}")
+        src.line(f"{o2}[{i}, {j}] = {cast(s, acc, out_dtype)}")
     _whole_epilogue(ctx)
 
 
@@ -277,6 +280,7 @@ RULES.register(
         emit=_dense_pack_emit,
         numeric=True,
         epilogue=True,
+        post="columns",
     )
 )
 

@@ -282,11 +282,14 @@ class OpRule:
         matrix product), so the code generator can apply the elementwise chain that
         consumes the output to that block while it is still in cache, instead of in a
         separate pass (see :mod:`vm.kernels.codegen`).
-    post : bool
-        Epilogue rules whose loops can apply a chain of a channel bias and a clamp
-        themselves as they store their output (``ctx.post``, see
+    post : str
+        Epilogue rules whose loops can apply a chain of a bias, a residual and an
+        activation themselves as they store their output (``ctx.post``, see
         :func:`vm.kernels.runtime.packed.post_epilogue`), on some paths or all; the
-        others call ``ctx.epilogue`` as usual.
+        others call ``ctx.epilogue`` as usual. ``"channels"``: a convolution's loops, the
+        bias an ``nn.bias_add`` along axis 1, the activation a clamp, ``nn.relu`` or
+        swish. ``"columns"``: a dense layer's, the bias along the last axis (also an
+        ``add`` of a 1-D array), the activation also the exporters' gelu. Empty: none.
     """
 
     name: str
@@ -302,7 +305,7 @@ class OpRule:
     f16_exact: bool = False
     shape_only_args: tuple[int, ...] = ()
     epilogue: bool = False
-    post: bool = False
+    post: str = ""
     doc: str = field(default="", compare=False)
 
     @property

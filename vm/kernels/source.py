@@ -254,8 +254,9 @@ class EmitCtx:
     elementwise chain, is ``epilogue(starts, counts)``: call it right after the block of
     output 0 with index ``starts[d] .. starts[d] + counts[d]`` along each dimension ``d``
     is final (expressions; a count of ``"1"`` adds no loop), and it emits the chain for
-    that block. ``post``, set as well for rules declaring ``post=True`` whose chain is a
-    channel bias and a clamp, names the epilogue array the rule may pass to its loops
+    that block. ``post``, set as well for rules declaring ``post`` whose chain is a bias,
+    a residual and an activation their loops apply (see :class:`vm.kernels.rules.OpRule`),
+    names the epilogue array the rule may pass to its loops
     (:func:`vm.kernels.runtime.packed.post_epilogue`) instead of calling ``epilogue``.
     """
 

@@ -21,7 +21,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.vm.kernels.harness import SUMS, Program, check, packed
+from tests.vm.kernels.harness import SUMS, Program, check, packed, run
 from vm.kernels import load_kernel
 
 RNG = np.random.default_rng(31)
@@ -368,3 +368,104 @@ def test_a_winograd_convolution_applies_bias_residual_and_clamp_with_its_output_
         (value,) = program.add("nn.relu", [value])
         check(program, [value], tolerances={np.dtype("float32"): {"rtol": 1e-3, "atol": 1e-3}})
         assert "convolution.post_epilogue(" in source_of(program, [value])
+
+
+# Packed dense layers: (data shape, units). One row; rows around the 7-row tile with units
+# of a short last panel; a weight that stays in cache and many rows (tiles of rows across
+# the panels, shared by rows); a big weight (panels down the rows, shared by panels, and
+# more panels than one epilogue strip); a deep one (its panels in blocks of k).
+PACKED_DENSE = [
+    ((1, 40), 24),
+    ((2, 5, 16), 45),
+    ((300, 32), 96),
+    ((20, 700), 300),
+    ((9, 2100), 40),
+]
+
+
+def packed_dense_chain(
+    shape: tuple, units: int, tail: str, residual: bool, bias_op: str = "add", one: float = 1.0
+) -> tuple[Program, int]:
+    """dense_pack -> bias (``add`` of a 1-D array, or ``nn.bias_add`` on the last axis)
+    [-> add(residual)] [-> relu, clip, swish or the exporters' gelu, adding ``one`` to its
+    erf]; the product is the value after the inputs."""
+    out_shape = (*shape[:-1], units)
+    scalars = [np.array(c, "float32") for c in (np.sqrt(2.0), one, 0.5)]
+    extra = [f32(*out_shape)] if residual else []
+    weight = f32(units, shape[-1]) / np.float32(np.sqrt(shape[-1]))
+    program = Program([f32(*shape), packed(weight), f32(units), *scalars, *extra])
+    (value,) = program.add("nn.contrib_dense_pack", [0, 1], units=units)
+    if bias_op == "add":
+        (value,) = program.add("add", [2, value])
+    else:
+        (value,) = program.add("nn.bias_add", [value, 2], axis=-1)
+    if residual:
+        (value,) = program.add("add", [value, 6])
+    if tail == "relu":
+        (value,) = program.add("nn.relu", [value])
+    elif tail == "clip":
+        (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
+    elif tail == "gelu":
+        (value,) = gelu(program, value, (3, 4, 5))
+    elif tail:
+        (value,) = swish(program, value, tail)
+    return program, value
+
+
+def gelu(program: Program, value: int, constants: tuple[int, int, int]) -> tuple[int]:
+    """``(v * (erf(v / root2) + one)) * half``, as exporters write it."""
+    root2, one, half = constants
+    (scaled,) = program.add("divide", [value, root2])
+    (erf,) = program.add("erf", [scaled])
+    (shifted,) = program.add("add", [erf, one])
+    (product,) = program.add("multiply", [value, shifted])
+    return program.add("multiply", [product, half])
+
+
+@pytest.mark.parametrize("tail", ["relu", "clip", "swish", "gelu", ""])
+def test_a_packed_dense_layers_bias_and_activation_run_with_its_product(tail: str) -> None:
+    for shape, units in PACKED_DENSE:
+        for residual in (False, True):
+            program, value = packed_dense_chain(shape, units, tail, residual)
+            check(program, [value], tolerances=SUMS)
+            source = source_of(program, [value])
+            assert "convolution.post_epilogue(" in source
+            assert ("convolution.GELU" in source) == (tail == "gelu")
+            # No loop of the chain after the product, but the one for a broadcast result.
+            assert source.count("for l") == 0
+
+
+def test_a_packed_dense_layers_bias_may_be_a_bias_add_on_the_last_axis() -> None:
+    program, value = packed_dense_chain((3, 4, 50), 70, "relu", True, bias_op="bias_add")
+    check(program, [value], tolerances=SUMS)
+    assert "convolution.post_epilogue(" in source_of(program, [value])
+
+
+def test_a_gelu_with_the_product_gives_the_bits_of_the_loop_after_it() -> None:
+    # The same chain, once fused (the product's threads apply it) and once in the loop
+    # after the product (the biased value is also a result, so the chain cannot borrow
+    # the product's output).
+    program, value = packed_dense_chain((40, 64), 96, "gelu", False)
+    fused = run(program.description([value]), program.inputs, program.expected([value]))
+    both = [len(program.inputs), value]
+    looped = run(program.description(both), program.inputs, program.expected(both))
+    assert "convolution.GELU" not in source_of(program, both)
+    np.testing.assert_array_equal(fused[0], looped[1])
+
+
+def test_a_gelu_adding_other_than_one_runs_in_the_loop_after_the_product() -> None:
+    # The epilogue adds exactly 1 to the erf: with another constant the kernel takes the
+    # loop after the product, and is still right.
+    program, value = packed_dense_chain((5, 33), 40, "gelu", True, one=0.75)
+    check(program, [value], tolerances=SUMS)
+    assert "convolution.GELU" in source_of(program, [value])
+
+
+def test_a_packed_dense_chain_reading_a_broadcast_residual_keeps_its_epilogue_loop() -> None:
+    program = Program([f32(6, 30), packed(f32(40, 30)), f32(40), f32(6, 1)])
+    (value,) = program.add("nn.contrib_dense_pack", [0, 1], units=40)
+    (value,) = program.add("add", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "convolution.post_epilogue(" in source and "as its epilogue" in source

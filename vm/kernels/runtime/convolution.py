@@ -46,7 +46,7 @@ from vm.kernels.runtime import (
 #: The epilogue array generated kernels pass to :func:`conv_packed_into`, and its
 #: activations.
 post_epilogue = packed.post_epilogue
-CLAMP, RELU, SWISH = packed.CLAMP, packed.RELU, packed.SWISH
+CLAMP, RELU, SWISH, GELU = packed.CLAMP, packed.RELU, packed.SWISH, packed.GELU
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -60,8 +60,11 @@ _VEC = ir.VectorType(_F32, _LANES)
 
 #: The activation an epilogue applies last (word 2 of its header, :func:`post_epilogue`):
 #: a clamp to ``[lo, hi]`` keeping NaN as ``clip`` does, one turning NaN into ``lo`` as
-#: ``nn.relu`` does, or ``x * sigmoid(x)`` (swish, or SiLU: EfficientNet's activation).
-CLAMP, RELU, SWISH = 0, 1, 2
+#: ``nn.relu`` does, ``x * sigmoid(x)`` (swish, or SiLU: EfficientNet's activation), or
+#: the gelu ``(x * (erf(x / lo) + 1)) * hi`` as exporters write a transformer's
+#: (``lo`` the square root of 2, ``hi`` one half; a dense layer's epilogue only, see
+#: :func:`post_columns`).
+CLAMP, RELU, SWISH, GELU = 0, 1, 2, 3
 
 
 def _fma(module: ir.Module) -> ir.Function:
@@ -363,7 +366,7 @@ def _blocked(a, pw, k, c, rows, panels, tiles):
 
 
 @njit(nogil=True)
-def product_range(a, pw, k, units, c, rows, panels, rows_outer):
+def product_range(a, pw, k, units, c, rows, panels, rows_outer, post=0):
     """Rows ``rows[0]:rows[1]`` by panels ``panels[0]:panels[1]`` of the float32 product
     ``c = a @ w.T`` of ``a`` (``k`` columns) by the packed weight at ``pw`` (``units`` of
     its rows exist).
@@ -373,17 +376,22 @@ def product_range(a, pw, k, units, c, rows, panels, rows_outer):
     convolution (whose ``c`` is transposed: its columns are rows of the output; see
     :func:`_tile_into`). ``rows_outer`` walks tiles of rows in the outer loop, for
     weights small enough to stay in cache while the rows stream past; else panels, so
-    that each panel of a big weight is read once, and a long ``k`` in blocks."""
+    that each panel of a big weight is read once, and a long ``k`` in blocks.
+
+    ``post``, when not 0, is the address of a dense layer's epilogue
+    (:func:`post_epilogue`, one bias per column of ``c``, which must not be transposed):
+    applied by :func:`post_columns` to each strip of ``c`` as soon as it is final, while
+    it is still in cache, and by whichever thread computed it."""
     # Callers pass literals, unsigned addresses and int64s: one set of types for the loops
     # below, so that numba compiles them once rather than once per caller.
     i = np.int64
     _product_range((i(a[0]), i(a[1]), i(a[2])), i(pw), i(k), i(units),
                    (i(c[0]), i(c[1]), i(c[2])), (i(rows[0]), i(rows[1])),
-                   (i(panels[0]), i(panels[1])), i(rows_outer))  # fmt: skip
+                   (i(panels[0]), i(panels[1])), i(rows_outer), i(post))  # fmt: skip
 
 
 @njit(nogil=True)
-def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
+def _product_range(a, pw, k, units, c, rows, panels, rows_outer, post):
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     scratch = np.empty((ROWS, PANEL), np.float32)
@@ -394,8 +402,11 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
     full = min(panels[1], units // PANEL)
     if k >= BLOCKED_MIN_DEPTH and not rows_outer and full > panels[0]:
         _blocked(a, pw, k, c, rows, (panels[0], full), tiles)
+        if post != 0:
+            post_columns(pc, c_rows, rows, (panels[0] * PANEL, full * PANEL), post)
         panels = (full, panels[1])
     count = panels[1] - panels[0]
+    columns = (panels[0] * PANEL, min(units, panels[1] * PANEL))
     for outer in range(tiles if rows_outer else count):
         for inner in range(count if rows_outer else tiles):
             t, panel = (outer, inner) if rows_outer else (inner, outer)
@@ -409,6 +420,57 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer):
             corner = pc + (r0 * c_rows + first * c_cols) * 4
             _tile_into(height, (pr, a_rows, a_cols), (pb, np.int64(PANEL)), k,
                        (corner, c_rows, c_cols), width, scratch)  # fmt: skip
+        if post != 0:
+            # The strip this pass of the outer loop finished: a tile of rows across the
+            # panels, or a group of panels down the rows. A panel alone is too narrow:
+            # rows of 32 columns ran mostly in the epilogue loops' scalar remainders.
+            if rows_outer:
+                r0 = rows[0] + outer * extent // tiles
+                strip = (r0, rows[0] + (outer + 1) * extent // tiles)
+                post_columns(pc, c_rows, strip, columns, post)
+            elif (outer + 1) % POST_PANELS == 0 or outer == count - 1:
+                first = (panels[0] + outer // POST_PANELS * POST_PANELS) * PANEL
+                last = min(units, (panels[0] + outer + 1) * PANEL)
+                post_columns(pc, c_rows, rows, (first, last), post)
+
+
+#: Panels a product by panels finishes before it applies their epilogue (a strip of
+#: 256 columns down the rows it computed).
+POST_PANELS = 8
+
+
+@njit(nogil=True, error_model="numpy")
+def post_columns(pc, ldc, rows, columns, post):
+    """The epilogue at address ``post`` (:func:`post_epilogue`) on rows ``rows[0]:rows[1]``
+    and columns ``columns[0]:columns[1]`` of the float32 matrix at ``pc`` (rows ``ldc``
+    elements apart, columns contiguous), column ``u`` biased by bias ``u``: a dense layer's
+    bias, residual and activation."""
+    lo, hi, activation, residual, delta = post_fields(post)
+    relu = activation == RELU
+    u0, width = columns[0], columns[1] - columns[0]
+    bias = carray(floats(post + (POST_HEADER + u0) * 4), (width,))
+    for r in range(rows[0], rows[1]):
+        at = pc + (r * ldc + u0) * 4
+        # Arrays, not loads and stores at computed addresses, and a loop per case with
+        # the case tested outside it: LLVM vectorizes those (a gelu by addresses stayed
+        # scalar, 3x slower).
+        row = carray(floats(at), (width,))
+        if residual:
+            added = carray(floats(at + delta), (width,))
+            for j in range(width):
+                row[j] = np.float32(np.float32(row[j] + bias[j]) + added[j])
+        else:
+            for j in range(width):
+                row[j] = np.float32(row[j] + bias[j])
+        if activation == GELU:
+            for j in range(width):
+                row[j] = gelu(row[j], lo, hi)
+        elif activation == SWISH:
+            for j in range(width):
+                row[j] = vx.swish_f32(row[j])
+        else:
+            for j in range(width):
+                row[j] = clamp(row[j], lo, hi, relu)
 
 
 @njit(nogil=True)
@@ -509,10 +571,20 @@ def clamp(v, lo, hi, relu):
 
 
 @njit(nogil=True, error_model="numpy")
+def gelu(v, divisor, half):
+    """``(v * (erf(v / divisor) + 1)) * half`` in float32, each step rounded as the
+    kernels' elementwise code rounds ``divide``, ``erf``, ``add`` and two ``multiply``s."""
+    inner = np.float32(vx.erf_f32(np.float32(v / divisor)) + np.float32(1.0))
+    return np.float32(np.float32(v * inner) * half)
+
+
+@njit(nogil=True, error_model="numpy")
 def activate(v, lo, hi, activation):
     """``v`` after the epilogue's ``activation``, as the tiles apply it."""
     if activation == SWISH:
         return vx.swish_f32(v)
+    if activation == GELU:
+        return gelu(v, lo, hi)
     return clamp(v, lo, hi, activation == RELU)
 
 
@@ -618,6 +690,27 @@ run_pixel_panels = types.ExternalFunction(symbols.PIXEL_PANELS, _PIXEL_PANELS)
 
 #: Packed weights up to this many bytes stay in a core's L2 cache while rows stream past.
 CACHED_WEIGHT_BYTES = 1 << 19
+
+
+def _pointer_codegen(kind):
+    pointer = types.CPointer(kind)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(types.int64), codegen
+
+
+@intrinsic
+def floats(typingctx, address):
+    """The float32 pointer at byte ``address`` (for :func:`numba.carray`)."""
+    return _pointer_codegen(types.float32) if isinstance(address, types.Integer) else None
+
+
+@intrinsic
+def int64s(typingctx, address):
+    """The int64 pointer at byte ``address`` (for :func:`numba.carray`)."""
+    return _pointer_codegen(types.int64) if isinstance(address, types.Integer) else None
 
 
 @intrinsic

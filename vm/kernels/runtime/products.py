@@ -34,10 +34,10 @@ import ctypes
 
 import numpy as np
 from numba import carray, njit, types
-from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads
 from vm.kernels.runtime.openblas import openblas
+from vm.kernels.runtime.packed import floats, int64s
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -145,7 +145,7 @@ PARALLEL_FLOPS = 1 << 15
 _A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS = range(
     jobs.FIRST_ARGUMENT, jobs.FIRST_ARGUMENT + 13
 )
-_A_COLS, _C_COLS, _ROWS_OUTER = range(jobs.FIRST_ARGUMENT + 13, jobs.FIRST_ARGUMENT + 16)
+_A_COLS, _C_COLS, _ROWS_OUTER, _POST = range(jobs.FIRST_ARGUMENT + 13, jobs.FIRST_ARGUMENT + 17)
 
 
 @njit(nogil=True)
@@ -155,27 +155,6 @@ def _raw(itemsize, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc):
         _sgemm(_ROW_MAJOR, ta, tb, m, n, k, one, pa, lda, pb, ldb, zero, pc, ldc)
     else:
         _dgemm(_ROW_MAJOR, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc)
-
-
-def _pointer_codegen(kind):
-    pointer = types.CPointer(kind)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(pointer))
-
-    return pointer(types.int64), codegen
-
-
-@intrinsic
-def floats(typingctx, address):
-    """The float32 pointer at byte ``address`` (for :func:`numba.carray`)."""
-    return _pointer_codegen(types.float32) if isinstance(address, types.Integer) else None
-
-
-@intrinsic
-def int64s(typingctx, address):
-    """The int64 pointer at byte ``address`` (for :func:`numba.carray`)."""
-    return _pointer_codegen(types.int64) if isinstance(address, types.Integer) else None
 
 
 @njit(nogil=True)
@@ -219,7 +198,7 @@ def _packed_chunk(slot, index, parts):
     a = (pa, lda, jobs.word(slot, _A_COLS))
     c = (pc, ldc, jobs.word(slot, _C_COLS))
     _packed_part(a, pb, k, m, n, c, index, parts, jobs.word(slot, _ROWS),
-                 jobs.word(slot, _ROWS_OUTER))  # fmt: skip
+                 jobs.word(slot, _ROWS_OUTER), jobs.word(slot, _POST))  # fmt: skip
 
 
 @njit(nogil=True)
@@ -242,22 +221,23 @@ def _blas_part(product, rows, index, parts):
 
 
 @njit(nogil=True)
-def _packed_part(a, pw, k, m, units, c, index, parts, by_rows, rows_outer):
-    # Chunks of whole tiles (rows) or panels (columns), so no tile is cut in two.
+def _packed_part(a, pw, k, m, units, c, index, parts, by_rows, rows_outer, post):
+    # Chunks of whole tiles (rows) or panels (columns), so no tile is cut in two; each
+    # applies the epilogue (post, if not 0) to what it computed.
     panels = -(-units // packed.PANEL)
     if by_rows:
         tiles = -(-m // packed.ROWS)
         lo = tiles * index // parts * packed.ROWS
         hi = min(m, tiles * (index + 1) // parts * packed.ROWS)
-        packed.product_range(a, pw, k, units, c, (lo, hi), (0, panels), rows_outer)
+        packed.product_range(a, pw, k, units, c, (lo, hi), (0, panels), rows_outer, post)
     else:
         lo, hi = panels * index // parts, panels * (index + 1) // parts
-        packed.product_range(a, pw, k, units, c, (0, m), (lo, hi), rows_outer)
+        packed.product_range(a, pw, k, units, c, (0, m), (lo, hi), rows_outer, post)
 
 
 #: Where the words of a product job go (see :func:`_shared`).
 _PRODUCT_AT = (_A, _B, _C, _M, _N, _K, _LDA, _LDB, _LDC, _TA, _TB, _ITEMSIZE, _ROWS, _A_COLS,
-               _C_COLS, _ROWS_OUTER)  # fmt: skip
+               _C_COLS, _ROWS_OUTER, _POST)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -265,7 +245,7 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     """Share the product with the polling workers; False (nothing done) if none polls or
     another job holds the slot. ``kind`` is :data:`vm.kernels.runtime.jobs.BLAS` or
     :data:`vm.kernels.runtime.jobs.PACKED`; ``packing`` is a packed product's (column stride of
-    a, column stride of c, rows outer), zeros for a BLAS one."""
+    a, column stride of c, rows outer, epilogue address or 0), zeros for a BLAS one."""
     slot = jobs.slot()
     threads = jobs.claim(slot, kind, m * n * k)
     if threads == 0:
@@ -284,7 +264,7 @@ def _shared(m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, itemsize, kind, packing)
     i64 = np.int64
     words = (i64(pa), i64(pb), i64(pc), i64(m), i64(n), i64(k), i64(lda), i64(ldb), i64(ldc),
              i64(ta), i64(tb), i64(itemsize), i64(1 if rows else 0), i64(packing[0]),
-             i64(packing[1]), i64(packing[2]))  # fmt: skip
+             i64(packing[1]), i64(packing[2]), i64(packing[3]))  # fmt: skip
     values = np.array(words)
     jobs.post(slot, parts, kind, _PRODUCT_AT, values)
     return True
@@ -324,7 +304,7 @@ def _run(product):
     ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size = product
     rows, parts = partition(m, n, k)
     if parts > 1 and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, size, jobs.BLAS, (0, 0, 0)
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, size, jobs.BLAS, (0, 0, 0, 0)
     ):
         return
     _parts(product, rows, 0, parts, parts)
@@ -470,13 +450,15 @@ def whole(a, b, out):
 
 
 @njit(nogil=True)
-def packed_product(a, weight, out):
+def packed_product(a, weight, out, post=0):
     """``out[...] = a @ w.T`` for float32 2-D ``a`` and ``out`` whose rows are contiguous
     and ``w`` packed in ``NC32n`` panels (C-contiguous ``(panels, k, 32)``, see
-    :mod:`vm.kernels.runtime.packed`): a dense layer."""
+    :mod:`vm.kernels.runtime.packed`): a dense layer. ``post``: the address of its
+    epilogue (:func:`vm.kernels.runtime.packed.post_epilogue`, one bias per output
+    column; the residual laid out as ``out``), or 0."""
     m, k = a.shape
     _packed(m, k, out.shape[1], (a.ctypes.data, leading(a), 1), weight,
-            (out.ctypes.data, leading(out), 1))  # fmt: skip
+            (out.ctypes.data, leading(out), 1), post)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -486,7 +468,7 @@ def packed_columns(columns, weight, out):
     :func:`packed_product`: a convolution."""
     k, m = columns.shape
     _packed(m, k, out.shape[0], (columns.ctypes.data, 1, leading(columns)), weight,
-            (out.ctypes.data, 1, leading(out)))  # fmt: skip
+            (out.ctypes.data, 1, leading(out)), 0)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -498,11 +480,11 @@ def packed_pixel_rows(rows, weight, out):
     :func:`vm.kernels.runtime.convolution.conv_packed`)."""
     m, k = rows.shape
     _packed(m, k, out.shape[0], (rows.ctypes.data, leading(rows), 1), weight,
-            (out.ctypes.data, 1, leading(out)))  # fmt: skip
+            (out.ctypes.data, 1, leading(out)), 0)  # fmt: skip
 
 
 @njit(nogil=True)
-def _packed(m, k, units, a, weight, c):
+def _packed(m, k, units, a, weight, c, post):
     # Without the GIL; shared with polling workers from PARALLEL_FLOPS multiply-adds.
     if m == 0 or units == 0:
         return
@@ -511,17 +493,19 @@ def _packed(m, k, units, a, weight, c):
         for r in range(m):
             for u in range(units):
                 packed.store(pc, r * c_rows + u * c_cols, 0.0)
+        if post != 0:
+            packed.post_columns(pc, c_rows, (0, m), (0, units), post)
         return
     panels = weight.shape[0]
     rows_outer = 1 if weight.size * 4 <= packed.CACHED_WEIGHT_BYTES else 0
     pa, a_rows, a_cols = a
     pw = weight.ctypes.data
-    packing = (a_cols, c_cols, rows_outer)
+    packing = (a_cols, c_cols, rows_outer, post)
     if m * units * k >= PARALLEL_FLOPS and _shared(
         m, units, k, 0, 0, pa, a_rows, pw, 0, pc, c_rows, 4, jobs.PACKED, packing
     ):
         return
-    packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer)
+    packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer, post)
 
 
 # --- from Python ------------------------------------------------------------------------------
@@ -619,18 +603,21 @@ def product_into(x, y, out, transpose_x, transpose_y):
 
 
 @njit(nogil=True)
-def packed_into(x, w, out):
+def packed_into(x, w, out, post):
     """``out[...] = x @ unpacked(w).T`` for float32 ``x`` and a weight ``w`` in 32-wide
     ``NC32n`` panels (see :mod:`vm.kernels.runtime.packed`); without the GIL, shared with polling
-    workers when big, through ``relayvm_packed``."""
+    workers when big, through ``relayvm_packed``. ``post`` is the epilogue the product's
+    threads apply to what they computed (:func:`vm.kernels.runtime.packed.post_epilogue`:
+    a bias per column of ``out``, a residual laid out as ``out``, an activation), or an
+    empty array for none."""
     if x.shape[0] > 1 and x.strides[1] != x.itemsize:
         x = np.ascontiguousarray(x)
     if w.strides[2] != w.itemsize or w.strides[1] != w.shape[2] * w.itemsize:
         w = np.ascontiguousarray(w)
-    block = np.empty(10, np.int64)
+    block = np.empty(11, np.int64)
     words = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], leading(x),
              np.int64(w.ctypes.data), w.shape[0], w.shape[1], np.int64(out.ctypes.data),
-             out.shape[1], leading(out))  # fmt: skip
+             out.shape[1], leading(out), packed.post_address(post))  # fmt: skip
     for i in range(len(words)):
         block[i] = words[i]
     _packed_symbol(block.ctypes.data)
@@ -675,12 +662,12 @@ _ENTRY = types.int64(types.int64)
 def _packed_entry(address):
     """:func:`packed_product` on the block of :func:`packed_into`: the
     data's address, rows, columns and row stride, the weight's address, panels and depth,
-    the output's address, columns and row stride."""
-    b = carray(int64s(address), (10,))
+    the output's address, columns and row stride, and the epilogue's address (or 0)."""
+    b = carray(int64s(address), (11,))
     if b[1] > 0 and b[8] > 0:
         x = view_at(b[0], (b[1], b[2]), (b[3] * 4, 4))
         w = carray(floats(b[4]), (b[5], b[6], packed.PANEL))
-        packed_product(x, w, view_at(b[7], (b[1], b[8]), (b[9] * 4, 4)))
+        packed_product(x, w, view_at(b[7], (b[1], b[8]), (b[9] * 4, 4)), b[10])
     return 1
 
 

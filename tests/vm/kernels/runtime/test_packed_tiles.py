@@ -190,6 +190,51 @@ def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> Non
     assert np.isnan(got[0]).all()  # the row before the range is not written
 
 
+@pytest.mark.parametrize("rows_outer", [0, 1])
+@pytest.mark.parametrize("units", [45, 300])
+@pytest.mark.parametrize("k", [37, packed.BLOCKED_MIN_DEPTH + 5])
+def test_a_dense_epilogue_reaches_every_column_of_the_range_once(
+    rows_outer: int, units: int, k: int
+) -> None:
+    # Strips of rows across the panels, groups of panels down the rows (300 units: more
+    # than one group, a short last panel), and whole panels in blocks of k beside it.
+    rows = 2 * packed.ROWS + 3
+    a, w, pw = _operands(rows, units, k)
+    bias = RNG.standard_normal(units).astype(np.float32)
+    c = np.full((rows, units), np.nan, np.float32)
+    residual = RNG.standard_normal((rows, units)).astype(np.float32)
+    lo, hi = np.float32(-20.0), np.float32(20.0)
+    post = packed.post_epilogue(units, bias, lo, hi, packed.CLAMP, residual, c)
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, units, 1),
+        (1, rows), (0, pw.shape[0]), rows_outer, post.ctypes.data,
+    )  # fmt: skip
+    want = np.clip(a @ w.T + bias + residual, lo, hi)
+    np.testing.assert_allclose(c[1:], want[1:], rtol=1e-4, atol=1e-3)
+    assert np.isnan(c[0]).all()  # the row before the range is not written
+
+
+def test_a_dense_gelu_epilogue_gives_the_bits_of_the_scalar_gelu() -> None:
+    rows, units, k = 30, 70, 24
+    a, _, pw = _operands(rows, units, k)
+    bias = RNG.standard_normal(units).astype(np.float32)
+    root2, half = np.float32(np.sqrt(2.0)), np.float32(0.5)
+    plain = np.empty((rows, units), np.float32)
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (plain.ctypes.data, units, 1),
+        (0, rows), (0, pw.shape[0]), 1,
+    )  # fmt: skip
+    c = np.empty_like(plain)
+    post = packed.post_epilogue(units, bias, root2, half, packed.GELU, np.empty(0, np.float32), c)
+    packed.product_range(
+        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, units, 1),
+        (0, rows), (0, pw.shape[0]), 1, post.ctypes.data,
+    )  # fmt: skip
+    biased = plain + bias
+    want = np.array([packed.gelu(v, root2, half) for v in biased.ravel()], np.float32)
+    np.testing.assert_array_equal(c, want.reshape(rows, units))
+
+
 @njit
 def _split_pairs(source: np.ndarray, even: np.ndarray, odd: np.ndarray, count: int) -> None:
     # An intrinsic: callable from compiled code only.

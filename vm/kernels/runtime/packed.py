@@ -333,6 +333,40 @@ BLOCKED_MIN_DEPTH = 2048
 K_BLOCK = 256
 
 
+@intrinsic
+def prefetch(typingctx, address):
+    """Ask for the cache line at byte ``address`` to be brought into L2 (``prefetcht1`` on
+    x86), without waiting for it."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        pointer = ir.IntType(8).as_pointer()
+        function = builder.module.globals.get("llvm.prefetch")
+        if function is None:
+            kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
+            function = ir.Function(builder.module, kind, name="llvm.prefetch")
+        # A read (0), kept in the second-level cache (locality 2), of data (1).
+        builder.call(function, [builder.inttoptr(args[0], pointer), i32(0), i32(2), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(types.int64), codegen
+
+
+@njit(nogil=True)
+def _prefetch_part(address, size, part, parts):
+    """Prefetch part ``part`` of ``parts`` of the ``size`` bytes at ``address``: the
+    weight panel the next pass of a product by panels reads, a slice with each tile of
+    this one. In a model the weights come from memory (GPT-2's 340 MB exceed any L3),
+    and the first tile of each panel waited for it: a 768->3072 layer of 128 rows took
+    2.8 ms against 2.0 alone (Intel Xeon, Emerald Rapids, 2 threads)."""
+    lo = size * part // parts
+    hi = size * (part + 1) // parts
+    for at in range(lo - lo % 64, hi, 64):
+        prefetch(address + at)
+
+
 @njit(nogil=True)
 def _blocked(a, pw, k, c, rows, panels, tiles):
     """:func:`product_range` over whole panels in blocks of :data:`K_BLOCK` (the first
@@ -347,11 +381,19 @@ def _blocked(a, pw, k, c, rows, panels, tiles):
         base, ldc = pc + (rows[0] * c_rows + panels[0] * PANEL) * 4, c_rows
     else:
         base, ldc = np.int64(buffer.ctypes.data), columns
+    count = panels[1] - panels[0]
     for k0 in range(0, k, K_BLOCK):
         depth = min(K_BLOCK, k - k0)
-        for panel in range(panels[1] - panels[0]):
+        for panel in range(count):
             pb = pw + ((panel + panels[0]) * k + k0) * PANEL * 4
+            # The block after this one: of the next panel, or of the first at the next k.
+            if panel + 1 < count:
+                following, size = pb + k * PANEL * 4, depth
+            else:
+                following = pw + (panels[0] * k + k0 + depth) * PANEL * 4
+                size = min(K_BLOCK, k - k0 - depth)
             for t in range(tiles):
+                _prefetch_part(following, size * PANEL * 4, t, tiles)
                 r0 = t * extent // tiles
                 height = (t + 1) * extent // tiles - r0
                 pr = pa + ((rows[0] + r0) * a_rows + k0 * a_cols) * 4
@@ -407,9 +449,12 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer, post):
         panels = (full, panels[1])
     count = panels[1] - panels[0]
     columns = (panels[0] * PANEL, min(units, panels[1] * PANEL))
+    panel_bytes = k * PANEL * 4
     for outer in range(tiles if rows_outer else count):
         for inner in range(count if rows_outer else tiles):
             t, panel = (outer, inner) if rows_outer else (inner, outer)
+            if not rows_outer and outer + 1 < count:
+                _prefetch_part(pw + (panels[0] + outer + 1) * panel_bytes, panel_bytes, t, tiles)
             r0 = rows[0] + t * extent // tiles
             height = rows[0] + (t + 1) * extent // tiles - r0
             panel += panels[0]

@@ -145,6 +145,21 @@ def test_softmax_rows_with_nan_infinities_and_one_element() -> None:
     check(program, results, ["softmax of 130", "softmax of 1"])
 
 
+def test_a_causally_masked_softmax_gives_exact_zeros_where_masked() -> None:
+    # Masked entries are float32's lowest (as exporters write the mask) or far below the
+    # row's maximum: their exponentials are below float32's normal range, and are 0.
+    x = RNG.uniform(-5, 5, (2, 3, 40, 40)).astype("float32")
+    masked = np.triu(np.ones((40, 40), bool), 1)
+    x[..., masked] = np.finfo(np.float32).min
+    x[0, 0, 5, :3] -= 95.0
+    program = Program([x])
+    results = [program.add("nn.softmax", [0])[0], program.add("nn.softmax", [0], axis=2)[0]]
+    check(program, results, ["softmax of rows", "softmax of columns"])
+    got = run(program.description(results), [x], program.expected(results))
+    assert (got[0][..., masked] == 0.0).all() and (got[0][0, 0, 5, :3] == 0.0).all()
+    assert (got[1][..., masked] == 0.0).all()
+
+
 def test_products_with_disagreeing_inner_dimensions_raise() -> None:
     x = RNG.standard_normal((3, 4)).astype("float32")
     w = RNG.standard_normal((5, 4)).astype("float32")

@@ -1,5 +1,6 @@
-"""float32 ``exp``, ``sigmoid``, ``tanh`` and ``erf``, a row maximum and row sums, that LLVM can
-vectorize; ``exp`` and swish also as LLVM IR for vector loops written in IR.
+"""float32 ``exp`` (also flushed to 0 below the normal range, for softmax), ``sigmoid``,
+``tanh`` and ``erf``, a row maximum and row sums, that LLVM can vectorize; ``exp`` and swish
+also as LLVM IR for vector loops written in IR.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
 
@@ -162,6 +163,23 @@ def exp_f32(x):
     scale_a = _float_from_bits((half + np.int32(127)) << np.int32(23))
     scale_b = _float_from_bits((k - half + np.int32(127)) << np.int32(23))
     return p * scale_a * scale_b
+
+
+# exp_f32 is normal from here on (float32's smallest normal is e ** -87.34).
+_EXP_NORMAL_LOW = _F(-87.0)
+
+
+@register_jitable(inline="always")
+def exp_flushed_f32(x):
+    """``e ** x`` for a float32 ``x``, but 0 where that would be below float32's normal
+    range (under 1.6e-38, the same to within that): for a softmax, whose masked entries
+    (``-inf`` or float32's lowest, minus the row's maximum) would otherwise each produce
+    a subnormal. x86 cores take a microcode assist of a hundred cycles or more to produce
+    one and again to read it: GPT-2's causal 12x128x128 softmax ran 3x slower (567 against
+    180 us on an Intel Xeon, Emerald Rapids)."""
+    e = exp_f32(max(x, _EXP_NORMAL_LOW))
+    # Written so that NaN (every comparison false) keeps exp's NaN.
+    return _F(0.0) if x < _EXP_NORMAL_LOW else e
 
 
 def _vector_intrinsic(module: ir.Module, name: str, kind: ir.VectorType, arity: int) -> ir.Function:

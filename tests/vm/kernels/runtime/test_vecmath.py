@@ -1,6 +1,7 @@
-"""The vectorizable float32 exp, sigmoid, tanh and erf: accuracy, edges, special values; and
-the row maximum: numpy's answer, NaN and infinities, signed zeros, an empty row; the row
-sums: float64 sums of float32 and float64 rows, strided rows, special values."""
+"""The vectorizable float32 exp, sigmoid, tanh and erf: accuracy, edges, special values; exp
+flushed to 0 below the normal range; the row maximum: numpy's answer, NaN and infinities,
+signed zeros, an empty row; the row sums: float64 sums of float32 and float64 rows, strided
+rows, special values."""
 
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ GRID = np.concatenate(
         [0.0, -0.0, 0.625, -0.625, 1.0, -1.0, 4.0, -4.0],
     ]
 ).astype(np.float32)
+
+
+@numba.njit
+def _flushed(values, out):  # type: ignore[no-untyped-def]
+    for i in range(values.shape[0]):
+        out[i] = vx.exp_flushed_f32(values[i])
 
 
 # ---- returns -----------------------------------------------------------------------------------
@@ -145,3 +152,17 @@ def test_row_sums_read_strided_rows_and_carry_special_values() -> None:
     # float32's largest values sum past float32's range without overflowing float64.
     big = np.full(4, np.finfo(np.float32).max, np.float32)
     assert _sum_f64(big) == 4.0 * float(np.finfo(np.float32).max)
+
+
+def test_a_flushed_exp_is_exp_in_the_normal_range_and_zero_below_it() -> None:
+    lowest = np.finfo(np.float32).min
+    values = np.array(
+        [-87.5, -87.0, -86.9, -100.0, -np.inf, lowest, 0.0, 3.0, np.nan, np.inf], np.float32
+    )
+    got = np.empty_like(values)
+    _flushed(values, got)
+    exact = apply("exp", values)
+    normal = ~(values < -87.0)
+    np.testing.assert_array_equal(got[normal], exact[normal])  # NaN and inf included
+    assert (got[~normal] == 0.0).all()
+    assert (got[normal & np.isfinite(values)] >= np.finfo(np.float32).tiny).all()

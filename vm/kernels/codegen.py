@@ -142,6 +142,13 @@ class _ArgMapCtx:
 _Use = tuple[_Value, tuple[int, ...]]
 
 
+#: Output elements from which a dense layer's loops apply its fused chain themselves
+#: (``OpRule.post == "columns"``): below, the header they read (a copy of the bias) costs
+#: more than the chain in the loop after the product. One row of 512 (an MLP at batch 1):
+#: about a microsecond a layer more through the header.
+COLUMNS_POST_MIN = 16384
+
+
 @dataclass
 class _Post:
     """A chain that an operator's loops apply as they store (see :meth:`_Generator.tile_epilogue`):
@@ -682,10 +689,17 @@ class _Generator:
             lo, hi = (
                 (gelu[0], gelu[2]) if gelu else (float_literal(fused.lo), float_literal(fused.hi))
             )
+            when = guard
+            if rule.post == "columns":
+                # A small dense layer's chain costs less in the loop after its product
+                # than the epilogue header does (see COLUMNS_POST_MIN); the rule runs
+                # ctx.epilogue when the header is empty.
+                elements = " * ".join(f"({d})" for d in value.dims)
+                when = f"{guard} and {elements} >= {COLUMNS_POST_MIN}"
             src.line(
                 f"{ctx.post} = convolution.post_epilogue({units}, {bias}, {lo}, {hi}, "
                 f"convolution.{fused.activation}, "
-                f"{residual}, {dest}) if {guard} else np.empty(0, np.float32)"
+                f"{residual}, {dest}) if {when} else np.empty(0, np.float32)"
             )
         rule.emit(ctx)  # type: ignore[misc]
         with src.block(f"if not {guard}:"):

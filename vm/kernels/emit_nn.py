@@ -252,11 +252,15 @@ def _dense_pack_emit(ctx: EmitCtx) -> None:
     src.line(f"{o2} = {ctx.outs[0]}.reshape(({m}, {units}))")
     if in_dtype == out_dtype == "float32" and n == PANEL:
         # The product's threads apply a fused bias, residual and activation to the strips
-        # they computed, while those are in cache (ctx.post); any other chain follows.
+        # they computed, while those are in cache (ctx.post); any other chain, or this one
+        # when the header is empty (a small layer), follows.
         post = ctx.post or "np.empty(0, np.float32)"
         src.line(f"products.packed_into({a2}, {w}, {o2}, {post})")
         if ctx.post is None:
             _whole_epilogue(ctx)
+        else:
+            with src.block(f"if {ctx.post}.size == 0:"):
+                _whole_epilogue(ctx)
         return
     acc = _acc(out_dtype)
     i, j, p, s = src.fresh("i"), src.fresh("j"), src.fresh("p"), src.fresh("acc")

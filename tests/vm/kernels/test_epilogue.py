@@ -370,16 +370,17 @@ def test_a_winograd_convolution_applies_bias_residual_and_clamp_with_its_output_
         assert "convolution.post_epilogue(" in source_of(program, [value])
 
 
-# Packed dense layers: (data shape, units). One row; rows around the 7-row tile with units
-# of a short last panel; a weight that stays in cache and many rows (tiles of rows across
-# the panels, shared by rows); a big weight (panels down the rows, shared by panels, and
-# more panels than one epilogue strip); a deep one (its panels in blocks of k).
+# Packed dense layers: (data shape, units). One row (below COLUMNS_POST_MIN: the chain
+# runs in the loop after the product); then outputs big enough for the product's loops to
+# apply it: units of a short last panel; a weight that stays in cache (tiles of rows across
+# the panels, shared by rows); a big weight (panels down the rows, shared by panels, more
+# panels than one epilogue strip); a deep one (its panels in blocks of k).
 PACKED_DENSE = [
     ((1, 40), 24),
-    ((2, 5, 16), 45),
+    ((4, 100, 16), 45),
     ((300, 32), 96),
-    ((20, 700), 300),
-    ((9, 2100), 40),
+    ((60, 700), 300),
+    ((200, 2100), 96),
 ]
 
 
@@ -431,12 +432,12 @@ def test_a_packed_dense_layers_bias_and_activation_run_with_its_product(tail: st
             source = source_of(program, [value])
             assert "convolution.post_epilogue(" in source
             assert ("convolution.GELU" in source) == (tail == "gelu")
-            # No loop of the chain after the product, but the one for a broadcast result.
-            assert source.count("for l") == 0
+            # The loop of the chain after the product runs only without a header.
+            assert re.search(r"\n(\s+)if post\d+\.size == 0:\n\1    if ep\d+:\n", source)
 
 
 def test_a_packed_dense_layers_bias_may_be_a_bias_add_on_the_last_axis() -> None:
-    program, value = packed_dense_chain((3, 4, 50), 70, "relu", True, bias_op="bias_add")
+    program, value = packed_dense_chain((3, 100, 50), 70, "relu", True, bias_op="bias_add")
     check(program, [value], tolerances=SUMS)
     assert "convolution.post_epilogue(" in source_of(program, [value])
 
@@ -445,7 +446,7 @@ def test_a_gelu_with_the_product_gives_the_bits_of_the_loop_after_it() -> None:
     # The same chain, once fused (the product's threads apply it) and once in the loop
     # after the product (the biased value is also a result, so the chain cannot borrow
     # the product's output).
-    program, value = packed_dense_chain((40, 64), 96, "gelu", False)
+    program, value = packed_dense_chain((200, 64), 96, "gelu", False)
     fused = run(program.description([value]), program.inputs, program.expected([value]))
     both = [len(program.inputs), value]
     looped = run(program.description(both), program.inputs, program.expected(both))
@@ -456,7 +457,7 @@ def test_a_gelu_with_the_product_gives_the_bits_of_the_loop_after_it() -> None:
 def test_a_gelu_adding_other_than_one_runs_in_the_loop_after_the_product() -> None:
     # The epilogue adds exactly 1 to the erf: with another constant the kernel takes the
     # loop after the product, and is still right.
-    program, value = packed_dense_chain((5, 33), 40, "gelu", True, one=0.75)
+    program, value = packed_dense_chain((500, 33), 40, "gelu", True, one=0.75)
     check(program, [value], tolerances=SUMS)
     assert "convolution.GELU" in source_of(program, [value])
 

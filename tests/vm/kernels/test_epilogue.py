@@ -243,13 +243,29 @@ def packed_conv_chain(
     (value,) = program.add("nn.bias_add", [value, 2], axis=1)
     if residual:
         (value,) = program.add("add", [3, value])
+    return program, activation(program, value, tail, clip=(0.0, 6.0))
+
+
+def activation(
+    program: Program,
+    value: int,
+    tail: str,
+    clip: tuple[float, float] = (-0.5, 0.5),
+    gelu_constants: tuple[int, int, int] | None = None,
+) -> int:
+    """``value`` after the chain's last step: ``relu``, ``clip`` (to ``clip``), ``swish``
+    or ``swish-gate`` (see :func:`swish`), ``gelu`` (see :func:`gelu`, its constants the
+    inputs ``gelu_constants``), or nothing for ``""``."""
     if tail == "relu":
         (value,) = program.add("nn.relu", [value])
     elif tail == "clip":
-        (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+        (value,) = program.add("clip", [value], a_min=clip[0], a_max=clip[1])
+    elif tail == "gelu":
+        assert gelu_constants is not None
+        (value,) = gelu(program, value, gelu_constants)
     elif tail:
         (value,) = swish(program, value, tail)
-    return program, value
+    return value
 
 
 def swish(program: Program, value: int, tail: str) -> tuple[int]:
@@ -338,12 +354,7 @@ def test_grouped_convolutions_apply_bias_and_clamp_as_they_write(tail: str, resi
         (value,) = program.add("nn.bias_add", [value, 2], axis=1)
         if residual:
             (value,) = program.add("add", [value, 3])
-        if tail == "relu":
-            (value,) = program.add("nn.relu", [value])
-        elif tail == "clip":
-            (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
-        elif tail:
-            (value,) = swish(program, value, tail)
+        value = activation(program, value, tail)
         check(program, [value], tolerances=SUMS)
         assert "convolution.post_epilogue(" in source_of(program, [value])
 
@@ -402,14 +413,7 @@ def packed_dense_chain(
         (value,) = program.add("nn.bias_add", [value, 2], axis=-1)
     if residual:
         (value,) = program.add("add", [value, 6])
-    if tail == "relu":
-        (value,) = program.add("nn.relu", [value])
-    elif tail == "clip":
-        (value,) = program.add("clip", [value], a_min=-0.5, a_max=0.5)
-    elif tail == "gelu":
-        (value,) = gelu(program, value, (3, 4, 5))
-    elif tail:
-        (value,) = swish(program, value, tail)
+    value = activation(program, value, tail, gelu_constants=(3, 4, 5))
     return program, value
 
 

@@ -45,10 +45,15 @@ from numba.extending import intrinsic
 from vm.kernels.runtime import atomics, callbacks, symbols
 
 # The slot below is one job at a time: a caller claims it (BUSY 0 -> 1), writes the job
-# and its chunk count, then publishes TICKET = job << 32. Every thread that helps, caller
-# included, takes chunk numbers with fetch_add(TICKET, 1); a number belongs to the job in
-# its high bits, and is only honoured if JOB still names that job after PARTS was read (a
-# new job writes JOB before PARTS), so a thread holding a stale number does nothing. DONE
+# and its chunk count, then publishes TICKET = (job << 40) | (0 << 20) | parts: the job,
+# the first chunk nobody took and one past the last. The caller takes chunks from the
+# front, the workers from the back, each with a compare-exchange of TICKET, until the two
+# ends meet. The kernels cut their chunks along the same pixels (rows of an image, pixel
+# panels), so the caller computes the first ones of every layer and a worker the last:
+# each then mostly reads what it wrote itself, in its own core's cache (MobileNetV2, one
+# thread per core: 3-4% faster than when whichever thread was free took the next
+# chunk). A ticket is only honoured if JOB still names its job after PARTS was read (a
+# new job writes JOB before PARTS), so a thread holding a stale ticket does nothing. DONE
 # counts finished chunks; the caller waits for all of them, then frees the slot. The
 # workers of vm.kernels.runtime.threads poll the slot (serve) while they wait for Python jobs, and
 # sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are
@@ -75,8 +80,13 @@ ARGUMENTS = 48
 #: Room for this many kinds in the handler table (a word each, after the arguments).
 MAX_KINDS = 16
 _HANDLERS = FIRST_ARGUMENT + ARGUMENTS
-_JOB_MASK = (1 << 30) - 1
+_JOB_MASK = (1 << 23) - 1
 _INDEX_MASK = (1 << 32) - 1
+_CHUNK_BITS = 20
+_CHUNK_MASK = (1 << _CHUNK_BITS) - 1
+_FRONT = 1 << _CHUNK_BITS
+#: The most chunks one job is cut into.
+MAX_PARTS = _CHUNK_MASK
 
 #: The kinds of job. The numbers are compiled into every caller (and kept in numba's disk
 #: cache): a new kind takes the next free number, and a retired one's is not used again
@@ -168,14 +178,15 @@ def post(slot, parts, kind, at, words):
     ``words[i]`` at word ``at[i]``: write it, publish it, do chunks of it and wait for the
     workers' chunks, then free the slot."""
     job = (word(slot, _JOB) + 1) & _JOB_MASK
+    parts = min(parts, MAX_PARTS)
     set_word(slot, _JOB, job)
     set_word(slot, _PARTS, parts)
     set_word(slot, _DONE, 0)
     for i in range(len(at)):
         set_word(slot, at[i], words[i])
     set_word(slot, _KIND, kind)
-    set_word(slot, _TICKET, job << 32)
-    _take_chunks(slot)
+    set_word(slot, _TICKET, (job << (2 * _CHUNK_BITS)) | parts)
+    _take_chunks(slot, False)
     while word(slot, _DONE) < parts:
         pass
     set_word(slot, _BUSY, 0)
@@ -231,15 +242,24 @@ def _call_handler(typingctx, handler, slot, index, parts):
 
 
 @njit(nogil=True)
-def _take_chunks(slot):
-    """Do chunks of the slot's job until none is left; returns how many this thread did."""
+def _take_chunks(slot, back):
+    """Do chunks of the slot's job until none is left, from the last one down if ``back``
+    (the workers), from the first one up if not (the poster); returns how many this
+    thread did."""
     did = 0
     while True:
-        ticket = atomics.fetch_add(slot + 8 * _TICKET, 1)
-        job, index = ticket >> 32, ticket & _INDEX_MASK
+        ticket = word(slot, _TICKET)
+        job = ticket >> (2 * _CHUNK_BITS)
+        front, end = (ticket >> _CHUNK_BITS) & _CHUNK_MASK, ticket & _CHUNK_MASK
         parts = word(slot, _PARTS)
-        if word(slot, _JOB) != job or index >= parts:
+        if word(slot, _JOB) != job or front >= end:
             return did
+        if back:
+            index, taken = end - 1, ticket - 1
+        else:
+            index, taken = front, ticket + _FRONT
+        if not atomics.compare_exchange(slot + 8 * _TICKET, ticket, taken):
+            continue
         # Through the kind's handler, not a call of its code: each poster would link the
         # chunk code of every kind, and numba optimises each kernel's whole linked module.
         _call_handler(word(slot, _HANDLERS + word(slot, _KIND)), slot, index, parts)
@@ -250,7 +270,8 @@ def _take_chunks(slot):
 @njit(nogil=True)
 def _has_chunk(slot):
     ticket = word(slot, _TICKET)
-    return (ticket >> 32) == word(slot, _JOB) and (ticket & _INDEX_MASK) < word(slot, _PARTS)
+    front, end = (ticket >> _CHUNK_BITS) & _CHUNK_MASK, ticket & _CHUNK_MASK
+    return (ticket >> (2 * _CHUNK_BITS)) == word(slot, _JOB) and front < end
 
 
 @njit(nogil=True)
@@ -286,7 +307,7 @@ def serve(posted, seen, polls):
             changed = True
             break
         if _has_chunk(address):
-            _take_chunks(address)
+            _take_chunks(address, True)
             rounds = 0
         rounds += 1
     atomics.fetch_add(address + 8 * _AWAKE, -1)
@@ -346,7 +367,7 @@ def set_wake_fd(fd: int) -> None:
 
 
 def jobs_posted() -> int:
-    """How many jobs were posted since :func:`reset` (modulo 2**30; for tests)."""
+    """How many jobs were posted since :func:`reset` (modulo 2**23; for tests)."""
     return int(SLOT[_JOB])
 
 

@@ -3,7 +3,9 @@
 Returns group: requiring a kind registers its chunk code in the slot once; a job of a
 kind whose chunk code is not registered is not posted (its caller computes it alone: a
 product is still right) and is counted; while every worker sleeps, a long product is
-posted for the worker it wakes, a short one is computed by its caller alone. Traps
+posted for the worker it wakes, a short one is computed by its caller alone; the poster
+takes a job's chunks from the first up and the workers from the last down, each chunk
+once, and a ticket of an earlier job is not honoured. Traps
 group: chunk code registered for a kind from a module that does not own it is refused.
 """
 
@@ -14,10 +16,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from numba import njit
+from numba import cfunc, njit
 
 from tests.vm.kernels.workers import needs_workers, wait_until
-from vm.kernels.runtime import jobs, products, threads
+from vm.kernels.runtime import atomics, jobs, products, threads
 
 
 @njit(nogil=True)
@@ -28,6 +30,30 @@ def _share(kind, extent, arguments):
 @njit
 def _gemm(a, b, out):
     products.gemm(a, b, out, False, False)
+
+
+@cfunc(jobs.CHUNK)
+def _record(slot, index, parts):
+    # Chunk code that notes which chunk it was given, in the order of the calls.
+    calls = atomics.fetch_add(slot + 8 * jobs.FIRST_ARGUMENT, 1)
+    atomics.store_word(slot, jobs.FIRST_ARGUMENT + 1 + calls, index)
+
+
+def _job_in_a_slot(parts: int, front: int = 0) -> np.ndarray:
+    """A slot of its own holding job 5 of ``parts`` chunks of :func:`_record`, the first
+    ``front`` already taken."""
+    slot = np.zeros_like(jobs.SLOT)
+    kind = jobs.MAX_KINDS - 1
+    slot[jobs._HANDLERS + kind] = _record.address
+    slot[jobs._KIND], slot[jobs._JOB], slot[jobs._PARTS] = kind, 5, parts
+    bits = jobs._CHUNK_BITS
+    slot[jobs._TICKET] = (5 << 2 * bits) | (front << bits) | parts
+    return slot
+
+
+def _taken(slot: np.ndarray) -> list[int]:
+    first = jobs.FIRST_ARGUMENT
+    return slot[first + 1 : first + 1 + slot[first]].tolist()
 
 
 @contextlib.contextmanager
@@ -105,6 +131,30 @@ def test_a_long_product_is_shared_with_the_worker_it_wakes_a_short_one_is_not() 
         assert jobs.jobs_posted() == posted + (1 if long else 0)
         np.testing.assert_allclose(out, a @ b, rtol=1e-3, atol=1e-3)
         assert not jobs.busy()
+
+
+def test_the_poster_takes_chunks_from_the_front_and_the_workers_from_the_back() -> None:
+    # Each thread then computes the same pixels of every layer (see vm.kernels.runtime.jobs).
+    poster, worker = _job_in_a_slot(5), _job_in_a_slot(5)
+    assert jobs._take_chunks(poster.ctypes.data, False) == 5
+    assert jobs._take_chunks(worker.ctypes.data, True) == 5
+    assert _taken(poster) == [0, 1, 2, 3, 4] and _taken(worker) == [4, 3, 2, 1, 0]
+
+
+def test_the_two_ends_of_a_job_meet_and_take_each_chunk_once() -> None:
+    slot = _job_in_a_slot(5, front=2)  # the poster took the first two
+    assert jobs._take_chunks(slot.ctypes.data, True) == 3
+    assert jobs._take_chunks(slot.ctypes.data, False) == 0
+    assert _taken(slot) == [4, 3, 2] and slot[jobs._DONE] == 3
+    assert not jobs._has_chunk(slot.ctypes.data)
+
+
+def test_a_ticket_of_an_earlier_job_is_not_honoured() -> None:
+    slot = _job_in_a_slot(5)
+    slot[jobs._JOB] = 6  # a new job was written, its ticket not yet published
+    assert not jobs._has_chunk(slot.ctypes.data)
+    assert jobs._take_chunks(slot.ctypes.data, True) == 0
+    assert _taken(slot) == []
 
 
 def test_chunk_code_for_a_kind_of_another_module_is_refused() -> None:

@@ -113,7 +113,7 @@ def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
     """``run`` (image_groups or image_channels_last) gives the same bits on the calling
     thread alone as when the polling workers share the image."""
     # Called directly: no kernel loader requires the kinds these functions share.
-    jobs.require(jobs.DEPTHWISE_GROUPS, jobs.DEPTHWISE_CHANNELS)
+    jobs.require(jobs.DEPTHWISE_GROUPS, jobs.DEPTHWISE_CHANNELS, jobs.DEPTHWISE_ROWS)
     alone = np.empty(out_shape, "float32")
     jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
     try:
@@ -129,16 +129,48 @@ def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
 
 @needs_workers
 @pytest.mark.parametrize(
-    ("cg", "og", "stride", "size"), [(1, 1, 1, 40), (1, 2, 2, 40), (1, 8, 2, 24), (4, 4, 1, 40)]
+    ("cg", "og", "stride", "size"),
+    # The last: planes big enough to be shared by bands of rows (DEPTHWISE_ROWS).
+    [(1, 1, 1, 40), (1, 2, 2, 40), (1, 8, 2, 24), (4, 4, 1, 40), (1, 2, 1, 97)],
 )
 def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg, og, stride, size):
-    groups = 24
+    groups = 24 if size < 97 else 5
     out_size = (size - 1) // stride + 1
+    assert (out_size**2 >= dwc.ROWS_MIN_PLANE) == (size == 97)
     geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
     assert groups * og * cg * 9 * out_size**2 >= dwc.SPLIT_WORK
     x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
     out_shape = (2, groups * og, out_size * out_size)
     _same_bits_alone_and_shared(dwc.image_groups, x, w3, out_shape, geometry)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "og"),
+    [(3, 1, (1, 1), 1), (5, 1, (2, 1), 2), (3, 2, (1, 1), 1), (5, 2, (2, 2), 1), (4, 3, (1, 2), 2)],
+)
+def test_bands_of_output_rows_give_those_rows_of_the_whole_plane(kernel, stride, padding, og):
+    # A chunk of DEPTHWISE_ROWS computes one band of every channel's plane from the input
+    # rows it reads: the bands, each in a fresh workspace, make up the whole plane's bits.
+    channels, height, width = 3, 23, 19
+    pt, pl = padding
+    out_h = (height + 2 * pt - kernel) // stride + 1
+    out_w = (width + 2 * pl - kernel) // stride + 1
+    x = tensor("float32", 2, channels, height, width)
+    w3 = tensor("float32", channels, og, kernel * kernel)
+    size = dwc.plane_workspace_size(kernel, kernel, stride, out_h, out_w)
+
+    def rows(r0: int, r1: int, out: np.ndarray) -> None:
+        pad = np.zeros(size, "float32")
+        dwc._plane_range(x, w3, out, 1, 0, channels, kernel, kernel, stride, pt, pl, out_h, out_w,
+                         pad, 0, r0, r1)  # fmt: skip
+
+    whole = np.full((2, channels * og, out_h * out_w), np.nan, "float32")
+    rows(0, out_h, whole)
+    bands = np.full_like(whole, np.nan)
+    for r0, r1 in [(0, 1), (1, 1), (1, 5), (5, out_h - 1), (out_h - 1, out_h)]:
+        rows(r0, r1, bands)
+    np.testing.assert_array_equal(bands[1], whole[1])
+    assert np.isnan(bands[0]).all()  # the other image is left alone
 
 
 @needs_workers

@@ -23,8 +23,9 @@ rows are short (MobileNet's 14x14 and 7x7 stages); dilated ones with short rows 
 channels-last (:func:`image_channels_last`), the innermost loop across channels.
 :func:`image_groups` runs every group of one image, shared
 between the calling thread and the polling workers (a job of
-:func:`vm.kernels.runtime.jobs.share`, no GIL) when the image is big enough; the caller
-then applies the fused epilogue to the image, as after :func:`image_channels_last`.
+:func:`vm.kernels.runtime.jobs.share`, no GIL) when the image is big enough: by groups, or
+by bands of output rows when its planes are big and run whole (:data:`ROWS_MIN_PLANE`).
+The fused epilogue is applied as each group's or band's output is written.
 """
 
 from __future__ import annotations
@@ -335,6 +336,13 @@ def _taps3x3_stride2(pad, wf, of, wb, c, rows, cols, ob, sh, dh, out_h, out_w, a
 #: 5x5 of 672 channels 14 -> 7 239 -> 158; from 56 -> 28 the row loops win (184 vs 215).
 PLANE_MAX_STRIDED_WIDTH = 16
 
+#: Depthwise convolutions run plane by plane are shared between threads by bands of
+#: output rows (every channel's) from this many output pixels a plane, by channels below.
+#: The pointwise convolutions around them share their work by pixels, so each thread then
+#: reads the band of every channel it wrote itself, where by channels half of what it read
+#: was in the other core's cache.
+ROWS_MIN_PLANE = 96 * 96
+
 
 @njit(nogil=True, cache=True)
 def plane_geometry(kh, kw, s, out_h, out_w):
@@ -352,7 +360,7 @@ def plane_workspace_size(kh, kw, s, out_h, out_w):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")  # see packed.activate
-def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad, post):
+def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad, post, r0, r1):
     """Input channels ``first:last`` of image ``n`` of a depthwise convolution with stride
     ``s`` along both axes and no dilation (any kernel size, padding and channel
     multiplier), each plane one loop.
@@ -366,7 +374,9 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
     leaves idle, and needs neither the channels-last copies nor a per-group setup
     (benchmarks/NOTES.md). ``pad`` has :func:`plane_workspace_size` elements, zero
     wherever no call wrote. ``post``: the address of an epilogue applied as the rows are
-    copied out (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0.
+    copied out (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0. Only output rows
+    ``r0:r1`` are computed, from the input rows they read: a chunk of rows of every
+    channel (:func:`_rows_chunk`) copies and computes its own band of each plane.
     """
     _, channels, height, width = x.shape
     og = w3.shape[1]
@@ -374,7 +384,13 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
     rows, row_len = plane_geometry(kh, kw, s, out_h, out_w)
     phase = rows * row_len
     line = _u(s * s * phase)
-    count = _u((out_h - 1) * row_len + out_w)
+    if r0 >= r1:
+        return
+    # The band of the flattened plane that output rows r0:r1 take, columns past each row
+    # included.
+    band = r0 * row_len
+    count = _u((r1 - 1 - r0) * row_len + out_w)
+    out_at = line + _u(band)
     xf = x.reshape(x.size)
     wf = w3.reshape(w3.size)
     of = out3.reshape(out3.size)
@@ -384,11 +400,14 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
     offsets = np.empty(taps, np.uint64)
     for i in range(kh):
         for j in range(kw):
-            offsets[i * kw + j] = ((i % s) * s + j % s) * phase + (i // s) * row_len + j // s
+            offsets[i * kw + j] = ((i % s) * s + j % s) * phase + (i // s) * row_len + j // s + band
     # Where each input element goes: with stride 1 a row is one run (copied as such);
     # with a stride, each element's phase position, or the last element of the workspace
     # for one no tap reads.
-    i0, i1 = max(0, -pt), min(height, s * rows - pt)
+    # Only the input rows that output rows r0:r1 read: padded rows r0 * s to
+    # (r1 + (kh - 1) // s) * s (their phase rows r0 to r1 - 1 + (kh - 1) // s).
+    i0 = max(0, -pt, r0 * s - pt)
+    i1 = min(height, s * rows - pt, (r1 + (kh - 1) // s) * s - pt)
     j0, j1 = max(0, -pl), min(width, s * row_len - pl)
     span = _u(max(0, j1 - j0))
     spot = np.empty(height * width if s > 1 else 0, np.uint64)
@@ -403,7 +422,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                     if inside
                     else unused
                 )
-    hw = _u(height * width)
+    k0, k1 = _u(i0 * width), _u(max(i0, i1) * width)
     for c in range(first, last):
         src = (n * channels + c) * height * width
         if s == 1:
@@ -413,9 +432,9 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                 for k in range(span):
                     pad[d + k] = xf[at + k]
         else:
-            at = _u(src)
-            for k in range(hw):
-                pad[spot[k]] = xf[at + k]
+            at = _u(src) + k0
+            for k in range(k1 - k0):
+                pad[spot[k0 + k]] = xf[at + k]
         for m in range(og):
             o = c * og + m
             wb = o * taps
@@ -427,7 +446,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                 w10, w11, w12 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
                 w20, w21, w22 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
                 for e in range(count):
-                    pad[line + e] = (
+                    pad[out_at + e] = (
                         w00 * pad[a0 + e]
                         + w01 * pad[a1 + e]
                         + w02 * pad[a2 + e]
@@ -440,7 +459,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                     )
             else:
                 for e in range(count):
-                    pad[line + e] = 0
+                    pad[out_at + e] = 0
                 for i in range(kh):
                     t = i * kw
                     wi = wb + t
@@ -449,7 +468,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                         a3, a4 = offsets[t + 3], offsets[t + 4]
                         v0, v1, v2, v3, v4 = wf[wi], wf[wi + 1], wf[wi + 2], wf[wi + 3], wf[wi + 4]
                         for e in range(count):
-                            pad[line + e] += (
+                            pad[out_at + e] += (
                                 v0 * pad[a0 + e]
                                 + v1 * pad[a1 + e]
                                 + v2 * pad[a2 + e]
@@ -461,7 +480,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                             v = wf[wi + j]
                             a = offsets[t + j]
                             for e in range(count):
-                                pad[line + e] += v * pad[a + e]
+                                pad[out_at + e] += v * pad[a + e]
             ob = (n * out_channels + o) * plane
             plain = post == 0
             if not plain:
@@ -472,11 +491,11 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                     # rows 7 or 14 wide (EfficientNet's last stages) a loop is mostly
                     # its scalar remainder, and there that is an exponential per element.
                     for e in range(count):
-                        v = np.float32(pad[line + e] + bias)
-                        pad[line + e] = vx.swish_f32(v)
+                        v = np.float32(pad[out_at + e] + bias)
+                        pad[out_at + e] = vx.swish_f32(v)
                     plain = True
             if plain:
-                for r in range(out_h):
+                for r in range(r0, r1):
                     d = _u(ob + r * out_w)
                     e0 = line + _u(r * row_len)
                     for q in range(_u(out_w)):
@@ -486,7 +505,7 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
             # output after the convolution (apply_post's loops, reading pad).
             relu = activation == packed.RELU
             at = np.int64(of.ctypes.data) + delta
-            for r in range(out_h):
+            for r in range(r0, r1):
                 d = _u(ob + r * out_w)
                 e0 = line + _u(r * row_len)
                 # One loop per case: a branch per element kept them scalar.
@@ -696,9 +715,12 @@ def image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, p
         The address of an epilogue to apply as each group's output is written
         (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0.
     """
-    groups = w3.shape[0]
-    if _share(jobs.DEPTHWISE_GROUPS, groups, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
-              out_w, n, post):  # fmt: skip
+    groups, _, k = w3.shape
+    if plane_by_plane(k // (kh * kw), sh, sw, dh, dw, out_w) and out_h * out_w >= ROWS_MIN_PLANE:
+        kind, extent = jobs.DEPTHWISE_ROWS, out_h
+    else:
+        kind, extent = jobs.DEPTHWISE_GROUPS, groups
+    if _share(kind, extent, x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
         return
     _groups_range(x, w3, out3, n, 0, groups, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post)
 
@@ -722,7 +744,8 @@ def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
     cg = k // (kh * kw)
     if plane_by_plane(cg, sh, sw, dh, dw, out_w):
         pad = np.zeros(plane_workspace_size(kh, kw, sh, out_h, out_w), x.dtype)
-        _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad, post)
+        _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad, post, 0,
+                     out_h)  # fmt: skip
         return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
     shifts = tap_shifts(kw, sw, dw, out_w)
@@ -740,6 +763,19 @@ def _groups_chunk(slot, index, parts):
     groups = w3.shape[0]
     lo, hi = groups * index // parts, groups * (index + 1) // parts
     _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post)
+
+
+@jobs.chunk(jobs.DEPTHWISE_ROWS)
+def _rows_chunk(slot, index, parts):
+    """Output rows ``index`` of ``parts`` of every channel of the float32 image that
+    :func:`image_groups` shares (a depthwise convolution :func:`_plane_range` runs); each
+    chunk has its own workspace."""
+    # Plane by plane: one stride for both axes, no dilation.
+    x, w3, out3, kh, kw, sh, _, pt, pl, _, _, out_h, out_w, n, post = _job(slot)
+    r0, r1 = out_h * index // parts, out_h * (index + 1) // parts
+    pad = np.zeros(plane_workspace_size(kh, kw, sh, out_h, out_w), x.dtype)
+    _plane_range(x, w3, out3, n, 0, w3.shape[0], kh, kw, sh, pt, pl, out_h, out_w, pad, post, r0,
+                 r1)  # fmt: skip
 
 
 @jobs.chunk(jobs.DEPTHWISE_CHANNELS)
@@ -826,9 +862,11 @@ def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
 #: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares and the C
 #: entry point it calls.
 NEEDS = {
-    "image_groups": jobs.Needs(kinds=(jobs.DEPTHWISE_GROUPS,)),
+    "image_groups": jobs.Needs(kinds=(jobs.DEPTHWISE_GROUPS, jobs.DEPTHWISE_ROWS)),
     "image_channels_last": jobs.Needs(kinds=(jobs.DEPTHWISE_CHANNELS,)),
-    "image_groups_f32": jobs.Needs((jobs.DEPTHWISE_GROUPS,), (symbols.DEPTHWISE_GROUPS,)),
+    "image_groups_f32": jobs.Needs(
+        (jobs.DEPTHWISE_GROUPS, jobs.DEPTHWISE_ROWS), (symbols.DEPTHWISE_GROUPS,)
+    ),
     "image_channels_last_f32": jobs.Needs(
         (jobs.DEPTHWISE_CHANNELS,), (symbols.DEPTHWISE_CHANNELS,)
     ),

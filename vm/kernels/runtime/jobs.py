@@ -93,7 +93,7 @@ MAX_PARTS = _CHUNK_MASK
 #: (IM2COL, the shared im2col that im2row replaced, is no longer posted).
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
-IM2ROW = 11
+IM2ROW, DEPTHWISE_ROWS = 11, 12
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
@@ -103,6 +103,7 @@ OWNERS = {
     WINOGRAD_PLANES: "vm.kernels.runtime.convolution",
     DEPTHWISE_GROUPS: "vm.kernels.runtime.depthwise",
     DEPTHWISE_CHANNELS: "vm.kernels.runtime.depthwise",
+    DEPTHWISE_ROWS: "vm.kernels.runtime.depthwise",
     MAX_POOL: "vm.kernels.runtime.pool_loops",
     POINTWISE: "vm.kernels.runtime.pointwise",
     BATCHED: "vm.kernels.runtime.products",

@@ -50,10 +50,11 @@ from vm.kernels.runtime import atomics, callbacks, symbols
 # front, the workers from the back, each with a compare-exchange of TICKET, until the two
 # ends meet. The kernels cut their chunks along the same pixels (rows of an image, pixel
 # panels), so the caller computes the first ones of every layer and a worker the last:
-# each then mostly reads what it wrote itself, in its own core's cache (MobileNetV2, one
-# thread per core: 3-4% faster than when whichever thread was free took the next
-# chunk). A ticket is only honoured if JOB still names its job after PARTS was read (a
-# new job writes JOB before PARTS), so a thread holding a stale ticket does nothing. DONE
+# each then mostly reads what it wrote itself, in its own core's cache (with the
+# depthwise bands of vm.kernels.runtime.depthwise, MobileNetV2 ran 3-4% faster than when
+# whichever thread was free took the next chunk). A ticket is only honoured if JOB still
+# names its job after PARTS was read (a new job writes JOB before PARTS), so a thread
+# holding a stale ticket does nothing. DONE
 # counts finished chunks; the caller waits for all of them, then frees the slot. The
 # workers of vm.kernels.runtime.threads poll the slot (serve) while they wait for Python jobs, and
 # sleep on a pipe when idle, which a caller writes to (no GIL needed) so that they are

@@ -10,8 +10,9 @@ asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32
 and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
 norm with hardswish, squeeze-excite's sigmoid-multiply) applied per image, and the
 plain path when a chain broadcasts the convolution beyond its shape. The generated source
-shows the direct loops and the epilogue; the groups of a big float32 image shared with the
-polling workers give the same bits as the caller computing them alone.
+shows the direct loops and the epilogue; the groups of a big float32 image, and the bands
+of rows of its planes, shared with the polling workers give the same bits as the caller
+computing them alone; bands of output rows computed one by one give the whole plane's bits.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ table, which the threads taking chunks call through. So a process compiles the c
 code of the kinds its kernels use and no other: the kernel loader requires, for each
 kernel, what the library entry points it calls need (:class:`Needs`, in tables beside
 those entry points). A kind's number is its place in one fixed table (:data:`BLAS` ...
-:data:`BATCHED`), since it is compiled into the callers' machine code. Posting a kind
+:data:`DEPTHWISE_ROWS`), since it is compiled into the callers' machine code. Posting a kind
 whose chunk code is not registered shares nothing (the caller computes the job alone, as
 when no worker polls) and is counted (:func:`unregistered_posts`), so that a missing
 requirement shows instead of making a model silently single-threaded.

@@ -30,7 +30,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    ``FoldConstant`` again (the weight transforms), ``SimplifyPower`` (opt_level 1:
    ``power`` by a whole constant up to 4 becomes multiplications), ``SimplifyExpr``
    (opt_level 1: transposes of transposes become one, identity transposes and
-   concatenations of one non-empty tensor go away) and ``SplitToSlices``
+   concatenations of one non-empty tensor go away), ``SinkReshape`` (opt_level 1: a
+   reshape moves below the elementwise operators that read it, so that they join the
+   kernel of the product before it) and ``SplitToSlices``
    (opt_level 1: projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
@@ -75,6 +77,7 @@ from compiler.transform import (
     SimplifyExpr,
     SimplifyInference,
     SimplifyPower,
+    SinkReshape,
     SpecializeConstantArguments,
     SplitToSlices,
 )
@@ -154,6 +157,7 @@ def _optimizations() -> Any:
             FoldConstant(),
             SimplifyPower(),
             SimplifyExpr(),
+            SinkReshape(),
             SplitToSlices(),
         ],
         name="VMOptimize",

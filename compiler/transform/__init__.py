@@ -57,6 +57,7 @@ from compiler.transform.pass_manager import (
 from compiler.transform.simplify_expr import SimplifyExpr
 from compiler.transform.simplify_inference import SimplifyInference
 from compiler.transform.simplify_power import SimplifyPower
+from compiler.transform.sink_reshape import SinkReshape
 from compiler.transform.specialize_arguments import SpecializeConstantArguments
 from compiler.transform.split_to_slices import SplitToSlices
 
@@ -76,6 +77,7 @@ for _pass in (
     SimplifyInference,
     SpecializeConstantArguments,
     SimplifyPower,
+    SinkReshape,
     SplitToSlices,
 ):
     register_pass(_pass.__name__, _pass)
@@ -105,6 +107,7 @@ __all__ = [
     "SimplifyExpr",
     "SimplifyInference",
     "SimplifyPower",
+    "SinkReshape",
     "SpecializeConstantArguments",
     "SplitToSlices",
     "function_pass",

@@ -324,13 +324,29 @@ def _tile_into(rows, a, b, k, c, width, scratch):
             store(pc, r * c_rows + j * c_cols, scratch[r, j])
 
 
-#: From this depth a product by whole panels runs in blocks of :data:`K_BLOCK`: a panel of
-#: 2048 rows (256 KB) no longer stays in a 512 KB L2 beside the rows it meets, so every tile
-#: of rows read it from L3 again. A block of a panel (32 KB) stays in L1 while the tiles of
-#: rows pass, and the rows' block in L2 from panel to panel. ResNet's 3x3 convolutions of
-#: 512 channels on 7x7 (K = 4608) on an AMD EPYC Zen 3 (512 KB L2): see benchmarks/NOTES.md.
+#: From this depth a product by whole panels runs in blocks of at most :data:`K_BLOCK`: a
+#: panel of 2048 rows (256 KB) no longer stays in a 512 KB L2 beside the rows it meets, so
+#: every tile of rows read it from L3 again. A block of a panel (32 KB) stays in L1 while
+#: the tiles of rows pass, and the rows' block in L2 from panel to panel. ResNet's 3x3
+#: convolutions of 512 channels on 7x7 (K = 4608) on an AMD EPYC Zen 3 (512 KB L2): see
+#: benchmarks/NOTES.md. A product whose result is transposed (a convolution's) pays for
+#: blocks with a buffer, and takes them only from here.
 BLOCKED_MIN_DEPTH = 2048
 K_BLOCK = 256
+
+
+def _direct_blocked_min_depth() -> int:
+    """The depth from which a product that writes its result in place runs in blocks: the
+    first whose tile columns of a weight panel (:data:`TILE_COLUMNS` floats per step of
+    ``k``) exceed the first-level data cache, so that every tile of rows would read them
+    from L2 again. AVX-512 tiles take 128 bytes of the weight per step of ``k`` for 14
+    multiply-adds, more than L2 keeps up with (Intel Xeon, Emerald Rapids, 48 KB L1, two
+    threads against onnxruntime: 128x768x3072 1.20-1.24x -> 1.12x, 196x1536x384 1.31x ->
+    1.17x); AVX2 tiles take half as much, so their blocks start at twice the depth."""
+    return min(BLOCKED_MIN_DEPTH, target.l1_data_bytes() // (TILE_COLUMNS * 4) + 1)
+
+
+DIRECT_BLOCKED_MIN_DEPTH = _direct_blocked_min_depth()
 
 
 @intrinsic
@@ -376,8 +392,9 @@ def _prefetch_part(address, size, part, parts):
 
 @njit(nogil=True)
 def _blocked(a, pw, k, c, rows, panels, tiles):
-    """:func:`product_range` over whole panels in blocks of :data:`K_BLOCK` (the first
-    block writes, the others add); a transposed ``c`` gets the result through a buffer."""
+    """:func:`product_range` over whole panels in blocks of equal depth, at most
+    :data:`K_BLOCK` (the first block writes, the others add); a transposed ``c`` gets the
+    result through a buffer."""
     pa, a_rows, a_cols = a
     pc, c_rows, c_cols = c
     extent = rows[1] - rows[0]
@@ -389,8 +406,11 @@ def _blocked(a, pw, k, c, rows, panels, tiles):
     else:
         base, ldc = np.int64(buffer.ctypes.data), columns
     count = panels[1] - panels[0]
-    for k0 in range(0, k, K_BLOCK):
-        depth = min(K_BLOCK, k - k0)
+    # Equal blocks: a last one of a few rows of k would store and reload every tile of
+    # the result for little work.
+    step = -(-k // -(-k // K_BLOCK))
+    for k0 in range(0, k, step):
+        depth = min(step, k - k0)
         for panel in range(count):
             pb = pw + ((panel + panels[0]) * k + k0) * PANEL * 4
             # The block after this one: of the next panel, or of the first at the next k.
@@ -398,7 +418,7 @@ def _blocked(a, pw, k, c, rows, panels, tiles):
                 following, size = pb + k * PANEL * 4, depth
             else:
                 following = pw + (panels[0] * k + k0 + depth) * PANEL * 4
-                size = min(K_BLOCK, k - k0 - depth)
+                size = min(step, k - k0 - depth)
             for t in range(tiles):
                 if tiles >= PREFETCH_MIN_TILES:
                     _prefetch_part(following, size * PANEL * 4, t, tiles)
@@ -450,7 +470,8 @@ def _product_range(a, pw, k, units, c, rows, panels, rows_outer, post):
     extent = rows[1] - rows[0]
     tiles = -(-extent // ROWS)
     full = min(panels[1], units // PANEL)
-    if k >= BLOCKED_MIN_DEPTH and not rows_outer and full > panels[0]:
+    deep = k >= (BLOCKED_MIN_DEPTH if c_cols != 1 else DIRECT_BLOCKED_MIN_DEPTH)
+    if deep and not rows_outer and full > panels[0]:
         _blocked(a, pw, k, c, rows, (panels[0], full), tiles)
         if post != 0:
             post_columns(pc, c_rows, rows, (panels[0] * PANEL, full * PANEL), post)

@@ -174,10 +174,12 @@ def test_a_swish_in_the_tiles_gives_the_bits_of_the_loops_after_them(columns: in
 
 @pytest.mark.parametrize("units", [64, 81])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> None:
-    # Blocks of K_BLOCK and a part; with 81 units the short last panel takes the unblocked
-    # path beside the blocked whole ones; transposed, the result goes through a buffer.
-    rows, k = 2 * packed.ROWS + 1, packed.BLOCKED_MIN_DEPTH + 37
+@pytest.mark.parametrize("k", [packed.DIRECT_BLOCKED_MIN_DEPTH + 37, packed.BLOCKED_MIN_DEPTH + 37])
+def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool, k: int) -> None:
+    # Blocks of equal depth; with 81 units the short last panel takes the unblocked path
+    # beside the blocked whole ones; transposed, the result goes through a buffer, and
+    # only the deeper product is blocked.
+    rows = 2 * packed.ROWS + 1
     a, w, pw = _operands(rows, units, k)
     c = np.full((units, rows) if transposed else (rows, units), np.nan, np.float32)
     strides = (1, rows) if transposed else (units, 1)
@@ -192,7 +194,7 @@ def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool) -> Non
 
 @pytest.mark.parametrize("rows_outer", [0, 1])
 @pytest.mark.parametrize("units", [45, 300])
-@pytest.mark.parametrize("k", [37, packed.BLOCKED_MIN_DEPTH + 5])
+@pytest.mark.parametrize("k", [37, packed.DIRECT_BLOCKED_MIN_DEPTH + 5])
 def test_a_dense_epilogue_reaches_every_column_of_the_range_once(
     rows_outer: int, units: int, k: int
 ) -> None:

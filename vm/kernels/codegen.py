@@ -154,8 +154,9 @@ class _Post:
     """A chain that an operator's loops apply as they store (see :meth:`_Generator.tile_epilogue`):
     the bias and residual arrays (or None), then the activation (a
     :mod:`vm.kernels.runtime.packed` code: ``CLAMP`` to ``[lo, hi]``, ``RELU``, ``SWISH``,
-    ``GELU``). A gelu's constants are kernel inputs: ``gelu`` holds the scalar values of
-    its divisor, its one and its half."""
+    ``GELU``, ``GELU_TANH``). A gelu's constants are kernel inputs: ``gelu`` holds the
+    scalar values of its divisor (the tanh form's scale), its one and its half, and
+    ``cubic`` the tanh form's coefficient of the cube."""
 
     bias: str | None = None
     residual: str | None = None
@@ -163,6 +164,7 @@ class _Post:
     hi: float = math.inf
     activation: str = "CLAMP"
     gelu: tuple[_Value, _Value, _Value] | None = None
+    cubic: _Value | None = None
 
 
 class _Epilogue(NamedTuple):
@@ -401,7 +403,8 @@ class _Generator:
         dense layer's loops along the last axis, or an ``add`` of a 1-D array), then an
         ``add`` of an array of the output's rank (a residual), then a ``clip``, an
         ``nn.relu``, a swish (``multiply(v, sigmoid(v))``) or, for a dense layer, the
-        exporters' gelu (see :meth:`gelu_parts`), any of them absent but one."""
+        exporters' gelu (see :meth:`gelu_parts` and :meth:`tanh_gelu_parts`), any of them
+        absent but one."""
         value, root = plan.value, plan.root
         if not rule.post or value.spec.dtype != "float32" or root.spec.dtype != "float32":
             return None
@@ -411,7 +414,8 @@ class _Generator:
         post = _Post()
         inner = self.swish_input(node)
         gelu = self.gelu_parts(node) if columns else None
-        if node.op in ("clip", "nn.relu") or inner is not None or gelu is not None:
+        tanh_gelu = self.tanh_gelu_parts(node) if columns and gelu is None else None
+        if node.op in ("clip", "nn.relu") or inner is not None or gelu or tanh_gelu:
             if node.op == "clip":
                 post.lo, post.hi = clip_bounds("float32", node.attrs["a_min"], node.attrs["a_max"])
             elif node.op == "nn.relu":
@@ -420,6 +424,11 @@ class _Generator:
                 inner, divisor, one, half = gelu
                 post.activation = "GELU"
                 post.gelu = (self.values[divisor], self.values[one], self.values[half])
+            elif tanh_gelu is not None:
+                inner, scale, one, half, cubic = tanh_gelu
+                post.activation = "GELU_TANH"
+                post.gelu = (self.values[scale], self.values[one], self.values[half])
+                post.cubic = self.values[cubic]
             else:
                 post.activation = "SWISH"
             argument = node.args[0] if inner is None else inner
@@ -510,6 +519,59 @@ class _Generator:
                         return v, divide.args[1], one, half
         return None
 
+    def tanh_gelu_parts(self, node: Node) -> tuple[int, int, int, int, int] | None:
+        """``(v, scale, one, half, cubic)`` when ``node`` is ``multiply(multiply(v, half),
+        add(tanh(multiply(add(v, multiply(multiply(multiply(v, v), v), cubic)), scale)),
+        one))`` (either order of each ``multiply`` and ``add``), the tanh gelu as GPT-2
+        writes it once ``SimplifyPower`` made its cube two products, with float32 scalar
+        inputs as its constants; else None. The epilogue takes ``one`` to be 1 and
+        ``cubic`` to be :data:`~vm.kernels.runtime.packed.GELU_CUBIC` (the kernel checks
+        both before fusing)."""
+
+        def scalar(index: int) -> bool:
+            leaf = self.values[index]
+            return bool(leaf.arrays) and leaf.spec.ndim == 0 and leaf.spec.dtype == "float32"
+
+        def split(n: Node | None, op: str) -> list[tuple[int, int]]:
+            if n is None or n.op != op or len(n.args) != 2:
+                return []
+            a, b = n.args
+            return [(a, b), (b, a)]
+
+        def made(index: int, op: str) -> Node | None:
+            n = self.values[index].node
+            return n if n is not None and n.op == op else None
+
+        for scaled, term in split(node, "multiply"):
+            for v, half in split(made(scaled, "multiply"), "multiply"):
+                if not scalar(half) or scalar(v):
+                    continue
+                for inner, one in split(made(term, "add"), "add"):
+                    tanh = made(inner, "tanh")
+                    if not scalar(one) or tanh is None:
+                        continue
+                    for total, scale in split(made(tanh.args[0], "multiply"), "multiply"):
+                        if not scalar(scale):
+                            continue
+                        for mine, cubed in split(made(total, "add"), "add"):
+                            if mine != v:
+                                continue
+                            for cube, cubic in split(made(cubed, "multiply"), "multiply"):
+                                if scalar(cubic) and self.is_cube(cube, v):
+                                    return v, scale, one, half, cubic
+        return None
+
+    def is_cube(self, index: int, v: int) -> bool:
+        """Whether value ``index`` is ``multiply(multiply(v, v), v)`` (either order)."""
+        node = self.values[index].node
+        if node is None or node.op != "multiply" or len(node.args) != 2:
+            return False
+        for square, single in (node.args, tuple(reversed(node.args))):
+            inner = self.values[square].node
+            if single == v and inner is not None and inner.op == "multiply":
+                return tuple(inner.args) == (v, v)
+        return False
+
     def swish_input(self, node: Node) -> int | None:
         """The value ``v`` of ``node`` when it is ``multiply(v, sigmoid(v))`` (either order),
         the swish of EfficientNet (ONNX writes SiLU so), else None."""
@@ -536,13 +598,16 @@ class _Generator:
             same += [f"{fused.residual}.shape[{d}] == {n}" for d, n in enumerate(value.dims)]
         gelu: list[str] = []
         if fused is not None and fused.gelu is not None:
-            # The loops add exactly 1 to the erf; the divisor and the half they take as
-            # they come.
-            for leaf in fused.gelu:
+            # The loops add exactly 1 to the erf (or tanh), and take the tanh form's cube
+            # by GELU_CUBIC; the divisor (scale) and the half they take as they come.
+            leaves = [*fused.gelu, *([fused.cubic] if fused.cubic is not None else [])]
+            for leaf in leaves:
                 self.emit_flags(leaf)
                 gelu.append(src.fresh("g"))
                 src.line(f"{gelu[-1]} = np.float32({self.load(leaf, (), [])})")
             same.append(f"{gelu[1]} == np.float32(1.0)")
+            if fused.cubic is not None:
+                same.append(f"{gelu[3]} == convolution.GELU_CUBIC")
         src.line(f"{guard} = {' and '.join(same) if same else 'True'}")
         if plan.borrow:
             dest = f"t_{value.index}"

@@ -435,7 +435,7 @@ def test_a_packed_dense_layers_bias_and_activation_run_with_its_product(tail: st
             check(program, [value], tolerances=SUMS)
             source = source_of(program, [value])
             assert "convolution.post_epilogue(" in source
-            assert ("convolution.GELU" in source) == (tail == "gelu")
+            assert ("convolution.GELU," in source) == (tail == "gelu")
             # The loop of the chain after the product runs only without a header.
             assert re.search(r"\n(\s+)if post\d+\.size == 0:\n\1    if ep\d+:\n", source)
 
@@ -464,6 +464,57 @@ def test_a_gelu_adding_other_than_one_runs_in_the_loop_after_the_product() -> No
     program, value = packed_dense_chain((500, 33), 40, "gelu", True, one=0.75)
     check(program, [value], tolerances=SUMS)
     assert "convolution.GELU" in source_of(program, [value])
+
+
+def tanh_gelu_dense_chain(
+    shape: tuple, units: int, residual: bool, cubic: float = 0.044715
+) -> tuple[Program, int]:
+    """dense_pack -> bias [-> add(residual)] -> GPT-2's tanh gelu, in its operators'
+    order once SimplifyPower made the cube two products (``cubic`` its coefficient)."""
+    out_shape = (*shape[:-1], units)
+    scalars = [np.array(c, "float32") for c in (0.7978846, 1.0, 0.5, cubic)]
+    weight = f32(units, shape[-1]) / np.float32(np.sqrt(shape[-1]))
+    extra = [f32(*out_shape)] if residual else []
+    program = Program([f32(*shape), packed(weight), f32(units), *scalars, *extra])
+    (v,) = program.add("nn.contrib_dense_pack", [0, 1], units=units)
+    (v,) = program.add("add", [v, 2])
+    if residual:
+        (v,) = program.add("add", [7, v])
+    (halved,) = program.add("multiply", [v, 5])
+    (square,) = program.add("multiply", [v, v])
+    (cube,) = program.add("multiply", [square, v])
+    (scaled_cube,) = program.add("multiply", [cube, 6])
+    (total,) = program.add("add", [v, scaled_cube])
+    (inner,) = program.add("multiply", [total, 3])
+    (tanh,) = program.add("tanh", [inner])
+    (shifted,) = program.add("add", [tanh, 4])
+    (value,) = program.add("multiply", [halved, shifted])
+    return program, value
+
+
+def test_a_tanh_gelu_runs_with_the_product() -> None:
+    for shape, units in PACKED_DENSE:
+        for residual in (False, True):
+            program, value = tanh_gelu_dense_chain(shape, units, residual)
+            check(program, [value], tolerances=SUMS)
+            assert "convolution.GELU_TANH" in source_of(program, [value])
+
+
+def test_a_tanh_gelu_with_the_product_gives_the_bits_of_the_loop_after_it() -> None:
+    program, value = tanh_gelu_dense_chain((200, 64), 96, False)
+    fused = run(program.description([value]), program.inputs, program.expected([value]))
+    both = [len(program.inputs), value]
+    looped = run(program.description(both), program.inputs, program.expected(both))
+    assert "convolution.GELU_TANH" not in source_of(program, both)
+    np.testing.assert_array_equal(fused[0], looped[1])
+
+
+def test_a_tanh_gelu_of_another_cubic_runs_in_the_loop_after_the_product() -> None:
+    # The epilogue takes the cube by GELU_CUBIC: with another coefficient the kernel takes
+    # the loop after the product, and is still right.
+    program, value = tanh_gelu_dense_chain((500, 33), 40, True, cubic=0.05)
+    check(program, [value], tolerances=SUMS)
+    assert "convolution.GELU_TANH" in source_of(program, [value])
 
 
 def test_a_packed_dense_chain_reading_a_broadcast_residual_keeps_its_epilogue_loop() -> None:

@@ -46,7 +46,14 @@ from vm.kernels.runtime import (
 #: The epilogue array generated kernels pass to :func:`conv_packed_into`, and its
 #: activations.
 post_epilogue = packed.post_epilogue
-CLAMP, RELU, SWISH, GELU = packed.CLAMP, packed.RELU, packed.SWISH, packed.GELU
+CLAMP, RELU, SWISH, GELU, GELU_TANH = (
+    packed.CLAMP,
+    packed.RELU,
+    packed.SWISH,
+    packed.GELU,
+    packed.GELU_TANH,
+)
+GELU_CUBIC = packed.GELU_CUBIC
 
 #: Multiply-adds from which a product is split between threads (about 20 us on one core).
 SPLIT_FLOPS = 1 << 21

@@ -62,9 +62,12 @@ _VEC = ir.VectorType(_F32, _LANES)
 #: a clamp to ``[lo, hi]`` keeping NaN as ``clip`` does, one turning NaN into ``lo`` as
 #: ``nn.relu`` does, ``x * sigmoid(x)`` (swish, or SiLU: EfficientNet's activation), or
 #: the gelu ``(x * (erf(x / lo) + 1)) * hi`` as exporters write a transformer's
-#: (``lo`` the square root of 2, ``hi`` one half; a dense layer's epilogue only, see
-#: :func:`post_columns`).
-CLAMP, RELU, SWISH, GELU = 0, 1, 2, 3
+#: (``lo`` the square root of 2, ``hi`` one half), or its tanh form as GPT-2 writes it
+#: (:func:`gelu_tanh`; both a dense layer's epilogue only, see :func:`post_columns`).
+CLAMP, RELU, SWISH, GELU, GELU_TANH = 0, 1, 2, 3, 4
+#: The coefficient of the cube in the tanh gelu (:func:`gelu_tanh`), as every exporter
+#: writes it; a kernel checks its own constant against it before it fuses the gelu.
+GELU_CUBIC = np.float32(0.044715)
 
 
 def _fma(module: ir.Module) -> ir.Function:
@@ -539,6 +542,9 @@ def post_columns(pc, ldc, rows, columns, post):
         if activation == GELU:
             for j in range(width):
                 row[j] = gelu(row[j], lo, hi)
+        elif activation == GELU_TANH:
+            for j in range(width):
+                row[j] = gelu_tanh(row[j], lo, hi)
         elif activation == SWISH:
             for j in range(width):
                 row[j] = vx.swish_f32(row[j])
@@ -653,12 +659,26 @@ def gelu(v, divisor, half):
 
 
 @njit(nogil=True, error_model="numpy")
+def gelu_tanh(v, scale, half):
+    """``(v * half) * (tanh((v + v * v * v * GELU_CUBIC) * scale) + 1)`` in float32 (the
+    ``scale`` is the square root of 2 / pi, ``half`` one half), each step rounded as the
+    kernels' elementwise code rounds the ``multiply``s, ``add``s and ``tanh`` GPT-2's
+    exported gelu is made of (its cube is two ``multiply``s after ``SimplifyPower``)."""
+    cube = np.float32(np.float32(v * v) * v)
+    inner = np.float32(v + np.float32(cube * GELU_CUBIC))
+    t = np.float32(vx.tanh_f32(np.float32(inner * scale)) + np.float32(1.0))
+    return np.float32(np.float32(v * half) * t)
+
+
+@njit(nogil=True, error_model="numpy")
 def activate(v, lo, hi, activation):
     """``v`` after the epilogue's ``activation``, as the tiles apply it."""
     if activation == SWISH:
         return vx.swish_f32(v)
     if activation == GELU:
         return gelu(v, lo, hi)
+    if activation == GELU_TANH:
+        return gelu_tanh(v, lo, hi)
     return clamp(v, lo, hi, activation == RELU)
 
 

@@ -15,13 +15,15 @@ features)`` and the product on rows; GPT-2 (from transformers) computes every ML
 
 A ``reshape`` moves no data: an elementwise operator gives the same elements whether it
 runs before or after it. So the pass rewrites ``op(reshape(x), c)`` as
-``reshape(op(x, c))`` when ``c`` has one element (and no more dimensions than ``x``, so
-that broadcasting it changes no shape), and ``op(reshape(x), y)`` as
+``reshape(op(x, c))`` when ``c`` has one element, or its dimensions are trailing
+dimensions that the two shapes share (GPT-2's attention mask, ``(128, 128)`` against
+``(12, 128, 128)`` and ``(1, 12, 128, 128)``), and no more dimensions than ``x``, so that
+broadcasting it changes no shape; ``op(reshape(x), y)`` as
 ``reshape(op(x, reshape(y)))`` when ``y`` has the result's shape (a residual, most often
 itself a reshape, which then disappears). The reshapes meet at the end of the chain,
 where two in a row become one (none, when the second undoes the first), and the chain
-joins the product's kernel. An operand that broadcasts to the result stops the move, as
-do the reshapes of tensors of two different shapes. Operators whose attributes name axes or shapes
+joins the product's kernel. Any other operand that broadcasts stops the move, as do the
+reshapes of tensors of two different shapes. Operators whose attributes name axes or shapes
 (``nn.bias_add``, ``nn.prelu``, ``broadcast_to``) stay where they are, as does anything
 with a shape not known at compile time.
 
@@ -151,8 +153,14 @@ class _Rewriter(BindingMutator):
             other = _static_shape(before)
             if other is None:
                 return new
-            if math.prod(other) == 1 and len(other) <= len(source_shape):
-                # Broadcasting a single element to either shape gives it that shape.
+            rank = len(other)
+            if rank <= len(source_shape) and (
+                math.prod(other) == 1
+                or shape[len(shape) - rank :] == source_shape[len(source_shape) - rank :]
+            ):
+                # Broadcast to either shape, a single element, or an operand whose axes are
+                # trailing axes both shapes share (an attention mask), meets every element
+                # at the same place.
                 args.append(after)
             elif other == shape:
                 # A whole operand (a residual) is read through a reshape of its own, which

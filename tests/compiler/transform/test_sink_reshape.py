@@ -100,6 +100,28 @@ def test_a_residual_after_a_reshape_joins_the_product_and_the_reshapes_go() -> N
     assert_results_match(before, after, _data((4, 8), (8, 8)))
 
 
+def test_an_operand_on_trailing_axes_both_shapes_share_broadcasts_to_either() -> None:
+    # GPT-2's attention: the scores of (heads, tokens, tokens) reshaped to a batch of one,
+    # plus the causal mask of (tokens, tokens).
+    before = parse(
+        """
+        def @main(%s: Tensor[(2, 3, 3), float32], %mask: Tensor[(3, 3), float32]) {
+          add(reshape(%s, newshape=[1, 2, 3, 3]), %mask)
+        }
+        """
+    )
+    after = sink_reshape(before)
+    assert_same(
+        after,
+        """
+        def @main(%s: Tensor[(2, 3, 3), float32], %mask: Tensor[(3, 3), float32]) {
+          reshape(add(%s, %mask), newshape=[1, 2, 3, 3])
+        }
+        """,
+    )
+    assert_results_match(before, after, _data((2, 3, 3), (3, 3)))
+
+
 def test_a_reshape_undone_after_the_chain_disappears() -> None:
     # GPT-2's MLP: the product's rows reshaped to (batch, tokens, features) for the gelu,
     # and back for the next product.
@@ -172,9 +194,12 @@ def test_the_pipeline_fuses_a_gelu_behind_a_reshape_into_the_dense_kernel() -> N
 @pytest.mark.parametrize(
     "text",
     [
-        # The other operand broadcasts to the reshaped shape.
+        # The other operand broadcasts along axes the two shapes do not share.
         "def @main(%x: Tensor[(2, 6), float32], %y: Tensor[(1, 4), float32]) {"
         " add(reshape(%x, newshape=[3, 4]), %y) }",
+        # It has more axes than the reshape's input.
+        "def @main(%x: Tensor[(6, 4), float32], %y: Tensor[(1, 1, 4), float32]) {"
+        " add(reshape(%x, newshape=[2, 3, 4]), %y) }",
         # Reshapes of tensors of different shapes.
         "def @main(%x: Tensor[(2, 6), float32], %y: Tensor[(12), float32]) {"
         " add(reshape(%x, newshape=[3, 4]), reshape(%y, newshape=[3, 4])) }",
@@ -187,7 +212,14 @@ def test_the_pipeline_fuses_a_gelu_behind_a_reshape_into_the_dense_kernel() -> N
         # A shape known only at run time.
         "def @main(%x: Tensor[(?, 6), float32]) { negative(reshape(%x, newshape=[-1, 3])) }",
     ],
-    ids=["broadcast-operand", "other-shape", "wider-scalar", "axis-attribute", "dynamic"],
+    ids=[
+        "broadcast-operand",
+        "wider-operand",
+        "other-shape",
+        "wider-scalar",
+        "axis-attribute",
+        "dynamic",
+    ],
 )
 def test_reshapes_stay_above_operators_that_depend_on_the_shape(text: str) -> None:
     before = parse(text)

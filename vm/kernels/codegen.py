@@ -167,6 +167,15 @@ class _Post:
     cubic: _Value | None = None
 
 
+def _operand_orders(node: Node | None, op: str) -> list[tuple[int, int]]:
+    """Both orders of the two operands of ``node`` if it is a binary ``op``, else none: the
+    commutative steps of a chain matched by its shape (the gelus)."""
+    if node is None or node.op != op or len(node.args) != 2:
+        return []
+    a, b = node.args
+    return [(a, b), (b, a)]
+
+
 class _Epilogue(NamedTuple):
     """An array operator's output ``value`` consumed by the elementwise chain of result
     ``root`` (output ``out``); ``borrow``: ``value`` may live in the result's own array."""
@@ -486,6 +495,12 @@ class _Generator:
             return None
         return bias.arrays.get(STORAGE) if bias.spec.dtype == "float32" else None
 
+    def is_float32_scalar(self, index: int) -> bool:
+        """Whether value ``index`` is a float32 scalar input of the kernel (a constant of
+        the chain it belongs to)."""
+        leaf = self.values[index]
+        return bool(leaf.arrays) and leaf.spec.ndim == 0 and leaf.spec.dtype == "float32"
+
     def gelu_parts(self, node: Node) -> tuple[int, int, int, int] | None:
         """``(v, divisor, one, half)`` when ``node`` is ``multiply(multiply(v, add(erf(
         divide(v, divisor)), one)), half)`` (either order of each ``multiply`` and the
@@ -494,15 +509,7 @@ class _Generator:
         0.5) does not matter but for ``one``, which the epilogue takes to be 1 (the
         kernel checks it before fusing)."""
 
-        def scalar(index: int) -> bool:
-            leaf = self.values[index]
-            return bool(leaf.arrays) and leaf.spec.ndim == 0 and leaf.spec.dtype == "float32"
-
-        def split(n: Node | None, op: str) -> list[tuple[int, int]]:
-            if n is None or n.op != op or len(n.args) != 2:
-                return []
-            a, b = n.args
-            return [(a, b), (b, a)]
+        scalar, split = self.is_float32_scalar, _operand_orders
 
         for scaled, half in split(node, "multiply"):
             if not scalar(half):
@@ -528,15 +535,7 @@ class _Generator:
         ``cubic`` to be :data:`~vm.kernels.runtime.packed.GELU_CUBIC` (the kernel checks
         both before fusing)."""
 
-        def scalar(index: int) -> bool:
-            leaf = self.values[index]
-            return bool(leaf.arrays) and leaf.spec.ndim == 0 and leaf.spec.dtype == "float32"
-
-        def split(n: Node | None, op: str) -> list[tuple[int, int]]:
-            if n is None or n.op != op or len(n.args) != 2:
-                return []
-            a, b = n.args
-            return [(a, b), (b, a)]
+        scalar, split = self.is_float32_scalar, _operand_orders
 
         def made(index: int, op: str) -> Node | None:
             n = self.values[index].node

@@ -216,48 +216,39 @@ def test_a_dense_epilogue_reaches_every_column_of_the_range_once(
     assert np.isnan(c[0]).all()  # the row before the range is not written
 
 
-def test_a_dense_gelu_epilogue_gives_the_bits_of_the_scalar_gelu() -> None:
-    rows, units, k = 30, 70, 24
-    a, _, pw = _operands(rows, units, k)
-    bias = RNG.standard_normal(units).astype(np.float32)
-    root2, half = np.float32(np.sqrt(2.0)), np.float32(0.5)
-    plain = np.empty((rows, units), np.float32)
-    packed.product_range(
-        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (plain.ctypes.data, units, 1),
-        (0, rows), (0, pw.shape[0]), 1,
-    )  # fmt: skip
-    c = np.empty_like(plain)
-    post = packed.post_epilogue(units, bias, root2, half, packed.GELU, np.empty(0, np.float32), c)
-    packed.product_range(
-        (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, units, 1),
-        (0, rows), (0, pw.shape[0]), 1, post.ctypes.data,
-    )  # fmt: skip
-    biased = plain + bias
-    want = np.array([packed.gelu(v, root2, half) for v in biased.ravel()], np.float32)
-    np.testing.assert_array_equal(c, want.reshape(rows, units))
-
-
-def test_a_dense_tanh_gelu_epilogue_gives_the_bits_of_the_scalar_gelu() -> None:
+def _dense_with_activation(
+    activation: int, lo: np.float32, hi: np.float32
+) -> tuple[np.ndarray, np.ndarray]:
+    """A 30x70 product with a bias, plain and with ``activation`` in its epilogue."""
     rows, units, k = 30, 70, 24
     a, _, pw = _operands(rows, units, k)
     bias = RNG.standard_normal(units).astype(np.float32) * np.float32(3.0)
-    scale, half = np.float32(np.sqrt(2.0 / np.pi)), np.float32(0.5)
     plain = np.empty((rows, units), np.float32)
     packed.product_range(
         (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (plain.ctypes.data, units, 1),
         (0, rows), (0, pw.shape[0]), 1,
     )  # fmt: skip
     c = np.empty_like(plain)
-    post = packed.post_epilogue(
-        units, bias, scale, half, packed.GELU_TANH, np.empty(0, np.float32), c
-    )
+    post = packed.post_epilogue(units, bias, lo, hi, activation, np.empty(0, np.float32), c)
     packed.product_range(
         (a.ctypes.data, k, 1), pw.ctypes.data, k, units, (c.ctypes.data, units, 1),
         (0, rows), (0, pw.shape[0]), 1, post.ctypes.data,
     )  # fmt: skip
-    biased = plain + bias
+    return plain + bias, c
+
+
+def test_a_dense_gelu_epilogue_gives_the_bits_of_the_scalar_gelu() -> None:
+    root2, half = np.float32(np.sqrt(2.0)), np.float32(0.5)
+    biased, c = _dense_with_activation(packed.GELU, root2, half)
+    want = np.array([packed.gelu(v, root2, half) for v in biased.ravel()], np.float32)
+    np.testing.assert_array_equal(c, want.reshape(c.shape))
+
+
+def test_a_dense_tanh_gelu_epilogue_gives_the_bits_of_the_scalar_gelu() -> None:
+    scale, half = np.float32(np.sqrt(2.0 / np.pi)), np.float32(0.5)
+    biased, c = _dense_with_activation(packed.GELU_TANH, scale, half)
     want = np.array([packed.gelu_tanh(v, scale, half) for v in biased.ravel()], np.float32)
-    np.testing.assert_array_equal(c, want.reshape(rows, units))
+    np.testing.assert_array_equal(c, want.reshape(c.shape))
     # And the function is the tanh gelu, within float32 rounding.
     exact = 0.5 * biased * (1 + np.tanh(np.sqrt(2 / np.pi) * (biased + 0.044715 * biased**3)))
     np.testing.assert_allclose(c, exact, rtol=1e-5, atol=1e-6)

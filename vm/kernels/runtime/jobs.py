@@ -244,6 +244,13 @@ def _call_handler(typingctx, handler, slot, index, parts):
 
 
 @njit(nogil=True)
+def _ticket_fields(ticket):
+    """``(job, front, end)`` of a ticket word (see :func:`post`): its job, the first chunk
+    nobody took and one past the last."""
+    return ticket >> (2 * _CHUNK_BITS), (ticket >> _CHUNK_BITS) & _CHUNK_MASK, ticket & _CHUNK_MASK
+
+
+@njit(nogil=True)
 def _take_chunks(slot, back):
     """Do chunks of the slot's job until none is left, from the last one down if ``back``
     (the workers), from the first one up if not (the poster); returns how many this
@@ -251,8 +258,7 @@ def _take_chunks(slot, back):
     did = 0
     while True:
         ticket = word(slot, _TICKET)
-        job = ticket >> (2 * _CHUNK_BITS)
-        front, end = (ticket >> _CHUNK_BITS) & _CHUNK_MASK, ticket & _CHUNK_MASK
+        job, front, end = _ticket_fields(ticket)
         parts = word(slot, _PARTS)
         if word(slot, _JOB) != job or front >= end:
             return did
@@ -271,9 +277,8 @@ def _take_chunks(slot, back):
 
 @njit(nogil=True)
 def _has_chunk(slot):
-    ticket = word(slot, _TICKET)
-    front, end = (ticket >> _CHUNK_BITS) & _CHUNK_MASK, ticket & _CHUNK_MASK
-    return (ticket >> (2 * _CHUNK_BITS)) == word(slot, _JOB) and front < end
+    job, front, end = _ticket_fields(word(slot, _TICKET))
+    return job == word(slot, _JOB) and front < end
 
 
 @njit(nogil=True)

@@ -35,6 +35,7 @@ from numba import carray, njit, types
 from numba import uint64 as _u
 
 from vm.kernels.runtime import callbacks, jobs, packed, products, symbols
+from vm.kernels.runtime import taps as taps_ir
 from vm.kernels.runtime import vecmath as vx
 
 #: Multiply-adds of one image below which its groups run on the calling thread alone:
@@ -356,7 +357,7 @@ def plane_workspace_size(kh, kw, s, out_h, out_w):
     one padded input channel, one output plane as wide as their rows, and a last element
     that input the taps never read is copied to."""
     rows, row_len = plane_geometry(kh, kw, s, out_h, out_w)
-    return s * s * rows * row_len + out_h * row_len + 1
+    return s * s * rows * row_len + out_h * row_len + 1 + taps_ir.BLOCK
 
 
 @njit(nogil=True, cache=True, error_model="numpy")  # see packed.activate
@@ -457,6 +458,9 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
                         + w21 * pad[a7 + e]
                         + w22 * pad[a8 + e]
                     )
+            elif taps_ir.is_float32(pad):
+                taps_ir.plane_taps(pad.ctypes.data, out_at, count, offsets.ctypes.data,
+                                   wf.ctypes.data + wb * 4, taps)  # fmt: skip
             else:
                 for e in range(count):
                     pad[out_at + e] = 0

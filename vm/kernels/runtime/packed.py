@@ -39,11 +39,12 @@ from numba.extending import intrinsic
 
 from vm.kernels.runtime import callbacks, symbols, target
 from vm.kernels.runtime import vecmath as vx
+from vm.kernels.runtime import vector_ir as vir
 from vm.kernels.runtime.atomics import load_word, store_word
 from vm.kernels.runtime.panels import PANEL
 from vm.kernels.runtime.target import has_avx512
+from vm.kernels.runtime.vector_ir import F32, I64, LANES, VEC
 
-_LANES = 16
 #: Columns of a panel one tile covers, and rows of ``a`` per tile. AVX-512: the whole
 #: panel, two vectors of 16, by 7 rows (14 accumulators and 2 weight vectors of its 32
 #: registers). AVX2 has 16 registers of 8 floats: a 16-lane vector is two of them, so
@@ -52,11 +53,8 @@ _LANES = 16
 #: against 70 at 6 by 16, on GPT-2's products).
 TILE_COLUMNS = PANEL if has_avx512() else PANEL // 2
 ROWS = 7 if has_avx512() else 6
-_VECTORS = TILE_COLUMNS // _LANES
+_VECTORS = TILE_COLUMNS // LANES
 
-_F32 = ir.FloatType()
-_I64 = ir.IntType(64)
-_VEC = ir.VectorType(_F32, _LANES)
 
 #: The activation an epilogue applies last (word 2 of its header, :func:`post_epilogue`):
 #: a clamp to ``[lo, hi]`` keeping NaN as ``clip`` does, one turning NaN into ``lo`` as
@@ -70,19 +68,6 @@ CLAMP, RELU, SWISH, GELU, GELU_TANH = 0, 1, 2, 3, 4
 GELU_CUBIC = np.float32(0.044715)
 
 
-def _fma(module: ir.Module) -> ir.Function:
-    name = f"llvm.fma.v{_LANES}f32"
-    found = module.globals.get(name)
-    if found is None:
-        found = ir.Function(module, ir.FunctionType(_VEC, [_VEC] * 3), name=name)
-    return found
-
-
-def _address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.Type) -> ir.Value:
-    """``base + 4 * offset`` (float32 elements) as a pointer to ``kind``."""
-    return builder.inttoptr(builder.add(base, builder.shl(offset, _I64(2))), kind.as_pointer())
-
-
 def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> None:
     """The loop of a ``rows``-row tile, starting at the builder's block; it ends with the
     builder in a block that falls through to whatever follows. ``add``: the sums start
@@ -90,44 +75,44 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
     residual, delta)``, the epilogue :func:`tile_post` applies to each row before it is
     stored."""
     pa, row_stride, k_stride, pb, ldb, k, pc, ldc = args
-    fma = _fma(builder.module)
+    fma = vir.fma(builder.module)
     function = builder.function
     loop = function.append_basic_block(f"tile{rows}.loop")
     done = function.append_basic_block(f"tile{rows}.done")
 
     def c_address(r: int, v: int) -> ir.Value:
-        offset = builder.add(builder.mul(_I64(r), ldc), _I64(v * _LANES))
-        return _address(builder, pc, offset, _VEC)
+        offset = builder.add(builder.mul(I64(r), ldc), I64(v * LANES))
+        return vir.address(builder, pc, offset, VEC)
 
-    zero = ir.Constant(_VEC, None)
+    zero = ir.Constant(VEC, None)
     start = [
         [builder.load(c_address(r, v), align=4) if add else zero for v in range(_VECTORS)]
         for r in range(rows)
     ]
     entry = builder.block
-    builder.cbranch(builder.icmp_signed(">", k, _I64(0)), loop, done)
+    builder.cbranch(builder.icmp_signed(">", k, I64(0)), loop, done)
 
     builder.position_at_end(loop)
-    step = builder.phi(_I64)
-    step.add_incoming(_I64(0), entry)
-    acc = [[builder.phi(_VEC) for _ in range(_VECTORS)] for _ in range(rows)]
+    step = builder.phi(I64)
+    step.add_incoming(I64(0), entry)
+    acc = [[builder.phi(VEC) for _ in range(_VECTORS)] for _ in range(rows)]
     for r in range(rows):
         for v in range(_VECTORS):
             acc[r][v].add_incoming(start[r][v], entry)
     panel_row = builder.mul(step, ldb)
     weights = [
-        builder.load(_address(builder, pb, builder.add(panel_row, _I64(v * _LANES)), _VEC), align=4)
+        builder.load(vir.address(builder, pb, builder.add(panel_row, I64(v * LANES)), VEC), align=4)
         for v in range(_VECTORS)
     ]
     summed = []
     column = builder.mul(step, k_stride)
     for r in range(rows):
-        offset = builder.add(builder.mul(_I64(r), row_stride), column)
-        broadcast = _splat(builder, builder.load(_address(builder, pa, offset, _F32), align=4))
+        offset = builder.add(builder.mul(I64(r), row_stride), column)
+        broadcast = vir.splat(builder, builder.load(vir.address(builder, pa, offset, F32), align=4))
         summed.append(
             [builder.call(fma, [broadcast, weights[v], acc[r][v]]) for v in range(_VECTORS)]
         )
-    following = builder.add(step, _I64(1))
+    following = builder.add(step, I64(1))
     step.add_incoming(following, loop)
     for r in range(rows):
         for v in range(_VECTORS):
@@ -138,29 +123,29 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
     finals = {}
     for r in range(rows):
         for v in range(_VECTORS):
-            finals[r, v] = final = builder.phi(_VEC)
+            finals[r, v] = final = builder.phi(VEC)
             final.add_incoming(start[r][v], entry)
             final.add_incoming(summed[r][v], loop)
     if post is not None:
         # No bias (address 0): a float of the panel is read in its place and dropped.
         bias_at, lo, hi, activation, residual, delta = post
-        has_bias = builder.icmp_signed("!=", bias_at, _I64(0))
+        has_bias = builder.icmp_signed("!=", bias_at, I64(0))
         # Without a residual, delta is 0: c itself is read in its place and dropped.
-        delta = builder.select(residual, delta, _I64(0))
+        delta = builder.select(residual, delta, I64(0))
         for r in range(rows):
-            at = builder.select(has_bias, builder.add(bias_at, _I64(4 * r)), pa)
-            bias = builder.load(builder.inttoptr(at, _F32.as_pointer()), align=4)
-            bias = builder.select(has_bias, bias, ir.Constant(_F32, 0.0))
+            at = builder.select(has_bias, builder.add(bias_at, I64(4 * r)), pa)
+            bias = builder.load(builder.inttoptr(at, F32.as_pointer()), align=4)
+            bias = builder.select(has_bias, bias, ir.Constant(F32, 0.0))
             for v in range(_VECTORS):
-                value = builder.fadd(finals[r, v], _splat(builder, bias))
-                address = builder.ptrtoint(c_address(r, v), _I64)
-                at_residual = builder.inttoptr(builder.add(address, delta), _VEC.as_pointer())
+                value = builder.fadd(finals[r, v], vir.splat(builder, bias))
+                address = builder.ptrtoint(c_address(r, v), I64)
+                at_residual = builder.inttoptr(builder.add(address, delta), VEC.as_pointer())
                 added = builder.fadd(value, builder.load(at_residual, align=4))
                 finals[r, v] = builder.select(residual, added, value)
         # One branch for the whole tile: swish's exponentials would cost a clamped tile
         # several times its clamp.
-        swish = builder.icmp_signed("==", activation, _I64(SWISH))
-        relu = builder.icmp_signed("==", activation, _I64(RELU))
+        swish = builder.icmp_signed("==", activation, I64(SWISH))
+        relu = builder.icmp_signed("==", activation, I64(RELU))
         with builder.if_else(swish) as (then, otherwise):
             with then:
                 for (r, v), final in finals.items():
@@ -173,21 +158,12 @@ def _emit_tile(builder: ir.IRBuilder, rows: int, args, add: bool, post=None) -> 
         builder.store(final, c_address(r, v), align=4)
 
 
-def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """The float ``value`` in every lane of a vector."""
-    undef = ir.Constant(_VEC, ir.Undefined)
-    zeros = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
-    return builder.shuffle_vector(
-        builder.insert_element(undef, value, ir.IntType(32)(0)), undef, zeros
-    )
-
-
 def _post(builder: ir.IRBuilder, value: ir.Value, bounds) -> ir.Value:
     """``value`` clamped to ``[lo, hi]`` as the kernels' elementwise code clamps: ``clip``
     keeps a NaN (numpy's ``minimum``/``maximum``), ``relu`` (``x if x > lo else lo``)
     turns it into ``lo``; ``-inf`` and ``inf`` leave values alone."""
     lo, hi, relu = bounds
-    low, high = _splat(builder, lo), _splat(builder, hi)
+    low, high = vir.splat(builder, lo), vir.splat(builder, hi)
     below = builder.select(
         relu,
         builder.fcmp_unordered("<=", value, low),
@@ -202,15 +178,15 @@ def _tile_codegen(add: bool, post: bool = False):
         # One loop per row count: the accumulators must be compile-time values.
         function = builder.function
         end = function.append_basic_block("tile.end")
-        count = builder.sext(args[0], _I64) if args[0].type.width < 64 else args[0]
+        count = builder.sext(args[0], I64) if args[0].type.width < 64 else args[0]
         bounds = None
         if post:
-            residual = builder.icmp_signed("!=", args[13], _I64(0))
+            residual = builder.icmp_signed("!=", args[13], I64(0))
             bounds = (args[9], args[10], args[11], args[12], residual, args[14])
         switch = builder.switch(count, end)
         for rows_here in range(1, ROWS + 1):
             case = function.append_basic_block(f"tile{rows_here}")
-            switch.add_case(_I64(rows_here), case)
+            switch.add_case(I64(rows_here), case)
             builder.position_at_end(case)
             _emit_tile(builder, rows_here, args[1:9], add, bounds)
             builder.branch(end)
@@ -815,7 +791,7 @@ def store(typingctx, base, index, value):
 
     def codegen(context, builder, signature, args):
         value = context.cast(builder, args[2], signature.args[2], types.float32)
-        builder.store(value, _address(builder, args[0], args[1], _F32), align=4)
+        builder.store(value, vir.address(builder, args[0], args[1], F32), align=4)
         return context.get_dummy_value()
 
     return types.none(types.int64, types.int64, value), codegen
@@ -835,30 +811,30 @@ def split_pairs(typingctx, source, even, odd, count):
             context.cast(builder, value, kind, types.int64)
             for value, kind in zip(args, signature.args)
         )
-        vectors = builder.lshr(count, _I64(4))
-        evens = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), list(range(0, 2 * _LANES, 2)))
-        odds = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), list(range(1, 2 * _LANES, 2)))
+        vectors = builder.lshr(count, I64(4))
+        evens = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(0, 2 * LANES, 2)))
+        odds = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(1, 2 * LANES, 2)))
         with cgutils.for_range(builder, vectors) as loop:
-            at = builder.mul(loop.index, _I64(2 * _LANES))
-            low = builder.load(_address(builder, source, at, _VEC), align=4)
+            at = builder.mul(loop.index, I64(2 * LANES))
+            low = builder.load(vir.address(builder, source, at, VEC), align=4)
             high = builder.load(
-                _address(builder, source, builder.add(at, _I64(_LANES)), _VEC), align=4
+                vir.address(builder, source, builder.add(at, I64(LANES)), VEC), align=4
             )
-            to = builder.mul(loop.index, _I64(_LANES))
+            to = builder.mul(loop.index, I64(LANES))
             builder.store(builder.shuffle_vector(low, high, evens),
-                          _address(builder, even, to, _VEC), align=4)  # fmt: skip
+                          vir.address(builder, even, to, VEC), align=4)  # fmt: skip
             builder.store(builder.shuffle_vector(low, high, odds),
-                          _address(builder, odd, to, _VEC), align=4)  # fmt: skip
-        done = builder.mul(vectors, _I64(_LANES))
+                          vir.address(builder, odd, to, VEC), align=4)  # fmt: skip
+        done = builder.mul(vectors, I64(LANES))
         with cgutils.for_range(builder, builder.sub(count, done)) as loop:
             m = builder.add(done, loop.index)
-            pair = builder.mul(m, _I64(2))
-            first = builder.load(_address(builder, source, pair, _F32), align=4)
+            pair = builder.mul(m, I64(2))
+            first = builder.load(vir.address(builder, source, pair, F32), align=4)
             second = builder.load(
-                _address(builder, source, builder.add(pair, _I64(1)), _F32), align=4
+                vir.address(builder, source, builder.add(pair, I64(1)), F32), align=4
             )
-            builder.store(first, _address(builder, even, m, _F32), align=4)
-            builder.store(second, _address(builder, odd, m, _F32), align=4)
+            builder.store(first, vir.address(builder, even, m, F32), align=4)
+            builder.store(second, vir.address(builder, odd, m, F32), align=4)
         return context.get_dummy_value()
 
     return types.none(types.int64, types.int64, types.int64, types.int64), codegen
@@ -872,6 +848,6 @@ def load(typingctx, base, index):
 
     def codegen(context, builder, signature, args):
         index = context.cast(builder, args[1], signature.args[1], types.int64)
-        return builder.load(_address(builder, args[0], index, _F32), align=4)
+        return builder.load(vir.address(builder, args[0], index, F32), align=4)
 
     return types.float32(types.int64, index), codegen

@@ -1,0 +1,54 @@
+"""Sums of a depthwise plane's taps with a block of outputs in registers
+(vm.kernels.runtime.taps.plane_taps).
+
+Returns group: any count of outputs (a block and a part, a part alone, none) and of taps,
+summed in tap order, written only from the output's start up to the end of its last
+block; the element type test the depthwise loops branch on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import njit
+
+from vm.kernels.runtime import taps
+
+
+@njit
+def _sum_taps(pad, out_at, count, offsets, weights):
+    taps.plane_taps(pad.ctypes.data, out_at, count, offsets.ctypes.data, weights.ctypes.data,
+                    weights.size)  # fmt: skip
+
+
+@njit
+def _is_float32(array):
+    return taps.is_float32(array)
+
+
+@pytest.mark.parametrize("count", [0, 1, 17, taps.BLOCK, taps.BLOCK + 5, 3 * taps.BLOCK - 1])
+@pytest.mark.parametrize("count_taps", [1, 9, 49])
+def test_plane_taps_sum_every_tap_in_order_and_write_whole_blocks(count, count_taps) -> None:
+    rng = np.random.default_rng(count * 100 + count_taps)
+    reach = 4 * taps.BLOCK + 64  # what the taps read lies below the output
+    pad = rng.standard_normal(2 * reach).astype("float32")
+    offsets = rng.integers(0, reach - count - taps.BLOCK, count_taps).astype("int64")
+    weights = rng.standard_normal(count_taps).astype("float32")
+    out_at = reach
+    before = pad.copy()
+    _sum_taps(pad, out_at, count, offsets, weights)
+    # One fused multiply-add per tap, in tap order: the same as float64 rounded per step.
+    expected = np.zeros(count, "float32")
+    for offset, weight in zip(offsets, weights):
+        exact = np.float64(weight) * before[offset : offset + count] + expected
+        expected = exact.astype("float32")
+    np.testing.assert_array_equal(pad[out_at : out_at + count], expected)
+    written = -(-count // taps.BLOCK) * taps.BLOCK
+    np.testing.assert_array_equal(pad[:out_at], before[:out_at])
+    np.testing.assert_array_equal(pad[out_at + written :], before[out_at + written :])
+
+
+def test_is_float32_tells_float32_arrays_from_others() -> None:
+    assert _is_float32(np.zeros(2, "float32"))
+    assert not _is_float32(np.zeros(2, "float64"))
+    assert not _is_float32(np.zeros(2, "int32"))

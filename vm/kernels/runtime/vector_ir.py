@@ -1,0 +1,44 @@
+"""Pieces of LLVM IR shared by the loops written by hand as IR: the register tiles of
+:mod:`vm.kernels.runtime.packed` and the depthwise tap sums of :mod:`vm.kernels.runtime.taps`.
+
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports llvmlite only.
+
+numba has no vector type and leaves a loop scalar when its values must stay in registers
+across an inner loop (a tile's accumulators across ``k``, a block of outputs across the
+taps), so those loops are built as IR in numba intrinsics. Their vectors are 16 float32
+lanes; LLVM lowers them to two 8-lane halves on AVX2.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+#: float32 lanes of the vectors the IR loops use.
+LANES = 16
+F32 = ir.FloatType()
+I64 = ir.IntType(64)
+VEC = ir.VectorType(F32, LANES)
+
+
+def fma(module: ir.Module) -> ir.Function:
+    """``llvm.fma`` on :data:`VEC`, declared once per module: one rounding per multiply-add."""
+    name = f"llvm.fma.v{LANES}f32"
+    found = module.globals.get(name)
+    if found is None:
+        found = ir.Function(module, ir.FunctionType(VEC, [VEC] * 3), name=name)
+    return found
+
+
+def address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.Type) -> ir.Value:
+    """``base + 4 * offset`` (a byte address and a count of float32 elements) as a
+    pointer to ``kind``."""
+    return builder.inttoptr(builder.add(base, builder.shl(offset, I64(2))), kind.as_pointer())
+
+
+def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """The float ``value`` in every lane of a :data:`VEC`."""
+    undef = ir.Constant(VEC, ir.Undefined)
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+    return builder.shuffle_vector(
+        builder.insert_element(undef, value, ir.IntType(32)(0)), undef, zeros
+    )

@@ -79,6 +79,7 @@ LIBRARY_ALIASES = {
     "h": "helpers",
     "vx": "vecmath",
     "wino": "winograd",
+    "tr": "transpose",
 }
 _REFERENCE = re.compile(r"(?<![\w.])(" + "|".join(LIBRARY_ALIASES) + r")\.([A-Za-z_]\w*)")
 

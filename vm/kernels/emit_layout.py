@@ -250,7 +250,34 @@ def _transpose_emit(ctx: EmitCtx) -> None:
         with ctx.src.loops(ctx.out_dims[0]) as oi:
             ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(_source(perm, oi))}]")
         return
-    _transpose_tiled(ctx, perm, perm.index(last))
+    groups = batched_transpose_groups(perm)
+    if groups is None or ctx.arg_specs[0].dtype != "float32":
+        _transpose_tiled(ctx, perm, perm.index(last))
+        return
+    # Contiguous float32: the register tiles of the runtime, shared between threads.
+    dims = ctx.arg_dims[0]
+    lead, split = groups
+    x, out = ctx.args[0], ctx.outs[0]
+    sizes = ", ".join(product(dims[a:b]) for a, b in ((0, lead), (lead, split), (split, None)))
+    with ctx.src.block(f"if {x}.flags.c_contiguous and {out}.flags.c_contiguous:"):
+        ctx.src.line(f"tr.batched_f32({x}, {out}, {sizes})")
+    with ctx.src.block("else:"):
+        _transpose_tiled(ctx, perm, perm.index(last))
+
+
+def batched_transpose_groups(perm: list[int]) -> tuple[int, int] | None:
+    """``(k, m)`` when ``perm`` keeps axes ``:k`` in place and moves the group ``m:`` in
+    front of the group ``k:m`` (``(0, 2, 3, 1)``: NCHW to NHWC, ``k = 1, m = 2``): the
+    transpose of a batch of matrices, rows ``k:m`` by columns ``m:``. None otherwise."""
+    n = len(perm)
+    k = 0
+    while k < n and perm[k] == k:
+        k += 1
+    if k == n:
+        return None
+    m = perm[k]
+    expected = list(range(k)) + list(range(m, n)) + list(range(k, m))
+    return (k, m) if m > k and perm == expected else None
 
 
 def _source(perm: list[int], out_index: list[str]) -> list[str]:

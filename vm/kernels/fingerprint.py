@@ -54,6 +54,7 @@ LIBRARY_MODULES = (
     "runtime/taps.py",
     "runtime/target.py",
     "runtime/threads.py",
+    "runtime/transpose.py",
     "runtime/vecmath.py",
     "runtime/vector_ir.py",
     "runtime/winograd.py",

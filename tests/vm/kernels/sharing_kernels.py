@@ -110,6 +110,12 @@ def conv_epilogue() -> tuple[Program, list[int]]:
     return program, program.add("nn.relu", [biased])
 
 
+def transpose() -> tuple[Program, list[int]]:
+    """NCHW to NHWC, big enough for its register tiles to be shared."""
+    program = Program([_normal(1, 48, 40, 40)])
+    return program, program.add("transpose", [0], axes=(0, 2, 3, 1))
+
+
 CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "dense": dense,
     "dense_packed": dense_packed,
@@ -123,6 +129,7 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "max_pool": max_pool,
     "conv_transpose": conv_transpose,
     "conv_epilogue": conv_epilogue,
+    "transpose": transpose,
 }
 
 

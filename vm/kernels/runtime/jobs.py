@@ -22,7 +22,7 @@ table, which the threads taking chunks call through. So a process compiles the c
 code of the kinds its kernels use and no other: the kernel loader requires, for each
 kernel, what the library entry points it calls need (:class:`Needs`, in tables beside
 those entry points). A kind's number is its place in one fixed table (:data:`BLAS` ...
-:data:`DEPTHWISE_ROWS`), since it is compiled into the callers' machine code. Posting a kind
+:data:`TRANSPOSE`), since it is compiled into the callers' machine code. Posting a kind
 whose chunk code is not registered shares nothing (the caller computes the job alone, as
 when no worker polls) and is counted (:func:`unregistered_posts`), so that a missing
 requirement shows instead of making a model silently single-threaded.
@@ -94,7 +94,7 @@ MAX_PARTS = _CHUNK_MASK
 #: (IM2COL, the shared im2col that im2row replaced, is no longer posted).
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
-IM2ROW, DEPTHWISE_ROWS = 11, 12
+IM2ROW, DEPTHWISE_ROWS, TRANSPOSE = 11, 12, 13
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
@@ -109,6 +109,7 @@ OWNERS = {
     POINTWISE: "vm.kernels.runtime.pointwise",
     BATCHED: "vm.kernels.runtime.products",
     IM2ROW: "vm.kernels.runtime.conv_jobs",
+    TRANSPOSE: "vm.kernels.runtime.transpose",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

@@ -360,7 +360,7 @@ def plane_workspace_size(kh, kw, s, out_h, out_w):
     return s * s * rows * row_len + out_h * row_len + 1 + taps_ir.BLOCK
 
 
-@njit(nogil=True, cache=True, error_model="numpy")  # see packed.activate
+@njit(nogil=True, cache=True, error_model="numpy")  # see packed.gelu
 def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, pad, post, r0, r1):
     """Input channels ``first:last`` of image ``n`` of a depthwise convolution with stride
     ``s`` along both axes and no dilation (any kernel size, padding and channel

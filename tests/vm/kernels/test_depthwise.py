@@ -13,6 +13,9 @@ plain path when a chain broadcasts the convolution beyond its shape. The generat
 shows the direct loops and the epilogue; the groups of a big float32 image, and the bands
 of rows of its planes, shared with the polling workers give the same bits as the caller
 computing them alone; bands of output rows computed one by one give the whole plane's bits.
+Small float32 planes of 16 channels and more run in blocks of channels, channels last, the
+channels left over plane by plane: strides 1 and 2, kernels 3, 5 and 7, asymmetric padding,
+a clamp, a residual or sigmoid-multiply after them, and the same bits shared or alone.
 """
 
 from __future__ import annotations
@@ -221,6 +224,57 @@ def test_fused_mobilenet_epilogues_return_the_reference(activation, dtype) -> No
     source = load_kernel(program.description([value])).path.read_text()
     assert "as its epilogue" in source
     check(program, [value], tolerances=SUMS)
+
+
+# (channels, size, kernel, stride, padding, epilogue): small output planes, 16 channels and
+# more, so that whole blocks of channels run channels last and the rest plane by plane.
+BLOCK_CASES = [
+    (16, 7, 3, 1, (1, 1), None),
+    (40, 14, 5, 2, (2, 2), "relu6"),
+    (33, 9, 7, 1, (3, 3), "residual"),
+    (48, 15, 3, 2, (0, 0, 1, 1), None),
+    (32, 27, 5, 2, (2, 2), "sigmoid_multiply"),
+    (24, 55, 5, 2, (2, 2), None),  # a 28x28 output: strided and wider than 3x3
+]
+
+
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=[f"block{i}" for i in range(len(BLOCK_CASES))])
+def test_depthwise_in_blocks_of_channels_returns_the_reference(case) -> None:
+    channels, size, kernel, stride, padding, epilogue = case
+    before, after = padding[0], padding[-1]
+    out_size = (size + before + after - kernel) // stride + 1
+    data = tensor("float32", 2, channels, size, size)
+    inputs = [data, tensor("float32", channels, 1, kernel, kernel)]
+    if epilogue == "residual":
+        inputs.append(tensor("float32", 2, channels, out_size, out_size))
+    program = Program(inputs)
+    (value,) = program.add("nn.conv2d", [0, 1], groups=channels, padding=padding,
+                           strides=(stride, stride))  # fmt: skip
+    assert program.values[value].shape[-1] == out_size
+    w3 = np.zeros((channels, 1, kernel * kernel), "float32")
+    assert dwc.by_channel_blocks(data, w3, kernel, kernel, stride, stride, 1, 1, out_size,
+                                 out_size)  # fmt: skip
+    if epilogue == "relu6":
+        (value,) = program.add("clip", [value], a_min=0.0, a_max=6.0)
+    elif epilogue == "residual":
+        (value,) = program.add("add", [value, 2])
+    elif epilogue == "sigmoid_multiply":
+        (gate,) = program.add("sigmoid", [value])
+        (value,) = program.add("multiply", [value, gate])
+    check(program, [value], tolerances=SUMS)
+
+
+@needs_workers
+@pytest.mark.parametrize(("size", "stride"), [(14, 1), (27, 2)])
+def test_blocks_of_channels_shared_with_the_workers_give_the_same_bits(size, stride) -> None:
+    # 100 channels: chunks cut between blocks of 16, the last one taking the 4 left over.
+    channels = 100
+    out_size = (size - 1) // stride + 1
+    x, w3 = tensor("float32", 2, channels, size, size), tensor("float32", channels, 1, 9)
+    geometry = (3, 3, stride, stride, 1, 1, 1, 1, out_size, out_size)
+    assert dwc.by_channel_blocks(x, w3, *geometry[:2], stride, stride, 1, 1, out_size, out_size)
+    assert channels * 9 * out_size**2 >= dwc.SPLIT_WORK
+    _same_bits_alone_and_shared(dwc.image_groups, x, w3, (2, channels, out_size**2), geometry)
 
 
 def test_a_chain_broadcasting_the_output_takes_the_plain_path() -> None:

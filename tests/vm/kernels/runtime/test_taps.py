@@ -1,9 +1,10 @@
-"""Sums of a depthwise plane's taps with a block of outputs in registers
-(vm.kernels.runtime.taps.plane_taps).
+"""Sums of a depthwise convolution's taps with the outputs in registers
+(vm.kernels.runtime.taps): along a plane (plane_taps) and across a block of channels
+(channel_taps).
 
 Returns group: any count of outputs (a block and a part, a part alone, none) and of taps,
 summed in tap order, written only from the output's start up to the end of its last
-block; the element type test the depthwise loops branch on.
+block or group of pixels; the element type test the depthwise loops branch on.
 """
 
 from __future__ import annotations
@@ -52,3 +53,30 @@ def test_is_float32_tells_float32_arrays_from_others() -> None:
     assert _is_float32(np.zeros(2, "float32"))
     assert not _is_float32(np.zeros(2, "float64"))
     assert not _is_float32(np.zeros(2, "int32"))
+
+
+@njit
+def _sum_channel_taps(pad, bases, count, out, offsets, weights):
+    taps.channel_taps(pad.ctypes.data, bases.ctypes.data, count, out.ctypes.data,
+                      offsets.ctypes.data, weights.ctypes.data, offsets.size)  # fmt: skip
+
+
+@pytest.mark.parametrize("count", [0, 1, taps.PIXELS, 4 * taps.PIXELS + 3])
+@pytest.mark.parametrize("count_taps", [1, 9, 25])
+def test_channel_taps_sum_every_tap_across_a_block_of_channels(count, count_taps) -> None:
+    rng = np.random.default_rng(count * 100 + count_taps)
+    lanes, rows = taps.LANES, 200
+    pad = rng.standard_normal((rows, lanes)).astype("float32")
+    padded = -(-count // taps.PIXELS) * taps.PIXELS
+    bases = np.zeros(padded, "int64")
+    bases[:count] = rng.integers(0, rows // 2, count)
+    offsets = rng.integers(0, rows // 2, count_taps).astype("int64")
+    weights = rng.standard_normal((count_taps, lanes)).astype("float32")
+    out = np.full((padded + 1, lanes), np.nan, "float32")
+    _sum_channel_taps(pad, bases, count, out, offsets, weights)
+    expected = np.zeros((count, lanes), "float32")
+    for offset, weight in zip(offsets, weights):
+        exact = weight.astype("float64") * pad[bases[:count] + offset] + expected
+        expected = exact.astype("float32")
+    np.testing.assert_array_equal(out[:count], expected)
+    assert np.isnan(out[padded:]).all()  # nothing past the last group

@@ -36,42 +36,45 @@ VECTORS = 8 if has_avx512() else 4
 BLOCK = VECTORS * LANES
 
 
-def _codegen(context, builder, signature, args):
-    pad, out_at, count, offsets, weights, taps = args
+def _word(builder: ir.IRBuilder, base: ir.Value, index: ir.Value) -> ir.Value:
+    """The int64 ``index`` of the array at byte address ``base``."""
+    pointer = builder.inttoptr(builder.add(base, builder.shl(index, I64(3))), I64.as_pointer())
+    return builder.load(pointer, align=8)
+
+
+def _emit_tap_loops(builder: ir.IRBuilder, count, taps, step: int, vectors: int, start, terms,
+                    finish) -> None:  # fmt: skip
+    """The loops both sums share: for each ``first`` in ``range(0, count, step)``, ``vectors``
+    sums from zero, one fused multiply-add per tap ``t < taps`` (``terms(state, first, t)``
+    gives the weight vector and the ``vectors`` values), then ``finish(first, sums)``;
+    ``start(first)`` computes a group's ``state`` before its taps. Nothing runs unless
+    ``count`` and ``taps`` are positive."""
     fma = vir.fma(builder.module)
     function = builder.function
     entry = builder.block
-    block = function.append_basic_block("taps.block")
+    group = function.append_basic_block("taps.group")
     tap = function.append_basic_block("taps.tap")
     stored = function.append_basic_block("taps.stored")
     done = function.append_basic_block("taps.done")
-    builder.cbranch(
-        builder.and_(
-            builder.icmp_signed(">", count, I64(0)), builder.icmp_signed(">", taps, I64(0))
-        ),
-        block,
-        done,
+    positive = builder.and_(
+        builder.icmp_signed(">", count, I64(0)), builder.icmp_signed(">", taps, I64(0))
     )
+    builder.cbranch(positive, group, done)
 
-    builder.position_at_end(block)
+    builder.position_at_end(group)
     first = builder.phi(I64)
     first.add_incoming(I64(0), entry)
+    state = start(first)
     builder.branch(tap)
 
     builder.position_at_end(tap)
     t = builder.phi(I64)
-    t.add_incoming(I64(0), block)
-    sums = [builder.phi(VEC) for _ in range(VECTORS)]
+    t.add_incoming(I64(0), group)
+    sums = [builder.phi(VEC) for _ in range(vectors)]
     for s in sums:
-        s.add_incoming(ir.Constant(VEC, None), block)
-    at_offset = builder.inttoptr(builder.add(offsets, builder.shl(t, I64(3))), I64.as_pointer())
-    offset = builder.load(at_offset, align=8)
-    weight = vir.splat(builder, builder.load(vir.address(builder, weights, t, F32), align=4))
-    at = builder.add(offset, first)
-    added = []
-    for v, s in enumerate(sums):
-        row = vir.address(builder, pad, builder.add(at, I64(v * LANES)), VEC)
-        added.append(builder.call(fma, [weight, builder.load(row, align=4), s]))
+        s.add_incoming(ir.Constant(VEC, None), group)
+    weight, values = terms(state, first, t)
+    added = [builder.call(fma, [weight, value, s]) for value, s in zip(values, sums)]
     following = builder.add(t, I64(1))
     t.add_incoming(following, tap)
     for s, a in zip(sums, added):
@@ -79,14 +82,30 @@ def _codegen(context, builder, signature, args):
     builder.cbranch(builder.icmp_signed("<", following, taps), tap, stored)
 
     builder.position_at_end(stored)
-    out = builder.add(out_at, first)
-    for v, a in enumerate(added):
-        builder.store(a, vir.address(builder, pad, builder.add(out, I64(v * LANES)), VEC), align=4)
-    after = builder.add(first, I64(BLOCK))
+    finish(first, added)
+    after = builder.add(first, I64(step))
     first.add_incoming(after, stored)
-    builder.cbranch(builder.icmp_signed("<", after, count), block, done)
-
+    builder.cbranch(builder.icmp_signed("<", after, count), group, done)
     builder.position_at_end(done)
+
+
+def _codegen(context, builder, signature, args):
+    pad, out_at, count, offsets, weights, taps = args
+
+    def vector(at, v):
+        return vir.address(builder, pad, builder.add(at, I64(v * LANES)), VEC)
+
+    def terms(state, first, t):
+        weight = vir.splat(builder, builder.load(vir.address(builder, weights, t, F32), align=4))
+        at = builder.add(_word(builder, offsets, t), first)
+        return weight, [builder.load(vector(at, v), align=4) for v in range(VECTORS)]
+
+    def finish(first, sums):
+        out = builder.add(out_at, first)
+        for v, value in enumerate(sums):
+            builder.store(value, vector(out, v), align=4)
+
+    _emit_tap_loops(builder, count, taps, BLOCK, VECTORS, lambda first: None, terms, finish)
     return context.get_dummy_value()
 
 
@@ -125,59 +144,23 @@ PIXELS = 4
 
 def _channel_codegen(context, builder, signature, args):
     pad, bases, count, out, offsets, weights, taps = args
-    fma = vir.fma(builder.module)
-    function = builder.function
-    entry = builder.block
-    group = function.append_basic_block("channels.group")
-    tap = function.append_basic_block("channels.tap")
-    stored = function.append_basic_block("channels.stored")
-    done = function.append_basic_block("channels.done")
-    builder.cbranch(
-        builder.and_(
-            builder.icmp_signed(">", count, I64(0)), builder.icmp_signed(">", taps, I64(0))
-        ),
-        group,
-        done,
-    )
 
-    def word(base, index):
-        pointer = builder.inttoptr(builder.add(base, builder.shl(index, I64(3))), I64.as_pointer())
-        return builder.load(pointer, align=8)
+    def row(base, index):
+        return vir.address(builder, base, builder.mul(index, I64(LANES)), VEC)
 
-    builder.position_at_end(group)
-    first = builder.phi(I64)
-    first.add_incoming(I64(0), entry)
-    starts = [word(bases, builder.add(first, I64(p))) for p in range(PIXELS)]
-    builder.branch(tap)
+    def start(first):
+        return [_word(builder, bases, builder.add(first, I64(p))) for p in range(PIXELS)]
 
-    builder.position_at_end(tap)
-    t = builder.phi(I64)
-    t.add_incoming(I64(0), group)
-    sums = [builder.phi(VEC) for _ in range(PIXELS)]
-    for s in sums:
-        s.add_incoming(ir.Constant(VEC, None), group)
-    offset = word(offsets, t)
-    weight = builder.load(vir.address(builder, weights, builder.mul(t, I64(LANES)), VEC), align=4)
-    added = []
-    for start, s in zip(starts, sums):
-        at = builder.mul(builder.add(start, offset), I64(LANES))
-        value = builder.load(vir.address(builder, pad, at, VEC), align=4)
-        added.append(builder.call(fma, [weight, value, s]))
-    following = builder.add(t, I64(1))
-    t.add_incoming(following, tap)
-    for s, a in zip(sums, added):
-        s.add_incoming(a, tap)
-    builder.cbranch(builder.icmp_signed("<", following, taps), tap, stored)
+    def terms(starts, first, t):
+        offset = _word(builder, offsets, t)
+        weight = builder.load(row(weights, t), align=4)
+        return weight, [builder.load(row(pad, builder.add(at, offset)), align=4) for at in starts]
 
-    builder.position_at_end(stored)
-    for p, a in enumerate(added):
-        at = builder.mul(builder.add(first, I64(p)), I64(LANES))
-        builder.store(a, vir.address(builder, out, at, VEC), align=4)
-    after = builder.add(first, I64(PIXELS))
-    first.add_incoming(after, stored)
-    builder.cbranch(builder.icmp_signed("<", after, count), group, done)
+    def finish(first, sums):
+        for p, value in enumerate(sums):
+            builder.store(value, row(out, builder.add(first, I64(p))), align=4)
 
-    builder.position_at_end(done)
+    _emit_tap_loops(builder, count, taps, PIXELS, PIXELS, start, terms, finish)
     return context.get_dummy_value()
 
 

@@ -827,10 +827,12 @@ def _channel_blocks(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w
 @njit(nogil=True)
 def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post):
     """Groups ``lo:hi`` of image ``n`` (:func:`image_groups`), with a workspace of their
-    own: depthwise without dilation plane by plane (:func:`_plane_range`) at stride 1,
-    or with equal strides and rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; any
-    other by :func:`group_image`. The epilogue at ``post`` (or none, 0) is applied to
-    each group's output while it is in cache."""
+    own: small float32 depthwise planes in blocks of channels (:func:`_channel_blocks`,
+    see :func:`by_channel_blocks`), the channels left over as the rest; depthwise without
+    dilation plane by plane (:func:`_plane_range`) at stride 1, or with equal strides and
+    rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; any other by :func:`group_image`.
+    The epilogue at ``post`` (or none, 0) is applied to each group's output while it is
+    in cache."""
     k = w3.shape[2]
     cg = k // (kh * kw)
     if cg == 1 and by_channel_blocks(x, w3, kh, kw, sh, sw, dh, dw, out_h, out_w):

@@ -214,11 +214,13 @@ def test_a_residual_reading_every_axis_is_folded_with_the_plane() -> None:
 
 
 # A packed convolution's bias and clamp, applied by its tiles as they store them: 1x1 by
-# pixel panels (9x9) and by pixels (7x7), a 3x3 window in column blocks (28x28), and one
-# left to im2col then a product (5x5, too few blocks), each with relu, relu6 and bias only.
+# pixel panels (9x9, and 7x7 from few channels) and by pixels (7x7 from more than
+# convolution.POINTWISE_SMALL_DEPTH), a 3x3 window in column blocks (28x28), and one left
+# to im2col then a product (5x5, too few blocks), each with relu, relu6 and bias only.
 PACKED_SHAPES = [
     ((2, 16, 9, 9), 40, 1),
     ((1, 24, 7, 7), 33, 1),
+    ((1, 136, 7, 7), 33, 1),
     ((1, 8, 28, 28), 20, 3),
     ((1, 6, 5, 5), 9, 3),
 ]

@@ -196,8 +196,7 @@ def _pixel_rows_conv(x, n, source, weight, out, window, share, post):
     (called from Python)."""
     kernel, stride, pad, dilation, size = window
     conv_jobs.im2row(x, n, source, kernel, stride, pad, dilation, size, share)
-    products.packed_pixel_rows(source, weight, out)
-    packed.apply_post(out, post)
+    products.packed_pixel_rows(source, weight, out, post)
 
 
 #: Column blocks from which :func:`vm.kernels.runtime.conv_jobs.packed_conv` pays: with one or two
@@ -207,17 +206,22 @@ MIN_CONV_BLOCKS = 4
 
 
 #: A pointwise convolution runs with pixels as the rows of the register tiles
-#: (:func:`vm.kernels.runtime.products.packed_columns`) when its output plane is smaller
-#: than one panel of :data:`POINTWISE_MIN_PLANE` pixels (a squeeze-excite block's single
-#: pixel), or smaller than :data:`POINTWISE_DEEP_PLANE` pixels and read from more than
-#: :data:`POINTWISE_DEEP_DEPTH` channels; all others in the pixel panels of
-#: :func:`vm.kernels.runtime.pointwise.conv`, which apply the epilogue as they store.
-#: Measured on an Intel Xeon with AVX-512, 2 threads, with a bias and a clamp or a
-#: residual: the tiles by pixels win from 320 channels (576 to 96 at 14x14 130 against
-#: 215 us, 960 to 160 at 7x7 97 against 128, 2048 to 512 at 7x7 410 against 638), the
-#: pixel panels up to 256 (160 to 960 at 7x7 83 against 102, 192 to 1152 122 against 154,
-#: 256 to 1024 at 14x14 567 against 665) and on every plane from 16x16.
+#: (:func:`vm.kernels.runtime.products.packed_columns`) when its output plane is smaller than one
+#: panel of :data:`POINTWISE_MIN_PLANE` pixels (a squeeze-excite block's single pixel); smaller
+#: than :data:`POINTWISE_SMALL_PLANE` (7x7) and read from more than :data:`POINTWISE_SMALL_DEPTH`
+#: channels; or smaller than :data:`POINTWISE_DEEP_PLANE` and read from more than
+#: :data:`POINTWISE_DEEP_DEPTH`. All others run in the pixel panels of
+#: :func:`vm.kernels.runtime.pointwise.conv`. Those spend a whole panel on a short last one (17
+#: pixels of 49, 4 of 196); pixels as rows need a buffer and a transpose, which cost more than that
+#: waste on shallow products. Intel Xeon with AVX-512 (Emerald Rapids), 2 threads, a bias and a
+#: clamp, a swish or a residual, by pixels against by pixel panels, the least and the median of
+#: five runs (us): at 7x7 160 to 960 76/88 against 90/90, 192 to 1152 with a swish 119/133 against
+#: 159/163, 2048 to 512 480/500 against 538/545, but 96 to 576 43/59 against 40/41 and 40 to 240
+#: 18/19 against 16/17; at 14x14 even from 576 channels (576 to 96 100/116 against 109/111, 1024 to
+#: 256 422/493 against 440/444), and 96 to 576 142 against 105, 64 to 384 79-95 against 57.
 POINTWISE_MIN_PLANE = 32
+POINTWISE_SMALL_PLANE = 64
+POINTWISE_SMALL_DEPTH = 128
 POINTWISE_DEEP_PLANE = 256
 POINTWISE_DEEP_DEPTH = 256
 
@@ -229,16 +233,17 @@ def _conv_blocks(x, w, out3, rows, window, post):
     GIL; :func:`vm.kernels.runtime.conv_jobs.packed_conv` for one that
     needs columns by a weight that stays in cache, with enough column blocks to share;
     False (nothing done) for any other. ``post``: the address of the epilogue
-    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0; the tiles by pixel panels
-    apply it as they store, the others after the product."""
+    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0, applied by the tiles as they
+    store or (by pixels) to the product's strips while they are in cache."""
     n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     if rows == 0:
         plane, depth = out_h * out_w, w.shape[1]
-        if plane < POINTWISE_MIN_PLANE or (
-            plane < POINTWISE_DEEP_PLANE and depth > POINTWISE_DEEP_DEPTH
+        if (
+            plane < POINTWISE_MIN_PLANE
+            or (plane < POINTWISE_SMALL_PLANE and depth > POINTWISE_SMALL_DEPTH)
+            or (plane < POINTWISE_DEEP_PLANE and depth > POINTWISE_DEEP_DEPTH)
         ):
-            products.packed_columns(x[n].reshape(depth, plane), w, out3[n])
-            packed.apply_post(out3[n], post)
+            products.packed_columns(x[n].reshape(depth, plane), w, out3[n], post)
         else:
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
             pointwise.conv(x, n, w, out3[n], share, post)
@@ -550,7 +555,7 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 NEEDS = {
     "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
     "conv_packed_into": jobs.Needs(
-        (jobs.CONV, jobs.IM2ROW, jobs.PACKED, jobs.POINTWISE),
+        (jobs.CONV, jobs.IM2ROW, jobs.PACKED, jobs.POINTWISE, jobs.TRANSPOSE),
         (symbols.TILE, symbols.PIXEL_PANELS, symbols.CONV_BLOCKS),
     ),
     "conv_winograd_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),

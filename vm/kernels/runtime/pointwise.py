@@ -14,10 +14,10 @@ workers (:func:`vm.kernels.runtime.jobs.share`). Every output element is one til
 channels in order, so the bits do not depend on the number of threads.
 
 MobileNet's expansions (16 to 96 channels at 112x112, 64 to 384 at 14x14) are this shape;
-through OpenBLAS from Python they ran at 25-60 GFLOP/s in a model, and the transposed
-tiles of :func:`vm.kernels.runtime.products.packed_columns` stored each element alone. Planes
-of 7x7 or 14x14 read from more than 256 channels keep those tiles by pixels, which waste
-no pixel on a short panel (see :data:`vm.kernels.runtime.convolution.POINTWISE_MIN_PLANE`).
+through OpenBLAS from Python they ran at 25-60 GFLOP/s in a model. Planes of 7x7 read
+from more than 128 channels, and of 14x14 from more than 256, run with pixels as the rows
+of the tiles instead (:func:`vm.kernels.runtime.products.packed_columns`), which waste no
+pixel on a short panel (see :data:`vm.kernels.runtime.convolution.POINTWISE_MIN_PLANE`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import ctypes
 import numpy as np
 from numba import carray, njit, types
 
-from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads
+from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads, transpose
 from vm.kernels.runtime.openblas import openblas
 from vm.kernels.runtime.packed import floats, int64s
 
@@ -462,25 +462,55 @@ def packed_product(a, weight, out, post=0):
 
 
 @njit(nogil=True)
-def packed_columns(columns, weight, out):
-    """``out[...] = w @ columns`` for a float32 ``(k, pixels)`` im2col matrix and ``out``
-    ``(units, pixels)``, both with contiguous rows, ``w`` packed as for
-    :func:`packed_product`: a convolution."""
+def packed_columns(columns, weight, out, post=0):
+    """``out[...] = act(w @ columns + bias + residual)`` for a float32 ``(k, pixels)``
+    im2col matrix and ``out`` ``(units, pixels)``, both with contiguous rows, ``w`` packed
+    as for :func:`packed_product`, ``post`` the address of the epilogue
+    (:func:`vm.kernels.runtime.packed.post_epilogue`) or 0: a convolution whose pixels
+    are the rows of the register tiles (see :func:`_transposed`)."""
     k, m = columns.shape
-    _packed(m, k, out.shape[0], (columns.ctypes.data, 1, leading(columns)), weight,
-            (out.ctypes.data, 1, leading(out)), 0)  # fmt: skip
+    _transposed(m, k, (columns.ctypes.data, 1, leading(columns)), weight, out, post)
 
 
 @njit(nogil=True)
-def packed_pixel_rows(rows, weight, out):
-    """``out[...] = w @ rows.T`` for a float32 ``(pixels, k)`` matrix of pixel rows (an
-    im2row matrix, :func:`vm.kernels.runtime.conv_loops.im2row`) and ``out`` ``(units,
-    pixels)``, both with contiguous rows, ``w`` packed as for :func:`packed_product`: a
-    convolution whose tiles read each pixel along ``k`` (see
+def packed_pixel_rows(rows, weight, out, post=0):
+    """:func:`packed_columns` for a float32 ``(pixels, k)`` matrix of pixel rows (an
+    im2row matrix, :func:`vm.kernels.runtime.conv_loops.im2row`): a convolution whose
+    tiles read each pixel along ``k`` (see
     :func:`vm.kernels.runtime.convolution.conv_packed`)."""
     m, k = rows.shape
-    _packed(m, k, out.shape[0], (rows.ctypes.data, leading(rows), 1), weight,
-            (out.ctypes.data, 1, leading(out)), 0)  # fmt: skip
+    _transposed(m, k, (rows.ctypes.data, leading(rows), 1), weight, out, post)
+
+
+@njit(nogil=True)
+def _transposed(m, k, a, weight, out, post):
+    """``out`` ``(units, m)`` = the transpose of the product of the ``m`` rows of ``a`` by
+    the packed ``weight``, with the epilogue at ``post`` (or 0).
+
+    The tiles store whole rows of 32 output channels into a pixel-major buffer; the
+    epilogue's bias and activation are applied to each strip of it while it is in cache
+    (:func:`vm.kernels.runtime.packed.post_columns`), and the buffer is transposed into
+    ``out`` by register tiles (:func:`vm.kernels.runtime.transpose.batched_f32`); a
+    residual, laid out as ``out``, is added after that. Stored into ``out`` directly, a
+    tile's 32 columns were 32 floats written to 32 rows, each alone."""
+    units = out.shape[0]
+    if k >= packed.BLOCKED_MIN_DEPTH:
+        # The blocks of a deep product already go through a buffer of their own.
+        _packed(m, k, units, a, weight, (out.ctypes.data, 1, leading(out)), 0)
+        packed.apply_post(out, post)
+        return
+    fused = post
+    if post != 0 and packed.post_fields(post)[3]:
+        fused = 0
+    if m == 1:
+        # One pixel: the buffer would be out itself.
+        _packed(m, k, units, a, weight, (out.ctypes.data, units, 1), post)
+        return
+    buffer = np.empty((m, units), np.float32)
+    _packed(m, k, units, a, weight, (buffer.ctypes.data, units, 1), fused)
+    transpose.batched_f32(buffer, out, 1, m, units)
+    if fused != post:
+        packed.apply_post(out, post)
 
 
 @njit(nogil=True)

@@ -30,7 +30,16 @@ from tests.vm.kernels.workers import (
     wait_until,
     workers_polling,
 )
-from vm.kernels.runtime import conv_jobs, conv_loops, jobs, products, threads
+from vm.kernels.runtime import (
+    callbacks,
+    conv_jobs,
+    conv_loops,
+    jobs,
+    packed,
+    products,
+    symbols,
+    threads,
+)
 from vm.kernels.runtime.openblas import openblas
 
 RNG = np.random.default_rng(5)
@@ -415,6 +424,54 @@ def test_a_shared_packed_convolution_matches_the_one_thread_one(shape, units, ke
         _packed_conv(*args, True)
 
     assert_shared(shared_run, lambda: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4))
+
+
+@pytest.mark.parametrize("pixels", [1, 49, 196])
+@pytest.mark.parametrize("k", [24, 300, packed.BLOCKED_MIN_DEPTH + 3])
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize("activation", [packed.CLAMP, packed.SWISH])
+def test_a_convolution_by_pixels_gives_the_bits_of_the_pixel_panels(
+    pixels: int, k: int, with_residual: bool, activation: int
+) -> None:
+    # Pixels as the rows of the tiles store into a buffer transposed into place (its bias
+    # and activation on the buffer, a residual after the transpose; a deep product by
+    # blocks of its own): every path sums each element in the same order and applies the
+    # same epilogue, so a model's bits do not depend on which one its shapes take.
+    from tests.vm.kernels.harness import packed as pack
+
+    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    rng = np.random.default_rng(9)
+    units = 33  # a whole panel of output channels and a short one
+    columns = np.zeros(k * pixels + packed.PANEL, np.float32)
+    columns[: k * pixels] = rng.standard_normal(k * pixels)
+    matrix = columns[: k * pixels].reshape(k, pixels)
+    w = rng.standard_normal((units, k)).astype(np.float32)
+    weight = pack(w)
+    bias = rng.standard_normal(units).astype(np.float32)
+    residual = rng.standard_normal((units, pixels) if with_residual else (0,)).astype(np.float32)
+    by_pixels = np.full((units, pixels), np.nan, np.float32)
+    post = packed.post_epilogue(units, bias, 0.0, 6.0, activation, residual, by_pixels)
+    products.packed_columns(matrix, weight, by_pixels, post.ctypes.data)
+    rows = np.ascontiguousarray(matrix.T)
+    by_rows = np.full_like(by_pixels, np.nan)
+    post_rows = packed.post_epilogue(units, bias, 0.0, 6.0, activation, residual, by_rows)
+    products.packed_pixel_rows(rows, weight, by_rows, post_rows.ctypes.data)
+    panels = np.full_like(by_pixels, np.nan)
+    post_panels = packed.post_epilogue(units, bias, 0.0, 6.0, activation, residual, panels)
+    for first in range(0, units, packed.PANEL):
+        packed.panel_product(
+            weight.ctypes.data + first * k * 4, k, min(packed.PANEL, units - first),
+            (columns.ctypes.data, pixels), pixels, (panels[first:].ctypes.data, pixels),
+            post_panels.ctypes.data, first,
+        )  # fmt: skip
+    np.testing.assert_array_equal(by_pixels, panels)
+    np.testing.assert_array_equal(by_rows, panels)
+    expected = w.astype(np.float64) @ matrix + bias[:, None] + (residual if with_residual else 0)
+    if activation == packed.SWISH:
+        expected = expected / (1 + np.exp(-expected))
+    else:
+        expected = np.clip(expected, 0.0, 6.0)
+    np.testing.assert_allclose(by_pixels, expected, rtol=1e-3, atol=1e-3)
 
 
 @njit(nogil=True)

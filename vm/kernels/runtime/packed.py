@@ -657,15 +657,14 @@ def gelu_tanh(v, scale, half):
 
 @njit(nogil=True, error_model="numpy")
 def apply_post(out, post, first=0):
-    """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a C-contiguous
-    ``(units, pixels)`` float32 ``out`` (part of the output the epilogue was made for)
-    whose row ``u`` is unit ``first + u``, for the loops that cannot apply it as they
-    store."""
+    """The epilogue at address ``post`` (:func:`post_epilogue`; 0: none) on a
+    ``(units, pixels)`` float32 ``out`` with contiguous rows (part of the output the
+    epilogue was made for) whose row ``u`` is unit ``first + u``, for the loops that
+    cannot apply it as they store."""
     if post == 0:
         return
     lo, hi, activation, residual, delta = post_fields(post)
     relu = activation == RELU
-    at = np.int64(out.ctypes.data) + delta
     for u in range(out.shape[0]):
         bias = load(post, POST_HEADER + first + u)
         row = out[u]
@@ -673,7 +672,7 @@ def apply_post(out, post, first=0):
         # vectorizes them (from another start, numpy's negative-index rule kept them
         # scalar, 7x slower; through two names for the same row, its overlap check did).
         if activation == SWISH and residual:
-            at_row = at + u * row.size * 4
+            at_row = np.int64(row.ctypes.data) + delta
             for j in range(row.size):
                 v = np.float32(np.float32(row[j] + bias) + load(at_row, j))
                 row[j] = vx.swish_f32(v)
@@ -682,7 +681,7 @@ def apply_post(out, post, first=0):
                 v = np.float32(row[j] + bias)
                 row[j] = vx.swish_f32(v)
         elif residual:
-            at_row = at + u * row.size * 4
+            at_row = np.int64(row.ctypes.data) + delta
             for j in range(row.size):
                 row[j] = clamp(
                     np.float32(np.float32(row[j] + bias) + load(at_row, j)), lo, hi, relu

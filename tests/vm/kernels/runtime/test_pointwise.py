@@ -2,9 +2,10 @@
 (vm.kernels.runtime.pointwise) match numpy's products.
 
 Returns group: channel counts from 1 to past a panel, pixel counts short of, equal to
-and past whole 32-pixel panels (the short last panel is copied, never read past the
-input), several images, through the generated kernel and called directly; the work
-shared with the polling workers gives the same bits as the caller computing it alone.
+and past whole 32-pixel panels (the short last panel never read past the input), several
+images, through the generated kernel and called directly; the work shared with the
+polling workers gives the same bits as the caller computing it alone, and a short last
+panel (its pixels the rows of the tiles) the bits of a whole one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 
 from tests.vm.kernels.harness import SUMS, Program, packed, run
 from tests.vm.kernels.workers import assert_shared, needs_workers
-from vm.kernels.runtime import jobs, pointwise
+from vm.kernels.runtime import callbacks, jobs, pointwise, symbols
+from vm.kernels.runtime import packed as tiles
 
 RNG = np.random.default_rng(31)
 PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
@@ -82,3 +84,31 @@ def test_a_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
         lambda: pointwise.conv(x, 0, w, shared, True),
         lambda: np.testing.assert_array_equal(shared, alone),
     )
+
+
+@pytest.mark.parametrize("activation", [tiles.CLAMP, tiles.SWISH])
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize(("plane", "whole"), [(196, 224), (49, 64)])
+def test_a_short_last_pixel_panel_gives_the_bits_of_a_whole_one(
+    activation: int, with_residual: bool, plane: int, whole: int
+) -> None:
+    # The last 4 of 196 pixels run as the rows of the register tiles, the last 17 of 49
+    # as a pixel panel through scratch tiles; the same plane padded to whole panels runs
+    # them in a whole pixel panel: the same sums in the same order, the same epilogue.
+    assert (plane % 32 < pointwise.SHORT_ROWS) == (plane == 196)  # both paths
+    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    channels, units = 40, 45
+    x = tensor(1, channels, 1, plane)
+    weight = packed(tensor(units, channels, 1, 1))
+    bias = tensor(units)
+    residual = tensor(units, whole) if with_residual else np.empty(0, np.float32)
+    padded_x = np.zeros((1, channels, 1, whole), np.float32)
+    padded_x[..., :plane] = x
+    padded = np.full((units, whole), np.nan, np.float32)
+    post = tiles.post_epilogue(units, bias, 0.0, 6.0, activation, residual, padded)
+    pointwise.conv(padded_x, 0, weight, padded, False, post.ctypes.data)
+    out = np.full((units, plane), np.nan, np.float32)
+    short_residual = np.ascontiguousarray(residual[:, :plane]) if with_residual else residual
+    post = tiles.post_epilogue(units, bias, 0.0, 6.0, activation, short_residual, out)
+    pointwise.conv(x, 0, weight, out, False, post.ctypes.data)
+    np.testing.assert_array_equal(out, padded[:, :plane])

@@ -803,8 +803,8 @@ def _channel_blocks(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w
     i0, i1 = max(0, -pt), min(height, rows - pt)
     j0, j1 = max(0, -pl), min(width, cols - pl)
     span = _u(max(0, j1 - j0) * lanes)
-    tiles_in = -(-plane_in // transpose.TILE)
-    tiles_out = -(-plane // transpose.TILE)
+    tiles_in = transpose.tile_count(1, lanes, plane_in)
+    tiles_out = transpose.tile_count(1, plane, lanes)
     x_at, out_at = np.int64(x.ctypes.data), np.int64(out3.ctypes.data)
     for c0 in range(first, last, lanes):
         source = x_at + (n * channels + c0) * plane_in * 4

@@ -72,6 +72,13 @@ def tile16(typingctx, source, source_stride, target, target_stride):
 
 
 @njit(nogil=True, cache=True)
+def tile_count(batches, rows, cols):
+    """The tiles of :func:`tiles_range` for ``batches`` matrices of ``rows`` by ``cols``
+    (those at the bottom and right edges partial)."""
+    return batches * ((rows + TILE - 1) // TILE) * ((cols + TILE - 1) // TILE)
+
+
+@njit(nogil=True, cache=True)
 def tiles_range(source, target, batches, rows, cols, first, last):
     """Tiles ``first:last`` of ``target[b, j, i] = source[b, i, j]`` (float32 arrays of
     ``batches * rows * cols`` elements at byte addresses), numbered by batch, then by
@@ -102,7 +109,7 @@ def batched_f32(x, out, batches, rows, cols):
     if x.size != batches * rows * cols or out.size != x.size:
         raise ValueError("transpose: the arrays do not hold batches * rows * cols elements")
     source, target = np.int64(x.ctypes.data), np.int64(out.ctypes.data)
-    tiles = batches * ((rows + TILE - 1) // TILE) * ((cols + TILE - 1) // TILE)
+    tiles = tile_count(batches, rows, cols)
     if x.size >= SPLIT_ELEMENTS:
         arguments = (source, target, np.int64(batches), np.int64(rows), np.int64(cols))
         if jobs.share(jobs.TRANSPOSE, tiles, arguments, x.size):
@@ -115,7 +122,7 @@ def _tiles_chunk(slot, index, parts):
     """Tiles ``index`` of ``parts`` of the transpose :func:`batched_f32` shares."""
     a = jobs.argument
     batches, rows, cols = a(slot, 2), a(slot, 3), a(slot, 4)
-    tiles = batches * ((rows + TILE - 1) // TILE) * ((cols + TILE - 1) // TILE)
+    tiles = tile_count(batches, rows, cols)
     first, last = tiles * index // parts, tiles * (index + 1) // parts
     tiles_range(a(slot, 0), a(slot, 1), batches, rows, cols, first, last)
 

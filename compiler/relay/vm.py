@@ -27,7 +27,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    ``AlterOpLayout`` (opt_level 2: 3x3 convolutions with constant weights become Winograd
    convolutions, dense layers with constant weights take them packed in panels or
    transposed),
-   ``FoldConstant`` again (the weight transforms), ``SimplifyPower`` (opt_level 1:
+   ``FoldConstant`` again (the weight transforms), ``ScalePackedWeight`` (opt_level 2: a
+   per-channel scale of a packed convolution's input, such as a squeeze-excite gate,
+   multiplies the weight instead where that is smaller), ``SimplifyPower`` (opt_level 1:
    ``power`` by a whole constant up to 4 becomes multiplications), ``SimplifyExpr``
    (opt_level 1: transposes of transposes become one, identity transposes and
    concatenations of one non-empty tensor go away), ``SinkReshape`` (opt_level 1: a
@@ -73,6 +75,7 @@ from compiler.transform import (
     InferType,
     ModulePass,
     PassContext,
+    ScalePackedWeight,
     Sequential,
     SimplifyExpr,
     SimplifyInference,
@@ -155,6 +158,7 @@ def _optimizations() -> Any:
             _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),
             _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
+            ScalePackedWeight(),
             SimplifyPower(),
             SimplifyExpr(),
             SinkReshape(),

@@ -54,6 +54,7 @@ from compiler.transform.pass_manager import (
     pass_instrument,
     register_pass,
 )
+from compiler.transform.scale_packed_weight import ScalePackedWeight
 from compiler.transform.simplify_expr import SimplifyExpr
 from compiler.transform.simplify_inference import SimplifyInference
 from compiler.transform.simplify_power import SimplifyPower
@@ -73,6 +74,7 @@ for _pass in (
     FuseOps,
     InferType,
     RemoveUnusedFunctions,
+    ScalePackedWeight,
     SimplifyExpr,
     SimplifyInference,
     SpecializeConstantArguments,
@@ -103,6 +105,7 @@ __all__ = [
     "PassInstrument",
     "PassTimingInstrument",
     "RemoveUnusedFunctions",
+    "ScalePackedWeight",
     "Sequential",
     "SimplifyExpr",
     "SimplifyInference",

@@ -153,6 +153,16 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
         # One innermost axis of floats (the mean of a norm written out as arithmetic), or
         # several of a contiguous array read as one (a global pool's plane): a row sum
         # whose lanes vectorize, where one sum in order cannot.
+        contiguous = C_ARRAY.fullmatch(x) and C_ARRAY.fullmatch(out)
+        if summed and axes and dtype == out_dtype == "float32" and contiguous:
+            # Contiguous float32 rows: the runtime's sums, shared between the threads.
+            total = product([dims[a] for a in kept])
+            mean = "True" if op == "mean" else "False"
+            src.line(
+                f"pool.row_sums_f32({x}.reshape(({total}, {count})), "
+                f"{out}.reshape(({total},)), {mean})"
+            )
+            return
         source, rows = x, len(axes) == 1
         if summed and len(axes) > 1 and C_ARRAY.fullmatch(x):
             source, rows = src.fresh("f"), True

@@ -116,6 +116,12 @@ def transpose() -> tuple[Program, list[int]]:
     return program, program.add("transpose", [0], axes=(0, 2, 3, 1))
 
 
+def global_mean() -> tuple[Program, list[int]]:
+    """A squeeze-excite block's mean over each plane: the row sums shared by planes."""
+    program = Program([_normal(1, 32, 56, 56)])
+    return program, program.add("mean", [0], axis=(2, 3), keepdims=True)
+
+
 CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "dense": dense,
     "dense_packed": dense_packed,
@@ -130,6 +136,7 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "conv_transpose": conv_transpose,
     "conv_epilogue": conv_epilogue,
     "transpose": transpose,
+    "global_mean": global_mean,
 }
 
 

@@ -107,9 +107,22 @@ def test_reductions_without_identity_refuse_zero_elements(dtype: str, op: str) -
 @pytest.mark.parametrize("op", ["sum", "mean"])
 def test_a_sum_over_a_whole_plane_runs_as_one_axis_and_matches_numpy(op: str) -> None:
     # A global pool (squeeze-excite's mean over H and W): the plane is one run of sums.
-    x = RNG.uniform(-2, 2, (2, 5, 13, 11)).astype("float32")
+    x = RNG.uniform(-2, 2, (2, 5, 13, 11)).astype("float64")
     program = Program([x])
     (value,) = program.add(op, [0], axis=[2, 3], keepdims=True)
     check(program, [value])
     source = load_kernel(program.description([value])).path.read_text()
     assert re.search(r"f\d+ = in0\.reshape\(\(in0\.shape\[0\], in0\.shape\[1\], n\d+,\)\)", source)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize(("shape", "axis"), [((2, 5, 13, 11), [2, 3]), ((6, 40), [1])])
+def test_float32_sums_over_trailing_axes_run_as_the_runtimes_shared_row_sums(
+    op: str, shape: tuple[int, ...], axis: list[int]
+) -> None:
+    x = RNG.uniform(-2, 2, shape).astype("float32")
+    program = Program([x])
+    (value,) = program.add(op, [0], axis=axis, keepdims=len(axis) > 1)
+    check(program, [value])
+    source = load_kernel(program.description([value])).path.read_text()
+    assert "pool.row_sums_f32(in0.reshape(" in source

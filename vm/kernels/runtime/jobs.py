@@ -6,8 +6,8 @@ ctypes and
 :mod:`vm.kernels.runtime.callbacks`.
 
 A caller with work to share (a big product, an im2col copy, a convolution's column blocks,
-a Winograd transform, a depthwise image, a max pool) claims the slot (:func:`claim`),
-posts its job (:func:`post`, or :func:`share` for a job whose words are plain
+a Winograd transform, a depthwise image, a max pool, a mean's row sums) claims the slot
+(:func:`claim`), posts its job (:func:`post`, or :func:`share` for a job whose words are plain
 arguments), does chunks of it and waits for the chunks the polling workers of
 :mod:`vm.kernels.runtime.threads` took (:func:`serve`); all in compiled code, without the GIL on
 either side. The slot is registered with LLVM under a fixed symbol, so kernels loaded
@@ -94,7 +94,7 @@ MAX_PARTS = _CHUNK_MASK
 #: (IM2COL, the shared im2col that im2row replaced, is no longer posted).
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
-IM2ROW, DEPTHWISE_ROWS, TRANSPOSE = 11, 12, 13
+IM2ROW, DEPTHWISE_ROWS, TRANSPOSE, ROW_SUMS = 11, 12, 13, 14
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
@@ -110,6 +110,7 @@ OWNERS = {
     BATCHED: "vm.kernels.runtime.products",
     IM2ROW: "vm.kernels.runtime.conv_jobs",
     TRANSPOSE: "vm.kernels.runtime.transpose",
+    ROW_SUMS: "vm.kernels.runtime.pool_loops",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

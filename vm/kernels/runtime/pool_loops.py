@@ -24,6 +24,7 @@ from numba import carray, njit
 from numba import uint64 as _u
 
 from vm.kernels.runtime import bridge, jobs, products, symbols, threads
+from vm.kernels.runtime import vecmath as vx
 from vm.kernels.runtime.conv_loops import valid_range
 
 #: Output elements times window size from which a float pool is split between threads.
@@ -263,6 +264,53 @@ def global_max_pool2d(x, out):
         of[plane] = best
 
 
+#: Elements from which the sums of :func:`row_sums_f32` are shared with the polling workers.
+#: A squeeze-excite block averages the image a convolution shared between the threads has just
+#: written, half of it in each core's cache: one thread alone read the other half across
+#: cores, 69 us for EfficientNet-B0's 32x112x112 (Intel Xeon, Emerald Rapids).
+ROW_SUMS_SPLIT = 1 << 15
+
+
+@njit(nogil=True)
+def row_sums_f32(rows, out, mean):
+    """``out[i]`` = the float64 sum of row ``i`` of the C-contiguous float32 matrix ``rows``
+    (divided by the row's length if ``mean``), rounded to float32 (``out`` 1-D, contiguous):
+    the planes of a global average pool or any mean over trailing axes, shared between
+    threads by rows when big enough."""
+    m, n = rows.shape
+    if out.shape[0] != m:
+        raise ValueError("row_sums_f32: out needs one element per row")
+    if rows.size >= ROW_SUMS_SPLIT and m > 1:
+        arguments = (np.int64(rows.ctypes.data), np.int64(m), np.int64(n),
+                     np.int64(out.ctypes.data), np.int64(1 if mean else 0))  # fmt: skip
+        if jobs.share(jobs.ROW_SUMS, m, arguments, 0):
+            return
+    row_sums_range(rows, out, mean, 0, m)
+
+
+@njit(nogil=True, cache=True)
+def row_sums_range(rows, out, mean, first, last):
+    """Rows ``first:last`` of :func:`row_sums_f32`."""
+    count = rows.shape[1]
+    for i in range(first, last):
+        total = vx.sum_f64(rows[i])
+        if not mean:
+            out[i] = np.float32(total)
+        else:
+            # numpy's mean of nothing is NaN; numba would raise on the division.
+            out[i] = np.float32(total / count) if count else np.float32(np.nan)
+
+
+@jobs.chunk(jobs.ROW_SUMS)
+def _row_sums_chunk(slot, index, parts):
+    """Rows ``index`` of ``parts`` of the sums :func:`row_sums_f32` shares."""
+    a = jobs.argument
+    m, n = a(slot, 1), a(slot, 2)
+    rows = carray(products.floats(a(slot, 0)), (m, n))
+    out = carray(products.floats(a(slot, 3)), (m,))
+    row_sums_range(rows, out, a(slot, 4) != 0, m * index // parts, m * (index + 1) // parts)
+
+
 @njit(nogil=True)
 def global_avg_pool2d(x, out):
     """``out[n, c, 0, 0]`` = the mean of plane ``x[n, c]``, summed in float64."""
@@ -369,4 +417,7 @@ def upsample_bilinear(x, out, align_corners):
 
 #: What each entry point generated kernels call needs before such a kernel is compiled or
 #: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares.
-NEEDS = {"max_pool2d_float": jobs.Needs(kinds=(jobs.MAX_POOL,))}
+NEEDS = {
+    "max_pool2d_float": jobs.Needs(kinds=(jobs.MAX_POOL,)),
+    "row_sums_f32": jobs.Needs(kinds=(jobs.ROW_SUMS,)),
+}

@@ -1,7 +1,8 @@
 """Elementwise and broadcasting kernels return what the compiler's numpy references return.
 
 Returns group: binary operators per dtype (one kernel per dtype computes every operator, so
-the compile budget stays small), rank broadcasting, unary math, clip, cast between every
+the compile budget stays small), rank broadcasting, the last two axes walked as one where
+the operands allow it, unary math, clip, cast between every
 pair of dtypes, fills, where, broadcast_to and nn.bias_add.
 """
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.vm.kernels.harness import DTYPES, Program, cast_all, check
+from vm.kernels import load_kernel
 
 RNG = np.random.default_rng(1234)
 
@@ -114,6 +116,36 @@ def test_operands_of_different_rank_broadcast() -> None:
         ops = ["add", "divide", "less"]
         results = [program.add(op, [0, 1])[0] for op in ops]
         check(program, results, [f"{op} {lhs} {rhs}" for op in ops])
+
+
+#: Rank-4 pairs for one kernel: its last two axes run as one loop where each operand reads
+#: them all or none, and as a nest otherwise.
+FOLD_PAIRS = [
+    ((1, 6, 7, 7), (1, 6, 1, 1)),  # a squeeze-excite gate: folded
+    ((2, 3, 5, 4), (2, 3, 5, 4)),  # same shapes: folded
+    ((1, 6, 7, 7), (1, 6, 7, 1)),  # broadcast along the columns only: the nest
+    ((1, 6, 7, 7), (1, 1, 1, 7)),  # broadcast along the rows only: the nest
+    ((3, 1, 5, 1), (3, 4, 1, 2)),  # both broadcast, along different axes
+    ((2, 3, 0, 4), (2, 3, 1, 1)),  # empty
+]
+
+
+def test_the_last_two_axes_fold_only_where_each_operand_reads_them_all_or_none() -> None:
+    program = Program([np.zeros((1, 1, 1, 1), "float32")] * 2)
+    (value,) = program.add("multiply", [0, 1])
+    source = load_kernel(program.description([value])).path.read_text()
+    assert "if m0_2 == m0_3 and m1_2 == m1_3:" in source
+    for lhs, rhs in FOLD_PAIRS:
+        program = Program(list(operands("float32", lhs, rhs)))
+        (value,) = program.add("multiply", [0, 1])
+        check(program, [value], [f"multiply {lhs} {rhs}"])
+
+
+def test_a_lower_rank_operand_of_the_whole_plane_folds_with_it() -> None:
+    for rhs in [(7, 7), (1, 7)]:
+        program = Program(list(operands("float32", (2, 3, 7, 7), rhs)))
+        (value,) = program.add("add", [0, 1])
+        check(program, [value], [f"add {rhs}"])
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (1, 7), ()])

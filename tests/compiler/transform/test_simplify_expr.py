@@ -1,6 +1,6 @@
 """SimplifyExpr: transposes of transposes become one, identity transposes and
-concatenations of one non-empty tensor go away, each with the values unchanged; anything
-else is left alone."""
+concatenations of one non-empty tensor go away, each with the values unchanged, and average
+pools over each whole plane become means; anything else is left alone."""
 
 from __future__ import annotations
 
@@ -72,6 +72,28 @@ def test_a_concatenation_of_one_tensor_is_the_tensor() -> None:
     assert_same(simplify_expr(before), "def @main(%x: Tensor[(3, 4), float32]) { %x }")
 
 
+@pytest.mark.parametrize(
+    "pool",
+    [
+        "nn.avg_pool2d(%x, pool_size=[7, 5])",
+        "nn.avg_pool2d(%x, pool_size=[7, 5], strides=[2, 2], ceil_mode=True)",
+        # transformers' EfficientNet pools with a window as wide as its channels
+        "nn.avg_pool2d(%x, pool_size=[16, 16], strides=[16, 16], ceil_mode=True)",
+        "nn.global_avg_pool2d(%x)",
+        "nn.adaptive_avg_pool2d(%x, output_size=[1, 1])",
+        "nn.adaptive_avg_pool2d(%x, output_size=1)",
+    ],
+)
+def test_an_average_over_each_whole_plane_becomes_a_mean(pool: str) -> None:
+    before = parse(f"def @main(%x: Tensor[(2, 3, 7, 5), float32]) {{ {pool} }}")
+    after = simplify_expr(before)
+    assert_same(
+        after,
+        "def @main(%x: Tensor[(2, 3, 7, 5), float32]) { mean(%x, axis=[2, 3], keepdims=True) }",
+    )
+    assert_results_match(before, after, _x(2, 3, 7, 5), rtol=1e-6)
+
+
 # ---- returns: left alone -----------------------------------------------------------------------
 
 
@@ -110,3 +132,18 @@ def test_the_pipeline_compiles_gpt2_keys_to_fewer_passes_over_them() -> None:
     data = _x(1, 8, 2, 4)[0]
     got = relay.vm.VirtualMachine(exe).invoke("main", data).numpy()
     np.testing.assert_array_equal(got, data.transpose(0, 2, 3, 1) * np.float32(0.5))
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        "nn.avg_pool2d(%x, pool_size=[7, 4])",  # one column left out
+        "nn.avg_pool2d(%x, pool_size=[7, 5], padding=[1, 1, 1, 1])",  # padded windows
+        "nn.avg_pool2d(%x, pool_size=[3, 3], strides=[4, 4])",  # part of the plane
+        "nn.adaptive_avg_pool2d(%x, output_size=[1, 2])",
+    ],
+)
+def test_averages_of_part_of_a_plane_stay_pools(pool: str) -> None:
+    before = parse(f"def @main(%x: Tensor[(2, 3, 7, 5), float32]) {{ {pool} }}")
+    after = simplify_expr(before)
+    assert not calls(after["main"], "mean")

@@ -306,6 +306,8 @@ class _Generator:
         return name
 
     def emit_array_node(self, node: Node, rule: OpRule) -> None:
+        if all(self.values[v].arrays for v in node.values):
+            return  # its input's operator wrote it (see claim_through_view)
         if rule.view is not None and self.emit_into_reshaped_output(node):
             return
         rep = COMPUTE if rule.numeric else STORAGE
@@ -339,12 +341,33 @@ class _Generator:
         for value in out_values:
             dest = None
             if value.rep(rep) == STORAGE:
-                dest = self.claim(value)
+                dest = self.claim(value) or self.claim_through_view(value)
             if dest is None:
                 dest = self.temp(value, value.rep(rep))
             value.arrays[value.rep(rep)] = dest
             ctx.outs.append(dest)
         rule.emit(ctx)  # type: ignore[misc]
+
+    def claim_through_view(self, value: _Value) -> str | None:
+        """An output seen with ``value``'s shape, when all that reads ``value`` is a
+        reshape-like operator returning it as that output: the operator making ``value``
+        (a transpose of attention heads, say) writes there, and the reshape is left with
+        nothing to do, where it copied a temporary the size of the output."""
+        readers = self.consumers.get(value.index, set())
+        if value.outs or value.f16 or len(readers) != 1:
+            return None
+        (reader,) = (n for n in self.desc.nodes if n.index in readers)
+        if self.rule(reader).view is None or len(reader.values) != 1:
+            return None
+        result = self.values[reader.values[0]]
+        dest = self.claim(result)
+        if dest is None:
+            return None
+        view = f"rv_{value.index}"
+        self.src.line(f"# value {value.index} is written into output {dest[3:]} (reshaped)")
+        self.src.line(f"{view} = {dest}.reshape({shape_tuple(value.dims)})")
+        result.arrays[STORAGE] = dest
+        return view
 
     def emit_into_reshaped_output(self, node: Node) -> bool:
         """Compute a reshape-like result's elementwise input straight into the output.

@@ -103,9 +103,10 @@ class Source:
         return "\n".join(self.lines)
 
 
-#: Names of the arrays a kernel's source holds C-contiguous: its arguments and its
-#: temporaries (numba reshapes no other without a copy).
-C_ARRAY = re.compile(r"(in|out)\d+|tc?_\d+")
+#: Names of the arrays a kernel's source holds C-contiguous: its arguments, its
+#: temporaries and its outputs seen with another shape (numba reshapes no other without a
+#: copy).
+C_ARRAY = re.compile(r"(in|out)\d+|tc?_\d+|rv_\d+")
 
 
 def index(names: Sequence[str]) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.vm.kernels.harness import Program, check, run
+from vm.kernels import load_kernel
 
 RNG = np.random.default_rng(7)
 
@@ -65,6 +66,23 @@ def test_transpose_permutes_axes(shape: tuple) -> None:
     perms = [None, (1, 0, 2), (2, 0, 1), (-1, -3, -2)]
     results = [program.add("transpose", [0], axes=p)[0] for p in perms]
     check(program, results, [f"transpose {p}" for p in perms])
+
+
+def test_a_transpose_read_only_by_a_reshape_to_an_output_writes_into_that_output() -> None:
+    # Attention heads: slice, split into heads, transpose, merge into a batch of heads.
+    program = Program([arange((1, 8, 24))])
+    (sliced,) = program.add("strided_slice", [0], begin=[0, 0, 8], end=[1, 8, 16])
+    (heads,) = program.add("reshape", [sliced], newshape=[1, 8, 2, 4])
+    (moved,) = program.add("transpose", [heads], axes=(0, 2, 1, 3))
+    (merged,) = program.add("reshape", [moved], newshape=[2, 8, 4])
+    check(program, [merged])
+    source = load_kernel(program.description([merged])).path.read_text()
+    assert "is written into output 0 (reshaped)" in source
+    assert "f1[j" not in source  # no copy out of a temporary
+    # Returned as well, or read by another operator, the transpose keeps its own array.
+    check(program, [merged, moved])
+    (doubled,) = program.add("add", [moved, moved])
+    check(program, [merged, doubled])
 
 
 @pytest.mark.parametrize("shape", [(2, 33, 17), (3, 16, 16), (1, 40, 5)])

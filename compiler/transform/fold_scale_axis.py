@@ -25,18 +25,15 @@ computed twice. Folding a scale into the weight rounds differently from scaling 
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from compiler.ir.expr import Call, Constant, Node
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
-from compiler.ir.visitor import children, post_order
 from compiler.op.api import call_op
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
+from compiler.transform.rewriter import UseCountingMutator, is_op_call, rewrite_module
 
 __all__ = ["FoldScaleAxis", "fold_scale_axis"]
 
@@ -66,20 +63,8 @@ def _per_channel(value: object, like: TensorType) -> np.ndarray | None:
     return np.broadcast_to(data.reshape(-1), (channels,))
 
 
-class _Rewriter(BindingMutator):
-    def __init__(self) -> None:
-        super().__init__()
-        self.uses: Counter[int] = Counter()
-
-    def descend(self, node: Node) -> bool:
-        return not is_primitive(node)
-
-    def visit(self, root: Node):  # type: ignore[override]
-        # How many parents read each node: a convolution read elsewhere stays as it is.
-        for node in post_order(root, descend=self.descend):
-            for kid in children(node):
-                self.uses[id(kid)] += 1
-        return super().visit(root)
+class _Rewriter(UseCountingMutator):
+    """Folds scales into convolutions that nothing else reads."""
 
     def rewrite(self, old: Node, new: Node) -> Node:
         out = _tensor_type(old)

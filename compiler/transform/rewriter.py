@@ -18,6 +18,7 @@ rebuilds only nodes whose children changed, so the input is never modified.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any as AnyT
 
@@ -26,7 +27,13 @@ from compiler.ir.module import IRModule
 from compiler.ir.visitor import children, post_order, rebuild
 from compiler.transform.infer_type import InferType
 
-__all__ = ["BindingMutator", "is_op_call", "is_primitive", "rewrite_module"]
+__all__ = [
+    "BindingMutator",
+    "UseCountingMutator",
+    "is_op_call",
+    "is_primitive",
+    "rewrite_module",
+]
 
 _ENTER = 0  # first visit: schedule children
 _BOUND = 1  # a let's value is rewritten: call enter_let, schedule the body
@@ -117,6 +124,25 @@ class BindingMutator:
                     kids = tuple(memo[id(c)] for c in children(node))
                 memo[id(node)] = self.rewrite(node, rebuild(node, kids))
         return memo[id(root)]
+
+
+class UseCountingMutator(BindingMutator):
+    """A :class:`BindingMutator` that leaves primitive functions alone and knows, in
+    :attr:`uses`, how many parents read each node (by ``id``) of the function it visits: a
+    rewrite that would have a shared value computed twice can decline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uses: Counter[int] = Counter()
+
+    def descend(self, node: Node) -> bool:
+        return not is_primitive(node)
+
+    def visit(self, root: Node) -> AnyT:
+        for node in post_order(root, descend=self.descend):
+            for kid in children(node):
+                self.uses[id(kid)] += 1
+        return super().visit(root)
 
 
 def rewrite_module(

@@ -30,20 +30,17 @@ default ``opt_level``.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from compiler.ir.expr import Call, Constant, Node
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
-from compiler.ir.visitor import children, post_order
 from compiler.op.api import call_op
 from compiler.op.defs_packed import CONV
 from compiler.op.defs_window import pair
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
+from compiler.transform.rewriter import UseCountingMutator, is_op_call, rewrite_module
 
 __all__ = ["ScalePackedWeight", "scale_packed_weight"]
 
@@ -68,21 +65,9 @@ def _channel_gate(data: tuple[int, ...], gate: tuple[int, ...] | None) -> bool:
     return gate[0] == 1 and gate[1] == data[1] and gate[2] == 1 and gate[3] == 1
 
 
-class _Rewriter(BindingMutator):
-    def __init__(self) -> None:
-        super().__init__()
-        self.uses: Counter[int] = Counter()
-
-    def descend(self, node: Node) -> bool:
-        return not is_primitive(node)
-
-    def visit(self, root: Node):  # type: ignore[override]
-        # A scaled image read elsewhere is computed anyway: scaling the weight too would
-        # only add work.
-        for node in post_order(root, descend=self.descend):
-            for kid in children(node):
-                self.uses[id(kid)] += 1
-        return super().visit(root)
+class _Rewriter(UseCountingMutator):
+    """Moves gates into weights; a scaled image read elsewhere is computed anyway, and
+    scaling the weight too would only add work."""
 
     def rewrite(self, old: Node, new: Node) -> Node:
         if not _wanted(new) or not isinstance(new.args[1], Constant):  # type: ignore[attr-defined]

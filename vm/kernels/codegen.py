@@ -363,10 +363,14 @@ class _Generator:
         dest = self.claim(result)
         if dest is None:
             return None
-        view = f"rv_{value.index}"
-        self.src.line(f"# value {value.index} is written into output {dest[3:]} (reshaped)")
-        self.src.line(f"{view} = {dest}.reshape({shape_tuple(value.dims)})")
         result.arrays[STORAGE] = dest
+        return self.output_view(dest, value, f"value {value.index} is written into {dest}")
+
+    def output_view(self, dest: str, value: _Value, note: str) -> str:
+        """The output ``dest`` seen with ``value``'s shape, under the comment ``note``."""
+        view = f"rv_{value.index}"
+        self.src.line(f"# {note}")
+        self.src.line(f"{view} = {dest}.reshape({shape_tuple(value.dims)})")
         return view
 
     def emit_into_reshaped_output(self, node: Node) -> bool:
@@ -384,9 +388,9 @@ class _Generator:
         dest = self.claim(value)
         if dest is None:
             return False
-        view = f"rv_{arg.index}"
-        self.src.line(f"# {self.where(node)}: value {arg.index} is computed into output")
-        self.src.line(f"{view} = {dest}.reshape({shape_tuple(arg.dims)})")
+        view = self.output_view(
+            dest, arg, f"{self.where(node)}: value {arg.index} is computed into output"
+        )
         self.emit_fused(arg, view, STORAGE)
         arg.arrays[STORAGE] = view
         value.arrays[STORAGE] = dest

@@ -150,12 +150,10 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
 
         trailing = kept == list(range(len(kept)))
         summed = trailing and op in ("sum", "mean") and dtype in _SUMMED_FLOATS
-        # One innermost axis of floats (the mean of a norm written out as arithmetic), or
-        # several of a contiguous array read as one (a global pool's plane): a row sum
-        # whose lanes vectorize, where one sum in order cannot.
         contiguous = C_ARRAY.fullmatch(x) and C_ARRAY.fullmatch(out)
         if summed and axes and dtype == out_dtype == "float32" and contiguous:
-            # Contiguous float32 rows: the runtime's sums, shared between the threads.
+            # Contiguous float32 rows: the runtime's sums, shared between the threads (a
+            # squeeze-excite mean reads an image both threads just wrote).
             total = product([dims[a] for a in kept])
             mean = "True" if op == "mean" else "False"
             src.line(
@@ -163,6 +161,9 @@ def _emit_reduce(op: str) -> Callable[[EmitCtx], None]:
                 f"{out}.reshape(({total},)), {mean})"
             )
             return
+        # One innermost axis of floats (the mean of a norm written out as arithmetic), or
+        # several of a contiguous array read as one (a global pool's plane): a row sum
+        # whose lanes vectorize, where one sum in order cannot.
         source, rows = x, len(axes) == 1
         if summed and len(axes) > 1 and C_ARRAY.fullmatch(x):
             source, rows = src.fresh("f"), True

@@ -2,12 +2,13 @@
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
-Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_spatial`) import this
-module as ``pool``; window sizes, strides and padding are arguments, so each loop compiles once per
-process and dtype. Big float pools are split by planes between the threads of
-:mod:`vm.kernels.runtime.threads` (called through :mod:`vm.kernels.runtime.bridge`, so the loops
-they run are called from Python too, and cached on disk themselves); float32 max pooling is shared
-without the GIL instead while the workers poll (a job of
+Generated kernels (see :mod:`vm.kernels.emit_pool`, :mod:`vm.kernels.emit_spatial` and
+:mod:`vm.kernels.emit_reduce`) import this module as ``pool``; window sizes, strides and padding
+are arguments, so each loop compiles once per process and dtype. Big float pools are split by
+planes between the threads of :mod:`vm.kernels.runtime.threads` (called through
+:mod:`vm.kernels.runtime.bridge`, so the loops they run are called from Python too, and cached
+on disk themselves); float32 max pooling and the row sums of means over trailing axes
+(:func:`row_sums_f32`) are shared without the GIL instead while the workers poll (jobs of
 :func:`vm.kernels.runtime.jobs.share`). A windowed
 pool walks one output row at a time: for each window offset it combines the matching
 input row into the whole output row, over the range of columns whose input lies inside

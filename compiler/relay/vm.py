@@ -32,7 +32,8 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    multiplies the weight instead where that is smaller), ``SimplifyPower`` (opt_level 1:
    ``power`` by a whole constant up to 4 becomes multiplications), ``SimplifyExpr``
    (opt_level 1: transposes of transposes become one, identity transposes and
-   concatenations of one non-empty tensor go away), ``SinkReshape`` (opt_level 1: a
+   concatenations of one non-empty tensor go away, average pools over whole planes become
+   means), ``SinkReshape`` (opt_level 1: a
    reshape moves below the elementwise operators that read it, so that they join the
    kernel of the product before it) and ``SplitToSlices``
    (opt_level 1: projections of ``split`` become slices that fuse into their consumers);

@@ -18,12 +18,11 @@ Each of those keeps the values bit for bit. One more averages the same elements 
 way: a float NCHW ``nn.global_avg_pool2d``, an ``nn.adaptive_avg_pool2d`` to one pixel, or
 an ``nn.avg_pool2d`` whose one window covers the whole unpadded plane (EfficientNet's
 pooler, exported from transformers as a 1280-wide ``AveragePool`` with ``ceil_mode`` on a
-7x7 image) is ``mean(x, axis=(2, 3),
-keepdims=True)``, whose kernel sums each plane's contiguous run in vector lanes and
-shares the planes between the threads (the window loops took 79 us for 1280 planes of 7x7,
-the mean 7). Every form sums in float64 and divides once, so the results differ only
-where the sums' order moves the float64 total across a float32 rounding boundary. The
-pass runs at ``opt_level`` 1.
+7x7 image) is ``mean(x, axis=(2, 3), keepdims=True)``, whose kernel sums each plane's
+contiguous run in vector lanes and shares the planes between the threads (the window loops
+took 79 us for 1280 planes of 7x7, the mean 8). Every form sums in float64 and divides
+once, so the results differ only where the sums' order moves the float64 total across a
+float32 rounding boundary. The pass runs at ``opt_level`` 1.
 """
 
 from __future__ import annotations

@@ -149,6 +149,18 @@ def depthwise_block(rng: np.random.Generator) -> Callable[[], np.ndarray]:
     return _compiled([x], body, [_normal(rng, (1, 24, 28, 28))])
 
 
+def depthwise_stride2(rng: np.random.Generator) -> Callable[[], np.ndarray]:
+    """MobileNetV2's downsampling depthwise layer: 3x3, stride 2, rows split by column phase
+    in registers, a whole block of outputs and a part."""
+    from compiler import relay
+
+    x = relay.var("x", shape=(1, 32, 56, 56), dtype="float32")
+    weight = _normal(rng, (32, 1, 3, 3), 1.0 / 3.0)
+    h = relay.nn.conv2d(x, relay.const(weight), strides=(2, 2), padding=(1, 1), groups=32)
+    body = relay.clip(h, 0.0, 6.0)
+    return _compiled([x], body, [_normal(rng, (1, 32, 56, 56))])
+
+
 CASES = {
     "winograd_conv": winograd_conv,
     "packed_conv": packed_conv,
@@ -157,6 +169,7 @@ CASES = {
     "batch_products": batch_products,
     "small_resnet": small_resnet,
     "depthwise_block": depthwise_block,
+    "depthwise_stride2": depthwise_stride2,
 }
 
 

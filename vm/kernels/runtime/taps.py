@@ -2,7 +2,8 @@
 a plane (:func:`plane_taps`, the inner loop of
 :func:`vm.kernels.runtime.depthwise._plane_range` for kernels other than 3x3) and across a
 block of channels laid out channels last (:func:`channel_taps`, for
-:func:`vm.kernels.runtime.depthwise._channel_blocks`).
+:func:`vm.kernels.runtime.depthwise._channel_blocks`), and along a row at a column stride
+of 2 (:func:`stride2_taps3x3`, for :func:`vm.kernels.runtime.depthwise._stride2_range`).
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numba and llvmlite.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import vector_ir as vir
@@ -177,3 +179,65 @@ def channel_taps(typingctx, pad, bases, count, out, offsets, weights, taps):
     if not all(isinstance(a, types.Integer) for a in arguments):
         return None
     return types.none(*([types.int64] * 7)), _channel_codegen
+
+
+#: Elements :func:`stride2_taps3x3` may read past the last padded row it is given: a
+#: workspace keeps that much room after its rows.
+STRIDE2_SLACK = 2 * LANES
+
+
+def _stride2_codegen(context, builder, signature, args):
+    pad, at, step, out, blocks, weights = args
+    fma = vir.fma(builder.module)
+    lanes = ir.VectorType(ir.IntType(32), LANES)
+    evens = ir.Constant(lanes, list(range(0, 2 * LANES, 2)))
+    odds = ir.Constant(lanes, list(range(1, 2 * LANES, 2)))
+    taps = [
+        vir.splat(builder, builder.load(vir.address(builder, weights, I64(t), F32), align=4))
+        for t in range(9)
+    ]
+
+    def load(offset):
+        return builder.load(vir.address(builder, pad, offset, VEC), align=4)
+
+    with cgutils.for_range(builder, blocks) as loop:
+        first = builder.add(at, builder.mul(loop.index, I64(2 * LANES)))
+        total = None
+        for i in range(3):
+            row = builder.add(first, builder.mul(step, I64(i)))
+            low, high = load(row), load(builder.add(row, I64(LANES)))
+            low2 = load(builder.add(row, I64(2)))
+            high2 = load(builder.add(row, I64(LANES + 2)))
+            columns = (
+                builder.shuffle_vector(low, high, evens),
+                builder.shuffle_vector(low, high, odds),
+                builder.shuffle_vector(low2, high2, evens),
+            )
+            for j, value in enumerate(columns):
+                weight = taps[3 * i + j]
+                total = (
+                    builder.fmul(weight, value)
+                    if total is None
+                    else builder.call(fma, [weight, value, total])
+                )
+        target = vir.address(builder, out, builder.mul(loop.index, I64(LANES)), VEC)
+        builder.store(total, target, align=4)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def stride2_taps3x3(typingctx, pad, at, step, out, blocks, weights):
+    """One output row of a 3x3 convolution of one channel with a column stride of 2, in
+    ``blocks`` blocks of :data:`LANES` outputs: ``out[q] = sum_ij weights[3 i + j] *
+    pad[at + i * step + 2 q + j]``. ``pad`` and ``out`` are byte addresses of float32s,
+    ``at`` and ``step`` element offsets (the top padded row, the distance between the
+    rows the taps read), ``weights`` the address of the 9 taps. Each input row is read
+    whole, with contiguous loads, and split by column phase in registers: strided loads
+    would be gathers, and the phase split of the rows in memory costs a pass of its own.
+    A row reads up to :data:`STRIDE2_SLACK` elements past ``2 * LANES * blocks + 1``.
+    Each sum runs over the taps in order, the first a product, the rest fused
+    multiply-adds."""
+    arguments = (pad, at, step, out, blocks, weights)
+    if not all(isinstance(a, types.Integer) for a in arguments):
+        return None
+    return types.none(*([types.int64] * 6)), _stride2_codegen

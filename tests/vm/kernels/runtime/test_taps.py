@@ -1,6 +1,6 @@
 """Sums of a depthwise convolution's taps with the outputs in registers
-(vm.kernels.runtime.taps): along a plane (plane_taps) and across a block of channels
-(channel_taps).
+(vm.kernels.runtime.taps): along a plane (plane_taps), across a block of channels
+(channel_taps) and along a row at a column stride of 2 (stride2_taps3x3).
 
 Returns group: any count of outputs (a block and a part, a part alone, none) and of taps,
 summed in tap order, written only from the output's start up to the end of its last
@@ -80,3 +80,29 @@ def test_channel_taps_sum_every_tap_across_a_block_of_channels(count, count_taps
         expected = exact.astype("float32")
     np.testing.assert_array_equal(out[:count], expected)
     assert np.isnan(out[padded:]).all()  # nothing past the last group
+
+
+@njit
+def _stride2_row(pad, at, step, out, blocks, weights):
+    taps.stride2_taps3x3(pad.ctypes.data, at, step, out.ctypes.data, blocks, weights.ctypes.data)
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+@pytest.mark.parametrize(("at", "step"), [(0, 2 * 3 * taps.LANES + 1), (5, 200)])
+def test_stride2_taps3x3_sum_three_rows_at_every_other_column(blocks, at, step) -> None:
+    rng = np.random.default_rng(blocks * 10 + at)
+    width = 2 * taps.LANES * blocks + 1
+    pad = rng.standard_normal(at + 2 * step + width + taps.STRIDE2_SLACK).astype("float32")
+    weights = rng.standard_normal(9).astype("float32")
+    out = np.full(blocks * taps.LANES + 1, np.nan, "float32")
+    _stride2_row(pad, at, step, out, blocks, weights)
+    count = blocks * taps.LANES
+    # The taps in order, row by row: a product, then one fused multiply-add per tap.
+    expected = np.zeros(count, "float32")
+    for t, weight in enumerate(weights):
+        i, j = divmod(t, 3)
+        start = at + i * step + j
+        exact = np.float64(weight) * pad[start : start + 2 * count : 2] + expected
+        expected = exact.astype("float32")
+    np.testing.assert_array_equal(out[:count], expected)
+    assert np.isnan(out[count:]).all()  # nothing past the last block

@@ -1,5 +1,6 @@
 """numba's loops vectorize at the host's full width once vm.kernels is imported
-(vm.vector_width), and a target the user chose is left alone."""
+(vm.vector_width), and a target the user chose is left alone: an AVX2 CPU with its
+features compiles no AVX-512 code, a feature list alone adds to the host's features."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ if "numba-first" in sys.argv:
 import vm.kernels
 import numba, numpy as np
 from numba.core.registry import cpu_target
+from vm.kernels.runtime import target
 
 @numba.njit
 def scale(x):
@@ -33,6 +35,7 @@ print(json.dumps({
     "features": cpu_target.target_context.codegen()._tm_features,
     "passed_on": os.environ.get("NUMBA_CPU_FEATURES"),
     "zmm": bool(re.search(r"vmulps\\s+[^\\n]*zmm", asm)),
+    "avx512": target.has_avx512(),
 }))
 """
 
@@ -65,6 +68,15 @@ def test_numba_imported_first_keeps_its_target_and_passes_it_on():
 
 
 def test_a_target_chosen_by_the_user_is_kept():
-    report = _probe(NUMBA_CPU_FEATURES="+avx2,+fma")
+    report = _probe(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx2,+fma")
     assert report["features"] == "+avx2,+fma"
     assert not report["zmm"]
+    assert not report["avx512"]  # the register tiles are sized for AVX2 too
+
+
+def test_features_chosen_without_a_cpu_add_to_the_hosts():
+    # LLVM applies the list to the host CPU's own features: AVX-512 stays where the host
+    # has it, and the register tiles are sized for what the code may use.
+    report = _probe(NUMBA_CPU_FEATURES="+avx2,+fma")
+    assert report["features"] == "+avx2,+fma"
+    assert report["avx512"] == has_avx512()

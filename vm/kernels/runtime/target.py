@@ -30,14 +30,30 @@ _AVX512_CPUS = frozenset(
 
 @cache
 def target_features() -> frozenset[str]:
-    """The CPU features (``"avx2"``, ``"avx512f"``, ...) the compiled kernels may use."""
-    features = config.CPU_FEATURES
+    """The CPU features (``"avx2"``, ``"avx512f"``, ...) the compiled kernels may use.
+
+    LLVM starts from the features of the CPU it compiles for (the host's, unless
+    ``NUMBA_CPU_NAME`` names another) and applies ``NUMBA_CPU_FEATURES`` to them: a
+    ``+feature`` adds, a ``-feature`` removes, and what the list leaves out stays as the
+    CPU has it. So ``NUMBA_CPU_FEATURES=+avx2,+fma`` alone on an AVX-512 host still
+    compiles AVX-512 code (LLVM uses 512-bit registers there on AMD's Zen 4); an
+    AVX2-only target also names an AVX2 CPU (``NUMBA_CPU_NAME=haswell``)."""
     name = config.CPU_NAME
-    if features is None and name not in (None, "host"):
-        # A named CPU without a feature list: LLVM derives the features from the name.
-        return frozenset({"avx2", "fma"} | ({"avx512f"} if name in _AVX512_CPUS else set()))
-    text = features if features is not None else binding.get_host_cpu_features().flatten()
-    return frozenset(f[1:] for f in text.split(",") if f.startswith("+"))
+    if name in (None, "host"):
+        implied = _enabled(binding.get_host_cpu_features().flatten())
+    else:
+        # LLVM derives a named CPU's features from its name.
+        implied = {"avx2", "fma"} | ({"avx512f"} if name in _AVX512_CPUS else set())
+    features = config.CPU_FEATURES
+    if features is None:
+        return frozenset(implied)
+    removed = {f[1:] for f in features.split(",") if f.startswith("-")}
+    return frozenset((implied | _enabled(features)) - removed)
+
+
+def _enabled(text: str) -> set[str]:
+    """The features a comma-separated LLVM feature list turns on (``+name``)."""
+    return {f[1:] for f in text.split(",") if f.startswith("+")}
 
 
 def has_avx512() -> bool:

@@ -215,6 +215,12 @@ PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
         ((1, 3, 64, 60), (40, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
         ((1, 8, 40, 36), (64, 8, 3, 3), {"padding": (1, 1), "dilation": (1, 2)}),
         ((2, 16, 64, 64), (33, 16, 1, 1), {"strides": (2, 2)}),
+        # A column stride of 2 read by vector shuffles: im2col's every other column
+        # (3x3, odd and even widths, with and without padding) and the phases of
+        # im2col_strided (7x7, an odd width).
+        ((1, 3, 66, 63), (32, 3, 3, 3), {"strides": (2, 2), "padding": (1, 1)}),
+        ((1, 3, 60, 70), (16, 3, 3, 3), {"strides": (2, 2)}),
+        ((1, 3, 61, 59), (40, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
     ],
 )
 def test_packed_convolutions_match_conv2d(data_shape, weight_shape, attrs) -> None:

@@ -1,7 +1,8 @@
 """Compiled loops for the convolution kernels: im2col and im2row, the depthwise direct loop,
 col2im and integer matrix products.
 
-Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and the
+vector shuffles of :mod:`vm.kernels.runtime.packed`.
 
 Float convolutions call these loops from Python (:mod:`vm.kernels.runtime.convolution`, between the
 threads), so those are cached on disk; integer convolution kernels (see
@@ -18,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 from numba import uint64 as _u
+
+from vm.kernels.runtime import packed
+from vm.kernels.runtime.taps import is_float32
 
 
 @njit(nogil=True, cache=True)
@@ -65,6 +69,12 @@ def im2col(x, n, c0, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0,
                     if sw == 1:
                         for q in range(_u(hi - lo)):
                             cf[db + q] = xf[s0 + q]
+                    elif sw == 2 and is_float32(xf) and is_float32(cf) and hi - lo > 1:
+                        # By shuffles: numba's strided loop is a gather per element. The
+                        # last element alone, as the shuffles read one past it.
+                        last = _u(hi - lo - 1)
+                        packed.take_evens(xf.ctypes.data + s0 * 4, cf.ctypes.data + db * 4, last)
+                        cf[db + last] = xf[s0 + 2 * last]
                     else:
                         step = _u(sw)
                         for q in range(_u(hi - lo)):
@@ -177,6 +187,14 @@ def im2col_strided(x, n, c0, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, ou
         base = ((n * channels + c0 + c) * height) * width
         for ih in range(first, last):
             source = base + ih * width
+            if sw == 2 and is_float32(xf) and is_float32(phases):
+                # Both phases by vector shuffles (see packed.split_pairs), an odd width's
+                # last column alone.
+                at = phases.ctypes.data + ((ih - first) * 2 * per) * 4
+                packed.split_pairs(xf.ctypes.data + source * 4, at, at + per * 4, width // 2)
+                if width % 2:
+                    phases[ih - first, 0, per - 1] = xf[source + width - 1]
+                continue
             for t in range(sw):
                 target = phases[ih - first, t]
                 for k in range((width - t + sw - 1) // sw):

@@ -814,23 +814,21 @@ def store(typingctx, base, index, value):
     return types.none(types.int64, types.int64, value), codegen
 
 
-@intrinsic
-def split_pairs(typingctx, source, even, odd, count):
-    """``even[m] = source[2 m]`` and ``odd[m] = source[2 m + 1]`` for ``m < count``, float32s at
-    the byte addresses ``source``, ``even`` and ``odd``: a row split by column phase for a
-    stride of 2. Two vector loads and two shuffles per 16 pairs; numba's loop of the same
-    reads one element at a time (0.5 ns an element against a copy's 0.05 in cache)."""
-    if not all(isinstance(t, types.Integer) for t in (source, even, odd, count)):
-        return None
+def _pairs_codegen(odd_too: bool):
+    """The code of :func:`split_pairs` (``odd_too``) or :func:`take_evens`: the even
+    elements of each 16 pairs by one shuffle of two vector loads, the odd ones by a
+    second; the pairs left over one at a time."""
 
     def codegen(context, builder, signature, args):
-        source, even, odd, count = (
+        source, even, *rest = (
             context.cast(builder, value, kind, types.int64)
             for value, kind in zip(args, signature.args)
         )
+        odd, count = rest if odd_too else (None, rest[0])
         vectors = builder.lshr(count, I64(4))
-        evens = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(0, 2 * LANES, 2)))
-        odds = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(1, 2 * LANES, 2)))
+        indices = ir.VectorType(ir.IntType(32), LANES)
+        evens = ir.Constant(indices, list(range(0, 2 * LANES, 2)))
+        odds = ir.Constant(indices, list(range(1, 2 * LANES, 2)))
         with cgutils.for_range(builder, vectors) as loop:
             at = builder.mul(loop.index, I64(2 * LANES))
             low = builder.load(vir.address(builder, source, at, VEC), align=4)
@@ -840,21 +838,45 @@ def split_pairs(typingctx, source, even, odd, count):
             to = builder.mul(loop.index, I64(LANES))
             builder.store(builder.shuffle_vector(low, high, evens),
                           vir.address(builder, even, to, VEC), align=4)  # fmt: skip
-            builder.store(builder.shuffle_vector(low, high, odds),
-                          vir.address(builder, odd, to, VEC), align=4)  # fmt: skip
+            if odd_too:
+                builder.store(builder.shuffle_vector(low, high, odds),
+                              vir.address(builder, odd, to, VEC), align=4)  # fmt: skip
         done = builder.mul(vectors, I64(LANES))
         with cgutils.for_range(builder, builder.sub(count, done)) as loop:
             m = builder.add(done, loop.index)
             pair = builder.mul(m, I64(2))
             first = builder.load(vir.address(builder, source, pair, F32), align=4)
-            second = builder.load(
-                vir.address(builder, source, builder.add(pair, I64(1)), F32), align=4
-            )
             builder.store(first, vir.address(builder, even, m, F32), align=4)
-            builder.store(second, vir.address(builder, odd, m, F32), align=4)
+            if odd_too:
+                second = builder.load(
+                    vir.address(builder, source, builder.add(pair, I64(1)), F32), align=4
+                )
+                builder.store(second, vir.address(builder, odd, m, F32), align=4)
         return context.get_dummy_value()
 
-    return types.none(types.int64, types.int64, types.int64, types.int64), codegen
+    return codegen
+
+
+@intrinsic
+def split_pairs(typingctx, source, even, odd, count):
+    """``even[m] = source[2 m]`` and ``odd[m] = source[2 m + 1]`` for ``m < count``, float32s at
+    the byte addresses ``source``, ``even`` and ``odd``: a row split by column phase for a
+    stride of 2. Two vector loads and two shuffles per 16 pairs; numba's loop of the same
+    reads one element at a time (0.5 ns an element against a copy's 0.05 in cache)."""
+    if not all(isinstance(t, types.Integer) for t in (source, even, odd, count)):
+        return None
+    return types.none(types.int64, types.int64, types.int64, types.int64), _pairs_codegen(True)
+
+
+@intrinsic
+def take_evens(typingctx, source, even, count):
+    """``even[m] = source[2 m]`` for ``m < count``, float32s at the byte addresses ``source``
+    and ``even``: every other element of a row, as a column stride of 2 reads it, by
+    vector shuffles where numba's loop gathers one element at a time. It reads
+    ``source[2 m + 1]`` too for every ``m`` below ``count`` rounded down to 16."""
+    if not all(isinstance(t, types.Integer) for t in (source, even, count)):
+        return None
+    return types.none(types.int64, types.int64, types.int64), _pairs_codegen(False)
 
 
 @intrinsic

@@ -1,5 +1,6 @@
 """The register tiles of packed products: every row count of a tile, short and whole
-panels, both loop orders and the transposed (convolution) orientation give numpy's product.
+panels, both loop orders and the transposed (convolution) orientation give numpy's product;
+the shuffles that read a row at a column stride of 2 (split_pairs, take_evens).
 
 Runs the tile geometry of the host's instruction set (``test_target_isa`` runs the AVX2
 one on a host with AVX-512).
@@ -269,3 +270,17 @@ def test_split_pairs_sends_even_and_odd_elements_apart(count: int) -> None:
     np.testing.assert_array_equal(even[:count], source[0 : 2 * count : 2])
     np.testing.assert_array_equal(odd[:count], source[1 : 2 * count : 2])
     assert np.isnan(even[count:]).all() and np.isnan(odd[count:]).all()  # nothing past
+
+
+@njit
+def _take_evens(source: np.ndarray, even: np.ndarray, count: int) -> None:
+    packed.take_evens(source.ctypes.data, even.ctypes.data, count)
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 40])
+def test_take_evens_copies_every_other_element(count: int) -> None:
+    source = RNG.standard_normal(2 * count + 3).astype(np.float32)
+    even = np.full(count + 2, np.nan, np.float32)
+    _take_evens(source, even, count)
+    np.testing.assert_array_equal(even[:count], source[0 : 2 * count : 2])
+    assert np.isnan(even[count:]).all()  # nothing past

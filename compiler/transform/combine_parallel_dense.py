@@ -22,10 +22,12 @@ dtype and one number of input features, with equal attributes (``units`` aside) 
 data type of known rank; at least :data:`MIN_BRANCHES` of them, all in the same scope
 (one function body, ``if`` branch or ``match`` clause, so the joined product is never
 computed where the program would not compute a branch). A ``nn.bias_add`` on the last
-axis with a constant 1-D bias that is the only use of such a dense layer (directly or
-through a ``let`` variable) joins with it; the dense layers of a group then either all
-carry a bias or none does (the two kinds form separate groups). A dense layer whose
-result is also used elsewhere gets no bias joined, and its other uses read its slice.
+axis with a constant 1-D bias, or an ``add`` of a constant that broadcasts along the last
+axis alone (an imported linear layer's bias), that is the only use of such a dense layer
+(directly or through a ``let`` variable) joins with it as a ``nn.bias_add``; the dense
+layers of a group then either all carry a bias or none does (the two kinds form separate
+groups). A dense layer whose result is also used elsewhere gets no bias joined, and its
+other uses read its slice.
 The calls left unused behind ``let`` bindings are removed by ``DeadCodeElimination``.
 
 TVM runs it at ``opt_level`` 4; here the pass object says 3 and ``relay.vm.compile`` runs
@@ -74,13 +76,26 @@ def _dense_key(dense: Call) -> Hashable | None:
     )
 
 
-def _bias(add: Call, rank: int) -> np.ndarray | None:
-    """The constant bias ``add`` (an ``nn.bias_add``) adds on the last of ``rank`` axes."""
-    bias = add.args[1]
-    if not isinstance(bias, Constant) or bias.data.ndim != 1:
+def _bias(add: Call, rank: int) -> tuple[Node, np.ndarray] | None:
+    """The dense side of ``add`` and the constant bias it adds on the last of ``rank`` axes,
+    or None: an ``nn.bias_add`` with a 1-D constant on that axis, or an ``add`` (either
+    operand order, as frontends write a linear layer's bias) of a constant whose axes
+    before the last are all 1 and no more than ``rank``, so that it broadcasts along the
+    last axis alone and the sum keeps the dense layer's shape."""
+    if is_op_call(add, "nn.bias_add"):
+        bias = add.args[1]
+        if not isinstance(bias, Constant) or bias.data.ndim != 1:
+            return None
+        axis = get_def("nn.bias_add").normalize_attrs(add.attrs)["axis"]
+        return (add.args[0], bias.data) if axis in (-1, rank - 1) else None
+    if not is_op_call(add, "add"):
         return None
-    axis = get_def("nn.bias_add").normalize_attrs(add.attrs)["axis"]
-    return bias.data if axis in (-1, rank - 1) else None
+    for source, bias in (add.args, reversed(add.args)):
+        if isinstance(bias, Constant) and not isinstance(source, Constant):
+            shape = bias.data.shape
+            if 1 <= len(shape) <= rank and all(d == 1 for d in shape[:-1]):
+                return source, bias.data.reshape(-1)
+    return None
 
 
 class _Member:
@@ -153,17 +168,30 @@ def _groups(func: Function) -> list[list[_Member]]:
     # A bias add joins its dense layer when it is that layer's only use.
     biased: dict[int, tuple[Node, np.ndarray]] = {}
     for node in order:
-        if not is_op_call(node, "nn.bias_add"):
+        if not (is_op_call(node, "nn.bias_add") or is_op_call(node, "add")):
             continue
-        source = node.args[0]  # type: ignore[attr-defined]
+        sum_type = getattr(node, "_checked_type", None)
+        if not isinstance(sum_type, TensorType):
+            continue
+        found = _bias(node, len(sum_type.shape))  # type: ignore[arg-type]
+        if found is None:
+            continue
+        source, bias = found
         dense = bound.get(source) if isinstance(source, Var) else source
         rank_type = getattr(source, "_checked_type", None)
         if not is_op_call(dense, "nn.dense") or not isinstance(rank_type, TensorType):
             continue
         if uses[id(source)] != 1 or id(dense) in biased:
             continue
-        bias = _bias(node, len(rank_type.shape))  # type: ignore[arg-type]
-        if bias is not None and scope_of.get(id(node)) is scope_of.get(id(dense)):
+        units = dense.args[1]  # type: ignore[union-attr]
+        fits = (
+            isinstance(units, Constant)
+            and units.data.ndim == 2
+            and bias.shape == (units.data.shape[0],)
+            and bias.dtype == np.dtype(rank_type.dtype)
+            and tuple(sum_type.shape) == tuple(rank_type.shape)
+        )
+        if fits and scope_of.get(id(node)) is scope_of.get(id(dense)):
             biased[id(dense)] = (node, bias)
     by_key: dict[Hashable, list[_Member]] = defaultdict(list)
     for node in order:

@@ -1,6 +1,6 @@
 """CombineParallelDense: dense layers with constant weights reading one input become one
-dense layer (with the joined bias add) and slices, with the same results; the ones it
-cannot join stay."""
+dense layer (with the joined bias add, from ``nn.bias_add`` or an imported layer's ``add``
+of a constant) and slices, with the same results; the ones it cannot join stay."""
 
 from __future__ import annotations
 
@@ -108,6 +108,42 @@ def test_a_projection_used_elsewhere_too_keeps_its_own_bias_add() -> None:
     after = combine(before)
     assert len(calls(after["main"], "nn.dense")) == 1
     assert len(calls(after["main"], "nn.bias_add")) == 1  # the shared one's, on its slice
+    assert_results_match(before, after, [array(3, 5)])
+
+
+def test_an_imported_linear_layers_add_of_a_bias_joins_as_a_bias_add() -> None:
+    # ONNX's MatMul + Add: the constant on either side, 1-D or with leading axes of 1.
+    x = relay.var("x", shape=(2, 3, 5))
+    weights, biases = [array(4, 5) for _ in range(3)], [array(4) for _ in range(3)]
+    dense = [relay.nn.dense(x, relay.const(w)) for w in weights]
+    outs = [
+        relay.add(dense[0], relay.const(biases[0])),
+        relay.add(relay.const(biases[1].reshape(1, 4)), dense[1]),
+        relay.add(dense[2], relay.const(biases[2].reshape(1, 1, 4))),
+    ]
+    before = relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs)))
+    after = combine(before)
+    assert len(calls(after["main"], "nn.dense")) == 1
+    (joined,) = calls(after["main"], "nn.bias_add")
+    np.testing.assert_array_equal(joined.args[1].data, np.concatenate(biases))
+    assert not calls(after["main"], "add")
+    assert_results_match(before, after, [array(2, 3, 5)])
+
+
+def test_an_add_that_broadcasts_beyond_the_last_axis_stays_after_its_slice() -> None:
+    # A constant over the rows (3, 1), and one that adds an axis (1, 1, 4) to a 2-D product:
+    # neither is a bias along the units; the products still join, the adds read the slices.
+    x = relay.var("x", shape=(3, 5))
+    dense = [relay.nn.dense(x, relay.const(array(4, 5))) for _ in range(2)]
+    outs = [
+        relay.add(dense[0], relay.const(array(3, 1))),
+        relay.add(dense[1], relay.const(array(1, 1, 4))),
+    ]
+    before = relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs)))
+    after = combine(before)
+    assert len(calls(after["main"], "nn.dense")) == 1
+    assert not calls(after["main"], "nn.bias_add")
+    assert len(calls(after["main"], "add")) == 2
     assert_results_match(before, after, [array(3, 5)])
 
 

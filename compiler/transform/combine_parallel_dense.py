@@ -183,11 +183,9 @@ def _groups(func: Function) -> list[list[_Member]]:
             continue
         if uses[id(source)] != 1 or id(dense) in biased:
             continue
-        units = dense.args[1]  # type: ignore[union-attr]
+        # One value per unit, of the product's dtype, and a sum of the product's shape.
         fits = (
-            isinstance(units, Constant)
-            and units.data.ndim == 2
-            and bias.shape == (units.data.shape[0],)
+            bias.shape == tuple(rank_type.shape[-1:])
             and bias.dtype == np.dtype(rank_type.dtype)
             and tuple(sum_type.shape) == tuple(rank_type.shape)
         )

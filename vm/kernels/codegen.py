@@ -967,13 +967,13 @@ class _Generator:
             return None
         arrays = [(v, p) for v, p in order if v.arrays and v.spec.ndim]
         first = ndim - 2
+        suffix = tuple(range(first, ndim))
         leaves = []
         for value, positions in arrays:
             touched = [p for p in positions if p >= first]
             if not touched:
                 continue
             array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
-            suffix = tuple(range(first, ndim))
             if positions[-len(suffix) :] != suffix or len(touched) != len(suffix):
                 return None
             if not C_ARRAY.fullmatch(array):

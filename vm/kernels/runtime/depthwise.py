@@ -336,17 +336,13 @@ def _taps3x3_stride2(pad, wf, of, wb, c, rows, cols, ob, sh, dh, out_h, out_w, a
 
 
 @njit(nogil=True, cache=True)
-def by_stride2_rows(x, w3, kh, kw, sh, sw, dh, dw, out_h, out_w):
-    """Whether a depthwise convolution runs as :func:`_stride2_range`: float32, 3x3, one
-    input channel per group, a column stride of 2 and no column dilation, neither in
-    blocks of channels (:func:`by_channel_blocks`) nor plane by plane
-    (:func:`plane_by_plane`): MobileNet's downsampling layers with wide rows."""
+def by_stride2_rows(x, w3, kh, kw, sw, dw):
+    """Whether a depthwise convolution that neither runs in blocks of channels
+    (:func:`by_channel_blocks`) nor plane by plane (:func:`plane_by_plane`) runs as
+    :func:`_stride2_range`: float32, 3x3, one input channel per group, a column stride of
+    2 and no column dilation (MobileNet's downsampling layers with wide rows)."""
     cg = w3.shape[2] // (kh * kw)
-    if not (taps_ir.is_float32(x) and kh == 3 and kw == 3 and cg == 1 and sw == 2 and dw == 1):
-        return False
-    if by_channel_blocks(x, w3, kh, kw, sh, sw, dh, dw, out_h, out_w):
-        return False
-    return not plane_by_plane(cg, sh, sw, dh, dw, out_w)
+    return taps_ir.is_float32(x) and kh == 3 and kw == 3 and cg == 1 and sw == 2 and dw == 1
 
 
 @njit(nogil=True, cache=True)
@@ -354,7 +350,7 @@ def stride2_workspace_size(sh, dh, out_h, out_w):
     """Elements of the workspace :func:`_stride2_range` needs: one padded input channel,
     whole rows, and the room its loads read past them."""
     rows = (out_h - 1) * sh + 2 * dh + 1
-    return rows * (2 * out_w + 1) + taps_ir.STRIDE2_SLACK + taps_ir.LANES
+    return rows * (2 * out_w + 1) + taps_ir.STRIDE2_SLACK
 
 
 @njit(nogil=True, cache=True)
@@ -373,31 +369,23 @@ def _stride2_range(x, w3, out3, n, first, last, sh, pt, pl, dh, out_h, out_w, pa
     channels 56 -> 28 103 -> 72 us. Shared between threads by channels: by bands of rows,
     as the plane loops share big planes, measured no faster here.
     """
-    _, channels, height, width = x.shape
     og = w3.shape[1]
     out_channels = out3.shape[1]
     lanes = taps_ir.LANES
     cols = 2 * out_w + 1
-    # Padded rows the taps read, and the input columns each row's copy takes.
+    # Padded rows the taps read.
     rows = (out_h - 1) * sh + 2 * dh + 1
-    j0, j1 = max(0, -pl), min(width, cols - pl)
-    span = _u(max(0, j1 - j0))
     blocks = out_w // lanes
     rest = out_w - blocks * lanes
     line = np.empty(lanes, np.float32)
-    xf = x.reshape(x.size)
     of = out3.reshape(out3.size)
     pad_at, w_at = pad.ctypes.data, w3.ctypes.data
     of_at, line_at = of.ctypes.data, line.ctypes.data
     plane = out_h * out_w
     step = dh * cols
     for c in range(first, last):
-        src = (n * channels + c) * height
-        for pr in range(max(0, pt), min(rows, height + pt)):
-            d = _u(pr * cols + j0 + pl)
-            at = _u((src + pr - pt) * width + j0)
-            for k in range(span):
-                pad[d + k] = xf[at + k]
+        # Channel c as group c of one channel, its rows whole (one column phase).
+        _fill(x, pad, n, c, 1, sh, 1, pt, pl, rows, cols)
         for m in range(og):
             o = c * og + m
             weights = w_at + o * 9 * 4
@@ -915,7 +903,8 @@ def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
     own: small float32 depthwise planes in blocks of channels (:func:`_channel_blocks`,
     see :func:`by_channel_blocks`), the channels left over as the rest; depthwise without
     dilation plane by plane (:func:`_plane_range`) at stride 1, or with equal strides and
-    rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; any other by :func:`group_image`.
+    rows narrower than :data:`PLANE_MAX_STRIDED_WIDTH`; float32 depthwise 3x3 with a
+    column stride of 2 by rows (:func:`_stride2_range`); any other by :func:`group_image`.
     The epilogue at ``post`` (or none, 0) is applied to each group's output while it is
     in cache."""
     k = w3.shape[2]
@@ -926,14 +915,14 @@ def _groups_range(x, w3, out3, n, lo, hi, kh, kw, sh, sw, pt, pl, dh, dw, out_h,
         lo = blocked
         if lo == hi:
             return
-    if by_stride2_rows(x, w3, kh, kw, sh, sw, dh, dw, out_h, out_w):
-        pad = np.zeros(stride2_workspace_size(sh, dh, out_h, out_w), x.dtype)
-        _stride2_range(x, w3, out3, n, lo, hi, sh, pt, pl, dh, out_h, out_w, pad, post)
-        return
     if plane_by_plane(cg, sh, sw, dh, dw, out_w):
         pad = np.zeros(plane_workspace_size(kh, kw, sh, out_h, out_w), x.dtype)
         _plane_range(x, w3, out3, n, lo, hi, kh, kw, sh, pt, pl, out_h, out_w, pad, post, 0,
                      out_h)  # fmt: skip
+        return
+    if by_stride2_rows(x, w3, kh, kw, sw, dw):
+        pad = np.zeros(stride2_workspace_size(sh, dh, out_h, out_w), x.dtype)
+        _stride2_range(x, w3, out3, n, lo, hi, sh, pt, pl, dh, out_h, out_w, pad, post)
         return
     pad = np.zeros(workspace_size(cg, kh, kw, sh, sw, dh, dw, out_h, out_w), x.dtype)
     shifts = tap_shifts(kw, sw, dw, out_w)

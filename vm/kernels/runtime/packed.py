@@ -328,25 +328,49 @@ def _direct_blocked_min_depth() -> int:
 DIRECT_BLOCKED_MIN_DEPTH = _direct_blocked_min_depth()
 
 
-@intrinsic
-def prefetch(typingctx, address):
+def _prefetch_intrinsic(name: str, write: int, locality: int, doc: str):
+    """An intrinsic calling ``llvm.prefetch`` on a byte address: ``write`` 1 asks for the
+    line to be owned for writing, ``locality`` 0-3 how close to the core to keep it."""
+
+    def prefetch_at(typingctx, address):
+        if not isinstance(address, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            pointer = ir.IntType(8).as_pointer()
+            function = builder.module.globals.get("llvm.prefetch")
+            if function is None:
+                kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
+                function = ir.Function(builder.module, kind, name="llvm.prefetch")
+            # The last operand: data (1), not instructions.
+            pointed = builder.inttoptr(args[0], pointer)
+            builder.call(function, [pointed, i32(write), i32(locality), i32(1)])
+            return context.get_dummy_value()
+
+        return types.none(types.int64), codegen
+
+    prefetch_at.__name__ = prefetch_at.__qualname__ = name
+    prefetch_at.__doc__ = doc
+    return intrinsic(prefetch_at)
+
+
+prefetch = _prefetch_intrinsic(
+    "prefetch",
+    0,
+    2,
     """Ask for the cache line at byte ``address`` to be brought into L2 (``prefetcht1`` on
-    x86), without waiting for it."""
-    if not isinstance(address, types.Integer):
-        return None
+    x86), without waiting for it.""",
+)
 
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        pointer = ir.IntType(8).as_pointer()
-        function = builder.module.globals.get("llvm.prefetch")
-        if function is None:
-            kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
-            function = ir.Function(builder.module, kind, name="llvm.prefetch")
-        # A read (0), kept in the second-level cache (locality 2), of data (1).
-        builder.call(function, [builder.inttoptr(args[0], pointer), i32(0), i32(2), i32(1)])
-        return context.get_dummy_value()
-
-    return types.none(types.int64), codegen
+prefetch_write = _prefetch_intrinsic(
+    "prefetch_write",
+    1,
+    3,
+    """Ask for the cache line at byte ``address`` to be owned for writing (``prefetchw`` on
+    x86), without waiting for it: a store to a line in no cache waits for the line to be
+    read first, and a store buffer full of such stores stalls the core.""",
+)
 
 
 #: Tiles of rows from which a product by panels prefetches the next panel. With fewer,

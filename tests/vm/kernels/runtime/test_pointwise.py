@@ -5,7 +5,8 @@ Returns group: channel counts from 1 to past a panel, pixel counts short of, equ
 and past whole 32-pixel panels (the short last panel never read past the input), several
 images, through the generated kernel and called directly; the work shared with the
 polling workers gives the same bits as the caller computing it alone, and a short last
-panel (its pixels the rows of the tiles) the bits of a whole one.
+panel (its pixels the rows of the tiles) the bits of a whole one; an output at any
+alignment is written exactly, the memory around it kept.
 """
 
 from __future__ import annotations
@@ -56,6 +57,25 @@ def test_pointwise_conv_returns_the_product(shape) -> None:
     np.testing.assert_allclose(
         out.reshape(2, units, height, width), reference(x, weight), **SUMS[np.dtype("float32")]
     )
+
+
+@pytest.mark.parametrize("offset", [0, 1, 15])
+def test_an_output_at_any_alignment_is_written_exactly_and_its_neighbours_are_kept(
+    offset,
+) -> None:
+    # The tiles' lines are owned ahead (pointwise.WRITE_AHEAD), one line before an
+    # unaligned row included: owning a line must not change a byte of it.
+    channels, units, height, width = 16, 40, 8, 20
+    x, weight = tensor(1, channels, height, width), tensor(units, channels, 1, 1)
+    jobs.require(jobs.POINTWISE)
+    size = units * height * width
+    buffer = np.full(size + 64, 7.0, "float32")
+    out = buffer[offset : offset + size].reshape(units, height * width)
+    pointwise.conv(x, 0, packed(weight), out, True)
+    np.testing.assert_allclose(
+        out.reshape(1, units, height, width), reference(x, weight), **SUMS[np.dtype("float32")]
+    )
+    assert (buffer[:offset] == 7.0).all() and (buffer[offset + size :] == 7.0).all()
 
 
 @pytest.mark.parametrize("shape", [(16, 96, 9, 9), (5, 40, 3, 17)])

@@ -80,6 +80,7 @@ LIBRARY_ALIASES = {
     "vx": "vecmath",
     "wino": "winograd",
     "tr": "transpose",
+    "rw": "rows",
 }
 _REFERENCE = re.compile(r"(?<![\w.])(" + "|".join(LIBRARY_ALIASES) + r")\.([A-Za-z_]\w*)")
 

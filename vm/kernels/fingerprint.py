@@ -49,6 +49,7 @@ LIBRARY_MODULES = (
     "runtime/pointwise.py",
     "runtime/pool_loops.py",
     "runtime/products.py",
+    "runtime/rows.py",
     "runtime/spin.py",
     "runtime/symbols.py",
     "runtime/taps.py",

@@ -122,6 +122,18 @@ def global_mean() -> tuple[Program, list[int]]:
     return program, program.add("mean", [0], axis=(2, 3), keepdims=True)
 
 
+def softmax() -> tuple[Program, list[int]]:
+    """Attention scores' softmax over the last axis: rows shared."""
+    program = Program([_normal(4, 64, 96)])
+    return program, program.add("nn.softmax", [0])
+
+
+def layer_norm() -> tuple[Program, list[int]]:
+    """A transformer's layer normalization over the last axis: rows shared."""
+    program = Program([_normal(64, 384), _normal(384), _normal(384)])
+    return program, program.add("nn.layer_norm", [0, 1, 2])
+
+
 CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "dense": dense,
     "dense_packed": dense_packed,
@@ -137,6 +149,8 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "conv_epilogue": conv_epilogue,
     "transpose": transpose,
     "global_mean": global_mean,
+    "softmax": softmax,
+    "layer_norm": layer_norm,
 }
 
 

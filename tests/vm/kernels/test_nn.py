@@ -134,8 +134,9 @@ def test_softmax_and_log_softmax_along_each_axis(dtype: str) -> None:
     check(program, results, [f"{op} axis={a}" for op in ("softmax", "log_softmax") for a in axes])
 
 
-def test_softmax_rows_with_nan_infinities_and_one_element() -> None:
-    x = RNG.uniform(-5, 5, (6, 130)).astype("float32")
+@pytest.mark.parametrize("rows", [6, 160], ids=["6 rows", "160 rows, shared by rows"])
+def test_softmax_rows_with_nan_infinities_and_one_element(rows: int) -> None:
+    x = RNG.uniform(-5, 5, (rows, 130)).astype("float32")
     x[1, 7] = np.nan  # the row is NaN
     x[2, 3] = np.inf  # NaN where infinite, zero elsewhere (numpy's inf - inf)
     x[3, :] = -np.inf  # all NaN

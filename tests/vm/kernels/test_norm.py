@@ -42,10 +42,19 @@ def test_batch_norm_along_the_last_axis_without_scale_or_center() -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_layer_norm_along_the_last_axis(dtype: str) -> None:
-    for shape in [(3, 4, 6), (2, 128)]:
+    # (160, 128): float32 rows enough to be shared between the threads (rows.SPLIT).
+    for shape in [(3, 4, 6), (2, 128), (160, 128)]:
         program = Program([tensor(dtype, *shape), tensor(dtype, shape[-1]),
                            tensor(dtype, shape[-1])])  # fmt: skip
         check(program, program.add("nn.layer_norm", [0, 1, 2]))
+
+
+@pytest.mark.parametrize(("scale", "center"), [(False, True), (True, False), (False, False)])
+def test_float32_layer_norm_rows_without_scale_or_center(scale: bool, center: bool) -> None:
+    shape = (2, 96, 100)
+    program = Program([tensor("float32", *shape), tensor("float32", 100),
+                       tensor("float32", 100)])  # fmt: skip
+    check(program, program.add("nn.layer_norm", [0, 1, 2], scale=scale, center=center))
 
 
 def test_layer_norm_along_an_inner_axis_in_float64_without_center() -> None:

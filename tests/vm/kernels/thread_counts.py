@@ -161,6 +161,20 @@ def depthwise_stride2(rng: np.random.Generator) -> Callable[[], np.ndarray]:
     return _compiled([x], body, [_normal(rng, (1, 32, 56, 56))])
 
 
+def attention_rows(rng: np.random.Generator) -> Callable[[], np.ndarray]:
+    """A projection, its layer normalization and a softmax of the heads' scores: rows
+    shared between the threads (vm.kernels.runtime.rows)."""
+    from compiler import relay
+
+    x = relay.var("x", shape=(128, 256), dtype="float32")
+    h = relay.nn.dense(x, relay.const(_normal(rng, (256, 256), 1.0 / 16.0)))
+    gamma, beta = relay.const(_normal(rng, (256,))), relay.const(_normal(rng, (256,)))
+    normed = relay.nn.layer_norm(h, gamma, beta)
+    heads = relay.reshape(normed, (8, 128, 32))
+    scores = relay.nn.softmax(relay.nn.batch_matmul(heads, heads))
+    return _compiled([x], relay.Tuple([normed, scores]), [_normal(rng, (128, 256))])
+
+
 CASES = {
     "winograd_conv": winograd_conv,
     "packed_conv": packed_conv,
@@ -170,6 +184,7 @@ CASES = {
     "small_resnet": small_resnet,
     "depthwise_block": depthwise_block,
     "depthwise_stride2": depthwise_stride2,
+    "attention_rows": attention_rows,
 }
 
 

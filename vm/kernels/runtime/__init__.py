@@ -23,6 +23,7 @@ Modules, by job:
   Winograd transforms shared without the GIL), :mod:`~vm.kernels.runtime.conv_loops`,
   :mod:`~vm.kernels.runtime.pointwise`, :mod:`~vm.kernels.runtime.depthwise`,
   :mod:`~vm.kernels.runtime.winograd`, :mod:`~vm.kernels.runtime.pool_loops`.
+- Rows: :mod:`~vm.kernels.runtime.rows` (softmax and layer normalization, shared by rows).
 - Scalars: :mod:`~vm.kernels.runtime.helpers` (float16 bits, integer division, checks) and
   :mod:`~vm.kernels.runtime.vecmath` (vectorizable ``exp``, ``tanh``, ``erf``).
 

@@ -79,7 +79,7 @@ FIRST_ARGUMENT = 32
 #: How many words a job's arguments may take.
 ARGUMENTS = 48
 #: Room for this many kinds in the handler table (a word each, after the arguments).
-MAX_KINDS = 16
+MAX_KINDS = 32
 _HANDLERS = FIRST_ARGUMENT + ARGUMENTS
 _JOB_MASK = (1 << 23) - 1
 _INDEX_MASK = (1 << 32) - 1
@@ -95,6 +95,7 @@ MAX_PARTS = _CHUNK_MASK
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
 IM2ROW, DEPTHWISE_ROWS, TRANSPOSE, ROW_SUMS = 11, 12, 13, 14
+SOFTMAX_ROWS, LAYER_NORM_ROWS = 15, 16
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
@@ -111,6 +112,8 @@ OWNERS = {
     IM2ROW: "vm.kernels.runtime.conv_jobs",
     TRANSPOSE: "vm.kernels.runtime.transpose",
     ROW_SUMS: "vm.kernels.runtime.pool_loops",
+    SOFTMAX_ROWS: "vm.kernels.runtime.rows",
+    LAYER_NORM_ROWS: "vm.kernels.runtime.rows",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

@@ -31,7 +31,7 @@ from vm.kernels.rules import (
 )
 from vm.kernels.runtime import panels
 from vm.kernels.runtime.panels import PANEL, panel_width, unsupported
-from vm.kernels.source import EmitCtx, ShapeCtx, Source, cast, const, product, shape_tuple
+from vm.kernels.source import EmitCtx, ShapeCtx, cast, const, product, shape_tuple
 
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
 RULES = RuleSet()
@@ -430,14 +430,19 @@ def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
         src.line(f"{outer} = {product(dims[:axis])}")
         src.line(f"{n} = {dims[axis]}")
         src.line(f"{inner} = {product(dims[axis + 1 :])}")
+        if not log and dtype == "float32" and axis == len(dims) - 1:
+            # Contiguous rows, by vm.kernels.runtime.rows (shared between the threads by
+            # rows: GPT-2's attention softmax, 12x128x128, ran 170-180 us on one thread of
+            # an AMD EPYC Zen 4).
+            rows = f"({outer}, {n})"
+            src.line(f"rw.softmax_f32({ctx.args[0]}.reshape({rows}), "
+                     f"{ctx.outs[0]}.reshape({rows}))")  # fmt: skip
+            return
         x3, o3 = src.fresh("x"), src.fresh("o")
         src.line(f"{x3} = {ctx.args[0]}.reshape({shape_tuple([outer, n, inner])})")
         src.line(f"{o3} = {ctx.outs[0]}.reshape({shape_tuple([outer, n, inner])})")
         a, c, j = src.fresh("a"), src.fresh("c"), src.fresh("j")
         top, total, v = src.fresh("top"), src.fresh("total"), src.fresh("v")
-        if not log and dtype == "float32" and axis == len(dims) - 1:
-            _softmax_rows(src, ctx.args[0], ctx.outs[0], outer, n)
-            return
         with src.block(f"for {a} in range({outer}):"), src.block(f"for {c} in range({inner}):"):
             src.line(f"{top} = {const(float('-inf'), dtype)}")
             with src.block(f"for {j} in range({n}):"):
@@ -473,14 +478,6 @@ def _emit_softmax(log: bool) -> Callable[[EmitCtx], None]:
                 src.line(f"{o3}[{a}, {j}, {c}] = {cast(value, 'float64', dtype)}")
 
     return emit
-
-
-def _softmax_rows(src: Source, x: str, out: str, outer: str, n: str) -> None:
-    """float32 softmax of ``x`` into ``out`` along the last axis, as ``outer`` contiguous
-    rows of ``n``, by :func:`vm.kernels.runtime.rows.softmax_f32` (shared between the threads
-    by rows: GPT-2's attention softmax, 12x128x128, ran 170-180 us on one thread of an AMD
-    EPYC Zen 4)."""
-    src.line(f"rw.softmax_f32({x}.reshape(({outer}, {n})), {out}.reshape(({outer}, {n})))")
 
 
 for _name, _log in (("nn.softmax", False), ("nn.log_softmax", True)):

@@ -162,9 +162,18 @@ def _standardize(
     s = ctx.src
     dtype = ctx.arg_specs[0].dtype
     _, gamma, beta = ctx.args
+    eps = const(ctx.attrs["epsilon"], dtype)
+    if dtype == "float32" and channel == "{j}":
+        # Rows whose gamma and beta run along them (layer norm, along any axis): the same
+        # steps as below, by vm.kernels.runtime.rows, which shares the rows between the
+        # threads.
+        rows = f"({outer} * {groups}, {size})"
+        flags = f"{bool(ctx.attrs['scale'])}, {bool(ctx.attrs['center'])}"
+        s.line(f"rw.layer_norm_f32({x3}.reshape({rows}), {gamma}, {beta}, {eps}, {flags}, "
+               f"{o3}.reshape({rows}))")  # fmt: skip
+        return
     a, g, j = s.fresh("a"), s.fresh("g"), s.fresh("j")
     total, mean, var, denom, v = (s.fresh(p) for p in ("total", "mean", "var", "den", "v"))
-    eps = const(ctx.attrs["epsilon"], dtype)
     channel = channel.format(g=g, j=j)
     with s.block(f"for {a} in range({outer}):"), s.block(f"for {g} in range({groups}):"):
         if dtype == "float16":
@@ -202,15 +211,6 @@ def _layer_norm_emit(ctx: EmitCtx) -> None:
     outer, n, x2, o2 = s.fresh("n"), s.fresh("n"), s.fresh("v"), s.fresh("v")
     s.line(f"{outer} = {product(dims[:-1])}")
     s.line(f"{n} = {dims[-1]}")
-    if ctx.arg_specs[0].dtype == "float32":
-        # The same steps as _standardize's, shared between the threads by rows.
-        _, gamma, beta = ctx.args
-        s.line(f"{x2} = {ctx.args[0]}.reshape(({outer}, {n}))")
-        s.line(f"{o2} = {ctx.outs[0]}.reshape(({outer}, {n}))")
-        eps = const(ctx.attrs["epsilon"], "float32")
-        flags = f"{bool(ctx.attrs['scale'])}, {bool(ctx.attrs['center'])}"
-        s.line(f"rw.layer_norm_f32({x2}, {gamma}, {beta}, {eps}, {flags}, {o2})")
-        return
     s.line(f"{x2} = {ctx.args[0]}.reshape(({outer}, 1, {n}))")
     s.line(f"{o2} = {ctx.outs[0]}.reshape(({outer}, 1, {n}))")
     _standardize(ctx, x2, o2, outer, "1", n, "{j}")

@@ -6,16 +6,16 @@ extra)::
 
     .venv/bin/python -m benchmarks.bench_depthwise_layers [--rounds 3] [--threads 2]
 
-Each layer is a grouped convolution followed by its folded batch norm (multiply, add) and
-an activation: relu6 (``clip``) as in MobileNetV2, hardswish as in MobileNetV3, or none;
-the shapes are MobileNetV2's depthwise layers (batch 1, 224x224 input), MobileNetV3's
-5x5 ones, and grouped layers with 4, 8 and 16 channels per group as ResNeXt and RegNet
-have. The last row is a whole MobileNetV2 inverted-residual block (1x1 expansion with
-relu6, depthwise 3x3 with relu6, 1x1 projection, residual add). For relayvm each is a Relay
-function compiled at ``PassContext(opt_level=3)`` and run by the VM, for onnxruntime the
-equivalent ONNX graph (batch norm folded into the Conv's bias). Engines are timed in
-separate phases (their thread pools spin after a call), alternating ``--rounds`` times,
-and each layer's best time is kept.
+Each layer is a grouped convolution followed by its folded batch norm (multiply, add) and an
+activation: relu6 (``clip``) as in MobileNetV2, hardswish as in MobileNetV3, or none; the
+shapes are MobileNetV2's depthwise layers (batch 1, 224x224 input), MobileNetV3's 5x5 ones,
+ConvNeXt-T's 7x7 ones (no activation), and grouped layers with 4, 8 and 16 channels per group
+as ResNeXt and RegNet have. The last row is a whole MobileNetV2 inverted-residual block (1x1
+expansion with relu6, depthwise 3x3 with relu6, 1x1 projection, residual add). For relayvm each
+is a Relay function compiled at ``PassContext(opt_level=3)`` and run by the VM, for onnxruntime
+the equivalent ONNX graph (batch norm folded into the Conv's bias). Engines are timed in
+separate phases (their thread pools spin after a call), alternating ``--rounds`` times, and
+each layer's best time is kept.
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ LAYERS = [
     Layer("v2 dw960 7", 960, 960, 960, 7, 3, 1, "relu6"),
     Layer("v3 dw72 5x5 56/2", 72, 72, 72, 56, 5, 2, ""),
     Layer("v3 dw240 5x5 14", 240, 240, 240, 14, 5, 1, "hardswish"),
+    Layer("cnx dw96 7x7 56", 96, 96, 96, 56, 7, 1, ""),
+    Layer("cnx dw192 7x7 28", 192, 192, 192, 28, 7, 1, ""),
+    Layer("cnx dw384 7x7 14", 384, 384, 384, 14, 7, 1, ""),
+    Layer("cnx dw768 7x7 7", 768, 768, 768, 7, 7, 1, ""),
     Layer("dw x2 mult 28", 64, 128, 64, 28, 3, 1, "relu6"),
     Layer("grouped cg4 56", 128, 128, 32, 56, 3, 1, "relu6"),
     Layer("grouped cg8 28", 256, 256, 32, 28, 3, 1, "relu6"),

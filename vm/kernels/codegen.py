@@ -47,6 +47,7 @@ from typing import NamedTuple
 from vm.kernels import dtypes
 from vm.kernels.description import Description, Node
 from vm.kernels.emit_elementwise import clip_bounds
+from vm.kernels.emit_layout import transpose_perm
 from vm.kernels.rules import OpRule, Spec
 from vm.kernels.source import (
     C_ARRAY,
@@ -214,6 +215,9 @@ class _Generator:
         self.direct: dict[int, str] = {}
         #: Values of scalar operands read before an epilogue's loop: value index -> name.
         self.hoisted: dict[int, str] = {}
+        self.node_of = {node.index: node for node in desc.nodes}
+        #: Values held as strided views of their input's memory (see plan_strided).
+        self.strided = self.plan_strided()
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -306,9 +310,90 @@ class _Generator:
         self.src.line(f"{name} = np.empty({shape_tuple(value.dims)}, {dtype})")
         return name
 
+    # --- strided views ----------------------------------------------------------------------
+
+    def plan_strided(self) -> set[int]:
+        """The values of slices, transposes and reshapes that need no array of their own.
+
+        A ``strided_slice``, a ``transpose`` that keeps the last axis last, and a
+        reshape-like operator of such a value are views of their input's memory with other
+        strides, when everything that reads them indexes an array of any layout: a fused
+        elementwise loop, another such view, or the loops of a transpose or a slice. An
+        attention layer's head split (a slice of the joint projection, a reshape, a
+        transpose, a scale) is then one loop reading the projection in place, where each
+        operator copied the data once. Not for kernel results, float16 (whose two
+        representations convert through flat copies) or scalars. Decided from the last
+        node back, so that each value knows whether its readers are views.
+        """
+        strided: set[int] = set()
+        for node in reversed(self.desc.nodes):
+            if len(node.values) != 1:
+                continue
+            value = self.values[node.values[0]]
+            if value.outs or value.f16 or value.spec.ndim == 0:
+                continue
+            if not self.viewable(node):
+                continue
+            readers = self.consumers.get(value.index, set())
+            if readers and all(self.reads_strided(self.node_of[r], strided) for r in readers):
+                strided.add(value.index)
+        # A reshape of an array numba holds contiguous is its plain view instead.
+        for node in self.desc.nodes:
+            value = node.values[0] if len(node.values) == 1 else None
+            if value in strided and self.rule(node).view and node.args[0] not in strided:
+                strided.discard(value)
+        return strided
+
+    def viewable(self, node: Node) -> bool:
+        """Whether ``node``'s value can be a strided view of its first argument."""
+        if node.op == "strided_slice":
+            return True
+        if node.op == "transpose":
+            perm = transpose_perm(node.attrs["axes"], node.outputs[0].ndim)
+            return perm[-1] == len(perm) - 1
+        return self.rule(node).view is not None
+
+    def reads_strided(self, reader: Node, strided: set[int]) -> bool:
+        """Whether ``reader`` indexes its arguments whatever their strides."""
+        if self.rule(reader).elementwise:
+            return True
+        if len(reader.values) == 1 and reader.values[0] in strided:
+            return True
+        return reader.op in ("transpose", "strided_slice")
+
+    def emit_strided(self, node: Node) -> None:
+        """``node``'s value as a view of its input (see :meth:`plan_strided`)."""
+        (value,) = (self.values[v] for v in node.values)
+        x = self.array(self.values[node.args[0]], STORAGE)
+        name = f"sv_{value.index}"
+        ndim = value.spec.ndim
+        if node.op == "strided_slice":
+            starts = self.extras[node.index]["starts"]
+            # The view starts at the first element the slice takes; a step scales a stride.
+            begin = ", ".join(f"{starts[d][0]}:" if d in starts else ":" for d in range(ndim))
+            strides = [
+                f"{x}.strides[{d}] * {starts[d][1]}" if d in starts else f"{x}.strides[{d}]"
+                for d in range(ndim)
+            ]
+            expr = (
+                f"np.lib.stride_tricks.as_strided({x}[{begin}], {shape_tuple(value.dims)}, "
+                f"{shape_tuple(strides)})"
+            )
+        elif node.op == "transpose":
+            perm = transpose_perm(node.attrs["axes"], ndim)
+            expr = f"np.transpose({x}, {shape_tuple([str(a) for a in perm])})"
+        else:
+            expr = f"h.restride({x}, {shape_tuple(value.dims)})"
+        self.src.line(f"# {self.where(node)}: a strided view of its input")
+        self.src.line(f"{name} = {expr}")
+        value.arrays[STORAGE] = name
+
     def emit_array_node(self, node: Node, rule: OpRule) -> None:
         if all(self.values[v].arrays for v in node.values):
             return  # its input's operator wrote it (see claim_through_view)
+        if len(node.values) == 1 and node.values[0] in self.strided:
+            self.emit_strided(node)
+            return
         if rule.view is not None and self.emit_into_reshaped_output(node):
             return
         rep = COMPUTE if rule.numeric else STORAGE

@@ -1,7 +1,10 @@
 """Multi-node descriptions (fused primitives) compute what the nodes compute one by one.
 
 Returns group: elementwise chains that broadcast mid-chain, values used twice, elementwise
-values feeding array operators (and the reverse), views in the middle of a chain, several
+values feeding array operators (and the reverse), views in the middle of a chain, slices,
+transposes and reshapes read in place as strided views (an attention head split, negative
+steps, broadcasting, merges that need a copy, empty views; copies where an array operator
+or float16 reads them), several
 results (an intermediate, a repeated value, an input), float16 chains rounded per node as
 numpy does, and a deep chain (the code generator walks it without recursion). Chains
 with several scalar library calls run block by block: across block edges, with an input
@@ -89,6 +92,77 @@ def test_a_reshaped_value_that_is_also_read_elsewhere_is_computed_once() -> None
         (q,) = program.add("squeeze", [e])
         (m,) = program.add("multiply", [e, 0])
         check(program, [r, m, q])
+
+
+def _head_split(program: Program, part: int, heads: int, perm: tuple[int, ...]) -> int:
+    """Slice ``part`` of a joint (1, seq, 3 * heads * dim) projection, split it into heads
+    and move them in front: an attention layer's query, key or value."""
+    _, seq, width = program.inputs[0].shape
+    size = width // 3
+    (q,) = program.add("strided_slice", [0], begin=[part * size], end=[(part + 1) * size],
+                       strides=[1], axes=[2])  # fmt: skip
+    (r,) = program.add("reshape", [q], newshape=(1, seq, heads, -1))
+    (t,) = program.add("transpose", [r], axes=perm)
+    return t
+
+
+def test_a_head_split_reads_the_projection_in_place() -> None:
+    # Query (scaled, heads by positions), key (scaled, transposed: its last axis moves)
+    # and value: slices, reshapes and transposes that keep the last axis are views.
+    for seq in (5, 1):
+        sources = {}
+        for part, perm, scaled, shape in [
+            (0, (0, 2, 1, 3), True, (2, seq, 4)),
+            (1, (0, 2, 3, 1), True, (2, 4, seq)),
+            (2, (0, 2, 1, 3), False, (2, seq, 4)),
+        ]:
+            program = Program([f32(1, seq, 3 * 2 * 4), np.float32(0.5)])
+            (head,) = [_head_split(program, part, 2, perm)]
+            if scaled:
+                (head,) = program.add("multiply", [head, 1])
+            (head,) = program.add("reshape", [head], newshape=shape)
+            check(program, [head])
+            sources[part] = _source_of(program, [head])
+        for part in (0, 2):  # no temporary: one loop into the output
+            assert "np.empty" not in sources[part] and "as_strided" in sources[part]
+            assert "h.restride" in sources[part]
+        assert "as_strided" in sources[1]
+
+
+def test_strided_views_take_steps_back_and_broadcast() -> None:
+    program = Program([f32(4, 6, 5), f32(1, 3, 5), f32(6, 4, 5)])
+    # Every other row, backwards: negative steps and an offset start.
+    (a,) = program.add("strided_slice", [0], begin=[3, 5], end=[0, 0], strides=[-2, -2],
+                       axes=[0, 1])  # fmt: skip
+    (b,) = program.add("add", [a, 1])  # (2, 3, 5) with (1, 3, 5): the view broadcasts
+    # A transposed view whose merge needs a copy, then one that merges in place.
+    (t,) = program.add("transpose", [2], axes=(1, 0, 2))
+    (merged,) = program.add("reshape", [t], newshape=(24, 5))
+    (c,) = program.add("negative", [merged])
+    (one,) = program.add("strided_slice", [0], begin=[1], end=[2], strides=[1], axes=[0])
+    (flat,) = program.add("reshape", [one], newshape=(30,))
+    (d,) = program.add("exp", [flat])
+    check(program, [b, c, d])
+    assert _source_of(program, [b, c, d]).count("sv_") >= 8
+
+
+def test_an_empty_strided_view_gives_an_empty_result() -> None:
+    program = Program([f32(3, 4)])
+    (a,) = program.add("strided_slice", [0], begin=[2], end=[2], strides=[1], axes=[1])
+    (r,) = program.add("reshape", [a], newshape=(-1,))
+    check(program, program.add("abs", [r]))
+
+
+def test_a_slice_read_by_an_array_operator_is_copied() -> None:
+    # A reduction reads its input as numba holds it contiguous: no view then, and float16
+    # slices (converted through flat copies) stay copies too.
+    for dtype in ("float32", "float16"):
+        program = Program([f32(4, 6).astype(dtype)])
+        (a,) = program.add("strided_slice", [0], begin=[1], end=[5], strides=[2], axes=[1])
+        (s,) = program.add("sum", [a], axis=(1,))
+        (e,) = program.add("exp", [a])
+        check(program, [s, e])
+        assert "sv_" not in _source_of(program, [s, e])
 
 
 def test_split_pieces_feed_elementwise_operators() -> None:

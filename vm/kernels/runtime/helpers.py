@@ -1,4 +1,5 @@
-"""Scalar numba functions that generated kernels call: float16 bits, integer division, checks.
+"""Small numba functions that generated kernels call: float16 bits, integer division, checks,
+strided views.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.cpython.unsafe.tuple import tuple_setitem
 from numba.extending import register_jitable
 
 # --- float16 as uint16 bits --------------------------------------------------------------------
@@ -388,3 +390,59 @@ def sorted_positions(line, keep, ascending):
     # Strictly-before elements come first and equal ones after them, each in order of
     # position, so a stable sort of the chosen values gives the whole sort's first `keep`.
     return chosen[_stable_order(line[chosen], ascending)]
+
+
+# --- strided views -----------------------------------------------------------------------------
+
+
+@register_jitable
+def restride(a, shape):
+    """``a``, of any strides, seen with ``shape`` (of the same element count): a view of its
+    memory where numpy could reshape it without a copy, else a C-contiguous copy.
+
+    numba reshapes only arrays it knows contiguous; generated kernels reshape views of
+    slices and transposes here (``vm.kernels.codegen``), so a head split reads the
+    projection it slices in place. The rule is numpy's: each run of axes of ``a`` that
+    becomes a run of new axes must be contiguous within itself; axes of size 1 do not
+    count.
+    """
+    strides = shape
+    size = 1
+    for d in shape:
+        size *= d
+    ok = size == a.size
+    if ok and size > 0:
+        old_dims = np.empty(a.ndim, np.int64)
+        old_strides = np.empty(a.ndim, np.int64)
+        old = 0
+        for d in range(a.ndim):
+            if a.shape[d] != 1:
+                old_dims[old] = a.shape[d]
+                old_strides[old] = a.strides[d]
+                old += 1
+        new = len(shape)
+        # New axes ni:nj take old axes oi:oj, both runs grown until their sizes agree.
+        ni, nj, oi, oj = 0, 1, 0, 1
+        while ok and ni < new and oi < old:
+            new_size = shape[ni]
+            old_size = old_dims[oi]
+            while new_size != old_size:
+                if new_size < old_size:
+                    new_size *= shape[nj]
+                    nj += 1
+                else:
+                    old_size *= old_dims[oj]
+                    oj += 1
+            for k in range(oi, oj - 1):
+                if old_strides[k] != old_dims[k + 1] * old_strides[k + 1]:
+                    ok = False
+            strides = tuple_setitem(strides, nj - 1, old_strides[oj - 1])
+            for k in range(nj - 1, ni, -1):
+                strides = tuple_setitem(strides, k - 1, strides[k] * shape[k])
+            ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+        # Trailing axes of size 1 (any stride reads the one element).
+        for k in range(ni, new):
+            strides = tuple_setitem(strides, k, a.itemsize)
+    if ok:
+        return np.lib.stride_tricks.as_strided(a, shape, strides)
+    return np.ascontiguousarray(a).reshape(shape)

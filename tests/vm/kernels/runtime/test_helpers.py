@@ -1,14 +1,16 @@
-"""Errors raised by compiled kernels (``vm.kernels.runtime.helpers``).
+"""Helpers compiled kernels call (``vm.kernels.runtime.helpers``): errors and strided views.
 
 Returns: a kernel's ``KernelValueError``/``KernelIndexError`` is a ``ValueError``/
 ``IndexError`` whose message is formatted when read, from a template and plain values, so
 names with braces come out as written. Traps: compiled code raising them through ``expect``,
 ``bcast``, ``take_index`` and ``index_out_of_range`` gives the messages the checks always
-gave.
+gave. Returns: ``restride`` views an array of any strides with a new shape exactly where
+numpy reshapes without a copy, and copies elsewhere.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from numba import njit
 
@@ -50,3 +52,51 @@ def test_compiled_checks_raise_the_messages_they_name(which, error, message):
     with pytest.raises(error) as raised:
         _checks(which, 6, b)
     assert str(raised.value).startswith(message)
+
+
+@njit
+def _restride(a, shape):
+    return h.restride(a, shape)
+
+
+def _factor_shape(rng: np.random.Generator, size: int) -> tuple[int, ...]:
+    """A random shape of ``size`` elements, with axes of size 1 here and there."""
+    factors: list[int] = []
+    m = size
+    while m > 1:
+        d = next(d for d in range(2, m + 1) if m % d == 0)
+        factors.append(d)
+        m //= d
+    rng.shuffle(factors)
+    shape: list[int] = []
+    for d in factors:
+        if shape and rng.random() < 0.5:
+            shape[-1] *= d
+        else:
+            shape.append(d)
+        if rng.random() < 0.2:
+            shape.append(1)
+    return tuple(shape) or (1,)
+
+
+def test_restride_views_where_numpy_would_and_copies_elsewhere():
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        base = rng.standard_normal(tuple(int(d) for d in rng.integers(1, 5, rng.integers(1, 5))))
+        a = base.transpose(tuple(rng.permutation(base.ndim)))
+        a = a[tuple(slice(None, None, int(rng.choice([1, 1, 2, -1]))) for _ in range(a.ndim))]
+        shape = _factor_shape(rng, a.size)
+        got = _restride(a, shape)
+        np.testing.assert_array_equal(got, a.reshape(shape))
+        try:
+            a.view().shape = shape  # numpy refuses where a copy is needed
+            in_place = True
+        except AttributeError:
+            in_place = False
+        if a.size > 1:
+            assert np.shares_memory(got, a) == in_place, (a.shape, a.strides, shape)
+
+
+def test_restride_of_nothing_is_empty():
+    got = _restride(np.empty((3, 0, 2))[:, :, ::-1], (0, 6))
+    assert got.shape == (0, 6)

@@ -21,7 +21,10 @@ sizes take one tap at a time; float32 depthwise 3x3 layers with a column stride 
 wide rows sum whole rows split by phase in registers (:func:`_stride2_range`). Depthwise
 layers without dilation run a whole plane per
 loop instead (:func:`_plane_range`) at stride 1, and at equal strides when their output
-rows are short (MobileNet's 14x14 and 7x7 stages); dilated ones with short rows run
+rows are short (MobileNet's 14x14 and 7x7 stages); at stride 1, float32 planes with square
+3, 5 or 7 kernels sum blocks of output rows in registers
+(:func:`vm.kernels.runtime.taps.plane_rows`), each input vector loaded once for all the
+rows it serves; dilated ones with short rows run
 channels-last (:func:`image_channels_last`), the innermost loop across channels. Small
 float32 planes (:data:`CHANNEL_BLOCK_MAX_PLANE`) run in blocks of 16 channels, transposed
 to channels last and back by register tiles (:func:`_channel_blocks`).
@@ -422,8 +425,13 @@ ROWS_MIN_PLANE = 96 * 96
 
 @njit(nogil=True, cache=True)
 def plane_geometry(kh, kw, s, out_h, out_w):
-    """Rows and row length of each of the ``s * s`` phase planes of :func:`_plane_range`."""
-    return out_h + (kh - 1) // s, out_w + (kw - 1) // s
+    """Rows and row length of each of the ``s * s`` phase planes of :func:`_plane_range`.
+    At stride 1 the rows are a whole number of vectors long: the row loops
+    (:func:`vm.kernels.runtime.taps.plane_rows`) compute whole vectors of columns."""
+    row_len = out_w + (kw - 1) // s
+    if s == 1:
+        row_len = -(-row_len // taps_ir.LANES) * taps_ir.LANES
+    return out_h + (kh - 1) // s, row_len
 
 
 @njit(nogil=True, cache=True)
@@ -444,15 +452,18 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
     Each channel is copied into a zero-bordered plane split by phase (stride 1: one plane;
     stride 2: four, phase ``(p, q)`` holding the padded rows ``p, p + 2, ...`` and columns
     ``q, q + 2, ...``). Every tap then reads its phase at a fixed offset from the output
-    element, so the taps run along the whole flattened plane at once: the columns past
-    each output row are computed and dropped, and the rows copied out. On MobileNet's
-    14x14 and 7x7 stages this loop fills the vector registers that a 14- or 7-wide row
-    leaves idle, and needs neither the channels-last copies nor a per-group setup
-    (benchmarks/NOTES.md). ``pad`` has :func:`plane_workspace_size` elements, zero
-    wherever no call wrote. ``post``: the address of an epilogue applied as the rows are
-    copied out (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0. Only output rows
-    ``r0:r1`` are computed, from the input rows they read: a chunk of rows of every
-    channel (:func:`_rows_chunk`) copies and computes its own band of each plane.
+    element, so the taps run along the whole flattened plane at once: the columns past each
+    output row are computed and dropped, and the rows copied out. On MobileNet's 14x14 and
+    7x7 stages this loop fills the vector registers that a 14- or 7-wide row leaves idle,
+    and needs neither the channels-last copies nor a per-group setup (benchmarks/NOTES.md).
+    At stride 1 the float32 3x3, 5x5 and 7x7 kernels go by blocks of rows instead
+    (:func:`vm.kernels.runtime.taps.plane_rows`): ConvNeXt's 7x7 layers and MobileNet's wide
+    3x3 ones, where the plane loop waited on its loads. ``pad`` has
+    :func:`plane_workspace_size` elements, zero wherever no call wrote. ``post``: the
+    address of an epilogue applied as the rows are copied out
+    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0. Only output rows ``r0:r1`` are
+    computed, from the input rows they read: a chunk of rows of every channel
+    (:func:`_rows_chunk`) copies and computes its own band of each plane.
     """
     _, channels, height, width = x.shape
     og = w3.shape[1]
@@ -514,7 +525,10 @@ def _plane_range(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w, p
         for m in range(og):
             o = c * og + m
             wb = o * taps
-            if kh == 3 and kw == 3:
+            if s == 1 and kh == kw and kh in taps_ir.ROW_KERNELS and taps_ir.is_float32(pad):
+                taps_ir.plane_rows(pad.ctypes.data, out_at, band, row_len, r1 - r0, out_w,
+                                   wf.ctypes.data + wb * 4, kh)  # fmt: skip
+            elif kh == 3 and kw == 3:
                 a0, a1, a2 = offsets[0], offsets[1], offsets[2]
                 a3, a4, a5 = offsets[3], offsets[4], offsets[5]
                 a6, a7, a8 = offsets[6], offsets[7], offsets[8]

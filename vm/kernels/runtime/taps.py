@@ -20,8 +20,9 @@ channels per pixel instead, every lane an output.
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -124,6 +125,134 @@ def plane_taps(typingctx, pad, out_at, count, offsets, weights, taps):
     if not all(isinstance(a, types.Integer) for a in arguments):
         return None
     return types.none(*([types.int64] * 6)), _codegen
+
+
+#: Output rows :func:`rows_taps` sums at once, and vectors along each in its wide form (the
+#: narrow one has one): an input vector loaded once serves the taps of every row of the
+#: block it reaches, where a plane loop loads it once per tap. The sums take ``ROWS *
+#: ROW_VECTORS`` vectors: 8 of AVX-512's 32 registers, 4 (8 halves) of AVX2's 16. Per
+#: channel on one core (AMD EPYC Zen 4, AVX-512), 4 rows by 2 vectors: 7x7 at 56x56
+#: 3.0 us against the plane loop's 5.1, at 28x28 0.8 against 1.5; 3x3 at 56x56 0.57 (one
+#: vector: 0.59) against the numba loop's 0.83; 2, 6 or 8 rows and 3 vectors were slower.
+ROWS = 4
+ROW_VECTORS = 2 if has_avx512() else 1
+
+
+def row_columns(wide: bool) -> int:
+    """Columns :func:`rows_taps` computes at a time along a row, wide or narrow."""
+    return LANES * (ROW_VECTORS if wide else 1)
+
+
+def _rows_codegen(kh: int, kw: int, rows: int, vectors: int):
+    def codegen(context, builder, signature, args):
+        pad, out_at, at, row_len, blocks_down, blocks_across, weights = args[:7]
+        fma = vir.fma(builder.module)
+        width = vectors * LANES
+        zero = ir.Constant(VEC, None)
+        # Input rows y = 0 .. rows + kh - 2 of a block; output row q takes tap row y - q.
+        lines = [builder.mul(row_len, I64(y)) for y in range(rows + kh - 1)]
+        with cgutils.for_range(builder, blocks_down) as down:
+            top = builder.mul(builder.mul(down.index, I64(rows)), row_len)
+            with cgutils.for_range(builder, blocks_across) as across:
+                left = builder.add(top, builder.mul(across.index, I64(width)))
+                source = builder.add(at, left)
+                sums = [[zero] * vectors for _ in range(rows)]
+                for y in range(rows + kh - 1):
+                    for j in range(kw):
+                        first = builder.add(source, builder.add(lines[y], I64(j)))
+                        values = [
+                            builder.load(
+                                vir.address(builder, pad, builder.add(first, I64(v * LANES)), VEC),
+                                align=4,
+                            )
+                            for v in range(vectors)
+                        ]
+                        for q in range(max(0, y - kh + 1), min(rows - 1, y) + 1):
+                            tap = I64((y - q) * kw + j)
+                            weight = builder.load(vir.address(builder, weights, tap, F32), align=4)
+                            weight = vir.splat(builder, weight)
+                            sums[q] = [
+                                builder.call(fma, [weight, value, total])
+                                for value, total in zip(values, sums[q])
+                            ]
+                target = builder.add(out_at, left)
+                for q in range(rows):
+                    line = builder.add(target, lines[q])
+                    for v in range(vectors):
+                        at_v = builder.add(line, I64(v * LANES))
+                        builder.store(sums[q][v], vir.address(builder, pad, at_v, VEC), align=4)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def rows_taps(typingctx, pad, out_at, at, row_len, blocks_down, blocks_across, weights, kh, kw,
+              tall, wide):  # fmt: skip
+    """A ``kh`` x ``kw`` convolution of one channel at stride 1 along a plane of rows
+    ``row_len`` apart, in blocks of ``R`` output rows (:data:`ROWS` if ``tall``, else 1)
+    by ``C`` columns (:func:`row_columns` of ``wide``): ``pad[out_at + r * row_len + c] =
+    sum_ij weights[i * kw + j] * pad[at + (r + i) * row_len + c + j]`` for ``r <
+    blocks_down * R`` and ``c < blocks_across * C``. ``pad`` and ``weights`` are byte
+    addresses of float32s, the others element offsets and counts; ``kh``, ``kw``, ``tall``
+    and ``wide`` constants of the calling code (the loops over the taps are unrolled).
+    Columns past ``row_len`` spill into the next row (computed after it) and past the
+    last; they read as far past the input. Each sum runs over the taps in order, one
+    fused multiply-add per tap, as in :func:`plane_taps`."""
+    counts = (pad, out_at, at, row_len, blocks_down, blocks_across, weights)
+    shape = (kh, kw, tall, wide)
+    if not all(isinstance(a, types.Integer) for a in counts):
+        return None
+    if not all(isinstance(a, types.IntegerLiteral) for a in shape):
+        return None
+    kh, kw, tall, wide = (a.literal_value for a in shape)
+    vectors = row_columns(bool(wide)) // LANES
+    signature = types.none(*([types.int64] * 7), *shape)
+    return signature, _rows_codegen(kh, kw, ROWS if tall else 1, vectors)
+
+
+#: Square kernel sizes :func:`plane_rows` runs.
+ROW_KERNELS = (3, 5, 7)
+WIDE_COLUMNS = row_columns(True)
+NARROW_COLUMNS = row_columns(False)
+
+
+@njit(nogil=True, cache=True)
+def plane_rows(pad, out_at, at, row_len, rows, columns, weights, k):
+    """:func:`rows_taps` over ``rows`` output rows of ``columns`` outputs each, for a ``k``
+    x ``k`` kernel (one of :data:`ROW_KERNELS`): blocks of :data:`ROWS` rows, then single
+    rows; wide blocks of columns where they compute no more columns than narrow ones.
+    ``row_len`` must be at least ``columns`` rounded up to :data:`LANES`, so that no
+    column spills into the next row (see :func:`rows_taps`)."""
+    # Addresses come as uint64: signed offsets would make their sums floats.
+    pad, out_at, at, weights = np.int64(pad), np.int64(out_at), np.int64(at), np.int64(weights)
+    whole = -(-columns // NARROW_COLUMNS) * NARROW_COLUMNS
+    wide = -(-columns // WIDE_COLUMNS) * WIDE_COLUMNS == whole
+    across = -(-columns // (WIDE_COLUMNS if wide else NARROW_COLUMNS))
+    down = rows // ROWS
+    rest = down * ROWS * row_len
+    left = rows - down * ROWS
+    if k == 3:
+        if wide:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 3, 3, 1, 1)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 3, 3, 0, 1)
+        else:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 3, 3, 1, 0)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 3, 3, 0, 0)
+    elif k == 5:
+        if wide:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 5, 5, 1, 1)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 5, 5, 0, 1)
+        else:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 5, 5, 1, 0)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 5, 5, 0, 0)
+    elif k == 7:
+        if wide:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 7, 7, 1, 1)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 7, 7, 0, 1)
+        else:
+            rows_taps(pad, out_at, at, row_len, down, across, weights, 7, 7, 1, 0)
+            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 7, 7, 0, 0)
 
 
 @intrinsic

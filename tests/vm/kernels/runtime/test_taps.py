@@ -1,10 +1,13 @@
 """Sums of a depthwise convolution's taps with the outputs in registers
-(vm.kernels.runtime.taps): along a plane (plane_taps), across a block of channels
-(channel_taps) and along a row at a column stride of 2 (stride2_taps3x3).
+(vm.kernels.runtime.taps): along a plane (plane_taps), by blocks of rows (plane_rows),
+across a block of channels (channel_taps) and along a row at a column stride of 2
+(stride2_taps3x3).
 
 Returns group: any count of outputs (a block and a part, a part alone, none) and of taps,
 summed in tap order, written only from the output's start up to the end of its last
-block or group of pixels; the element type test the depthwise loops branch on.
+block or group of pixels; rows of any count (blocks and single rows) and width (wide and
+narrow blocks of columns), written only within their rows; the element type test the
+depthwise loops branch on.
 """
 
 from __future__ import annotations
@@ -47,6 +50,40 @@ def test_plane_taps_sum_every_tap_in_order_and_write_whole_blocks(count, count_t
     written = -(-count // taps.BLOCK) * taps.BLOCK
     np.testing.assert_array_equal(pad[:out_at], before[:out_at])
     np.testing.assert_array_equal(pad[out_at + written :], before[out_at + written :])
+
+
+@njit
+def _plane_rows(pad, out_at, at, row_len, rows, columns, weights, k):
+    taps.plane_rows(pad.ctypes.data, out_at, at, row_len, rows, columns, weights.ctypes.data, k)
+
+
+@pytest.mark.parametrize("k", taps.ROW_KERNELS)
+@pytest.mark.parametrize(
+    ("rows", "columns"),
+    # Whole blocks of rows and single rows after them; narrow and wide blocks of columns.
+    [(0, 20), (1, 1), (3, 16), (taps.ROWS, 28), (2 * taps.ROWS + 3, 56), (5, 112), (6, 47)],
+)
+def test_plane_rows_sum_every_tap_in_order_and_write_only_their_rows(k, rows, columns) -> None:
+    rng = np.random.default_rng(rows * 1000 + columns * 10 + k)
+    lanes = taps.LANES
+    row_len = -(-(columns + k - 1) // lanes) * lanes
+    at = 3 * row_len  # rows above the band, as in a band of a plane's rows
+    out_at = at + (rows + k - 1) * row_len
+    pad = rng.standard_normal(out_at + (rows + 2) * row_len).astype("float32")
+    weights = rng.standard_normal(k * k).astype("float32")
+    before = pad.copy()
+    _plane_rows(pad, out_at, at, row_len, rows, columns, weights, k)
+    plane = before[at : at + (rows + k - 1) * row_len].reshape(rows + k - 1, row_len)
+    expected = np.zeros((rows, columns), "float32")
+    for i in range(k):  # one fused multiply-add per tap, in tap order
+        for j in range(k):
+            window = plane[i : i + rows, j : j + columns]
+            expected = (np.float64(weights[i * k + j]) * window + expected).astype("float32")
+    got = pad[out_at : out_at + rows * row_len].reshape(rows, row_len)
+    np.testing.assert_array_equal(got[:, :columns], expected)
+    # Whole vectors of columns, within the rows; nothing else written.
+    np.testing.assert_array_equal(pad[:out_at], before[:out_at])
+    np.testing.assert_array_equal(pad[out_at + rows * row_len :], before[out_at + rows * row_len :])
 
 
 def test_is_float32_tells_float32_arrays_from_others() -> None:

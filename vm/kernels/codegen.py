@@ -64,8 +64,9 @@ from vm.kernels.source import (
 )
 from vm.kernels.table import get_rule
 
-#: Bump when generated code changes meaning in a way the library hash would not catch.
-CODEGEN_VERSION = 1
+#: Bump when generated code changes meaning in a way the library hash would not catch
+#: (2: a strided view is never a tile epilogue's residual).
+CODEGEN_VERSION = 2
 
 #: The runtime modules generated code calls (modules of ``vm.kernels.runtime``), by the
 #: name the emitters call them under. A kernel imports only those it calls: importing one
@@ -564,11 +565,14 @@ class _Generator:
             and node.op == "add"
             and not (columns and self.columns_bias(node, value))
         ):
-            # The residual is a whole array, read at the element's own index.
+            # The residual is a whole array, read at the element's own offset: one numba
+            # holds contiguous (not a strided view, see plan_strided).
             for mine, other in (node.args, reversed(node.args)):
                 leaf = self.values[other]
                 name = leaf.arrays.get(STORAGE)
                 if leaf is value or name is None or leaf.spec.ndim != rank:
+                    continue
+                if not C_ARRAY.fullmatch(name):
                     continue
                 if leaf.spec.dtype == "float32":
                     post.residual = name

@@ -11,7 +11,7 @@ the transposed convolution; nn.dense and nn.batch_matmul with bias and activatio
 (including leaky_relu and prelu, which fuse like any elementwise operator); a small
 plane's axes walked as one loop when every operand reads all of them or none; bias,
 residual and a clamp or swish applied by packed, grouped and Winograd convolutions as
-they store.
+they store (a residual that is a strided view of a slice by the loop after them).
 """
 
 from __future__ import annotations
@@ -299,6 +299,28 @@ def test_a_packed_convolutions_residual_add_runs_in_its_tiles_when_shapes_agree(
                 check(program, [value], tolerances=SUMS)
                 source = source_of(program, [value])
                 assert "in3.shape[0] ==" in source and "convolution.post_epilogue(" in source
+
+
+def test_a_strided_view_residual_is_added_by_the_loop_after_the_tiles() -> None:
+    # The residual is a slice of a wider input, a view with the input's strides: the
+    # tiles find a residual at a fixed distance from each output element, so they leave
+    # it to the epilogue loop, which indexes it.
+    data = f32(1, 8, 9, 9)
+    program = Program([data, packed(f32(16, 8, 1, 1).reshape(16, -1)), f32(16), f32(1, 16, 9, 20)])
+    # Sliced before the convolution, so the residual is there when its epilogue is planned;
+    # along the rows, so that its rows lie further apart than the output's.
+    (part,) = program.add("strided_slice", [3], begin=[2], end=[11], strides=[1], axes=[3])
+    (value,) = program.add(
+        "nn.contrib_conv2d_gemm_without_weight_transform", [0, 1], channels=16,
+        kernel_size=(1, 1),
+    )  # fmt: skip
+    (value,) = program.add("nn.bias_add", [value, 2], axis=1)
+    (value,) = program.add("add", [value, part])
+    (value,) = program.add("nn.relu", [value])
+    check(program, [value], tolerances=SUMS)
+    source = source_of(program, [value])
+    assert "as_strided" in source and "as its epilogue" in source
+    assert "post_epilogue(" not in source or "sv_" not in source.split("post_epilogue(")[1]
 
 
 def test_a_packed_convolutions_relu_alone_runs_in_its_tiles() -> None:

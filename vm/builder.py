@@ -27,6 +27,7 @@ import numpy as np
 from vm.canonical import canonical_type_spec
 from vm.executable import Executable
 from vm.isa import OPCODES, Opcode, OperandKind
+from vm.ndarray import frozen
 from vm.program import ConstructorInfo, Instruction, Primitive, TypeSpec, VMFunction
 from vm.verify import verify as verify_executable
 
@@ -208,9 +209,7 @@ class ExecutableBuilder:
         index = self._constant_keys.get(key)
         if index is None:
             index = len(self._constants)
-            frozen = array.copy()
-            frozen.flags.writeable = False
-            self._constants.append(frozen)
+            self._constants.append(frozen(array))
             self._constant_keys[key] = index
         return index
 

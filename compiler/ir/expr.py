@@ -1,7 +1,8 @@
 """Relay expressions, patterns and constructors.
 
-Compiler layer (``compiler.ir``); imports numpy and ``compiler.ir`` only (printing and the
-operator sugar go through :mod:`compiler.ir.hooks`, which the higher layers fill in).
+Compiler layer (``compiler.ir``); imports numpy, ``compiler.ir`` and :mod:`vm.ndarray` (whose
+read-only arrays constants hold) only (printing and the operator sugar go through
+:mod:`compiler.ir.hooks`, which the higher layers fill in).
 
 Expressions are immutable trees (DAGs, since nodes may be shared). Two fields are
 filled in after construction: ``span`` (where the parser found the node, for error
@@ -26,6 +27,7 @@ from compiler.ir.types import (
     TypeVar,
     normalize_dtype,
 )
+from vm.ndarray import frozen
 
 
 class Span:
@@ -169,9 +171,7 @@ class Constant(Expr):
 
     def __init__(self, data: np.ndarray) -> None:
         super().__init__()
-        array = np.array(data, copy=True)
-        array.flags.writeable = False
-        self.data = array
+        self.data = frozen(np.asarray(data))
 
 
 class Op(Expr):

@@ -66,6 +66,10 @@ def _as_expr(result: object, ty: Type, span: object) -> tuple[Expr, Value] | Non
                 return None
         if array.dtype != np.dtype(ty.dtype):
             array = array.astype(ty.dtype)
+        if array.flags.writeable and array.base is None:
+            # References return fresh arrays, never views of their inputs: frozen in
+            # place, the result becomes the constant's data without a copy.
+            array.flags.writeable = False
         const = Constant(array)
         const.span = span  # type: ignore[assignment]
         return const, const.data

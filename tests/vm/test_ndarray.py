@@ -1,4 +1,5 @@
-"""vm.NDArray and vm.nd: numpy arrays that also answer TVM's NDArray methods (issue 14 item 2)."""
+"""vm.NDArray and vm.nd: numpy arrays that also answer TVM's NDArray methods (issue 14 item 2);
+vm.ndarray.frozen, the read-only arrays constants hold without a copy at every stage."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import vm
 from compiler import relay
 from vm.interpreter import export
+from vm.ndarray import frozen
 
 # ---- returns ------------------------------------------------------------------------------------
 
@@ -140,3 +142,27 @@ def test_nd_empty_refuses_a_bad_shape_and_nd_array_a_bad_device():
 def test_copyfrom_refuses_another_shape():
     with pytest.raises(ValueError, match=r"the source has shape \(3,\)"):
         vm.nd.empty((2,)).copyfrom(np.zeros(3))
+
+
+def test_frozen_takes_an_array_read_only_down_to_its_owner_as_it_is():
+    owner = np.arange(6.0)
+    owner.flags.writeable = False
+    view = owner.reshape(2, 3)
+    view.flags.writeable = False
+    assert frozen(owner) is owner and frozen(view) is view
+
+
+def test_frozen_copies_what_something_else_could_write_or_keep_alive():
+    writable = np.arange(4.0)
+    read_only_view = writable[1:]
+    read_only_view.flags.writeable = False
+    of_bytes = np.frombuffer(b"\x00" * 16, np.float32)  # read-only, but a view of bytes
+    subclass = vm.nd.array(np.arange(3.0))
+    subclass.flags.writeable = False
+    for array in (writable, read_only_view, of_bytes, subclass):
+        got = frozen(array)
+        assert type(got) is np.ndarray and not got.flags.writeable
+        assert not np.shares_memory(got, array)
+        np.testing.assert_array_equal(got, array)
+    writable[1] = 7.0  # the copy keeps the value it had
+    assert frozen(writable)[1] == 7.0 and read_only_view[0] == 7.0

@@ -51,6 +51,7 @@ from vm.kernels.emit_layout import transpose_perm
 from vm.kernels.rules import OpRule, Spec
 from vm.kernels.source import (
     C_ARRAY,
+    STRIDED_VIEW,
     EmitCtx,
     ExprCtx,
     ShapeCtx,
@@ -65,8 +66,9 @@ from vm.kernels.source import (
 from vm.kernels.table import get_rule
 
 #: Bump when generated code changes meaning in a way the library hash would not catch
-#: (2: a strided view is never a tile epilogue's residual).
-CODEGEN_VERSION = 2
+#: (2: a strided view is never a tile epilogue's residual; 3: reshaped views still are, and
+#: still take the register-tile transposes).
+CODEGEN_VERSION = 3
 
 #: The runtime modules generated code calls (modules of ``vm.kernels.runtime``), by the
 #: name the emitters call them under. A kernel imports only those it calls: importing one
@@ -366,7 +368,7 @@ class _Generator:
         """``node``'s value as a view of its input (see :meth:`plan_strided`)."""
         (value,) = (self.values[v] for v in node.values)
         x = self.array(self.values[node.args[0]], STORAGE)
-        name = f"sv_{value.index}"
+        name = f"sv_{value.index}"  # see source.STRIDED_VIEW
         ndim = value.spec.ndim
         if node.op == "strided_slice":
             starts = self.extras[node.index]["starts"]
@@ -565,14 +567,14 @@ class _Generator:
             and node.op == "add"
             and not (columns and self.columns_bias(node, value))
         ):
-            # The residual is a whole array, read at the element's own offset: one numba
-            # holds contiguous (not a strided view, see plan_strided).
+            # The residual is a whole array, read at the element's own offset: not a
+            # strided view (see plan_strided).
             for mine, other in (node.args, reversed(node.args)):
                 leaf = self.values[other]
                 name = leaf.arrays.get(STORAGE)
                 if leaf is value or name is None or leaf.spec.ndim != rank:
                     continue
-                if not C_ARRAY.fullmatch(name):
+                if STRIDED_VIEW.fullmatch(name):
                     continue
                 if leaf.spec.dtype == "float32":
                     post.residual = name

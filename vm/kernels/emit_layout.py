@@ -32,7 +32,7 @@ from vm.kernels.rules import (
     require_rank,
     require_same_dtype,
 )
-from vm.kernels.source import C_ARRAY, EmitCtx, ShapeCtx, index, product, shape_tuple
+from vm.kernels.source import STRIDED_VIEW, EmitCtx, ShapeCtx, index, product, shape_tuple
 
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
 RULES = RuleSet()
@@ -253,8 +253,8 @@ def _transpose_emit(ctx: EmitCtx) -> None:
     groups = batched_transpose_groups(perm)
     # The register tiles read arrays numba holds contiguous; a strided view of a slice
     # (see vm.kernels.codegen.plan_strided) takes the tiled loops.
-    contiguous = C_ARRAY.fullmatch(ctx.args[0])
-    if groups is None or ctx.arg_specs[0].dtype != "float32" or not contiguous:
+    strided = STRIDED_VIEW.fullmatch(ctx.args[0])
+    if groups is None or ctx.arg_specs[0].dtype != "float32" or strided:
         _transpose_tiled(ctx, perm, perm.index(last))
         return
     # Contiguous float32: the register tiles of the runtime, shared between threads.

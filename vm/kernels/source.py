@@ -107,6 +107,10 @@ class Source:
 #: temporaries and its outputs seen with another shape (numba reshapes no other without a
 #: copy).
 C_ARRAY = re.compile(r"(in|out)\d+|tc?_\d+|rv_\d+")
+#: Names of a kernel's strided views of slices and transposes: arrays whose strides only
+#: their indexing follows (see ``vm.kernels.codegen``). Every other array the source
+#: holds numba types C-contiguous, reshaped views of the arrays above included.
+STRIDED_VIEW = re.compile(r"sv_\d+")
 
 
 def index(names: Sequence[str]) -> str:

@@ -396,6 +396,14 @@ def sorted_positions(line, keep, ascending):
 
 
 @register_jitable
+def _axis_from(shape, k):
+    """The first axis at or after ``k`` of more than one element (``len(shape)`` if none)."""
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return k
+
+
+@register_jitable
 def restride(a, shape):
     """``a``, of any strides, seen with ``shape`` (of the same element count): a view of its
     memory where numpy could reshape it without a copy, else a C-contiguous copy.
@@ -404,7 +412,7 @@ def restride(a, shape):
     slices and transposes here (``vm.kernels.codegen``), so a head split reads the
     projection it slices in place. The rule is numpy's: each run of axes of ``a`` that
     becomes a run of new axes must be contiguous within itself; axes of size 1 do not
-    count.
+    count. Nothing is allocated unless a copy is needed.
     """
     strides = shape
     size = 1
@@ -412,34 +420,26 @@ def restride(a, shape):
         size *= d
     ok = size == a.size
     if ok and size > 0:
-        old_dims = np.empty(a.ndim, np.int64)
-        old_strides = np.empty(a.ndim, np.int64)
-        old = 0
-        for d in range(a.ndim):
-            if a.shape[d] != 1:
-                old_dims[old] = a.shape[d]
-                old_strides[old] = a.strides[d]
-                old += 1
         new = len(shape)
-        # New axes ni:nj take old axes oi:oj, both runs grown until their sizes agree.
-        ni, nj, oi, oj = 0, 1, 0, 1
-        while ok and ni < new and oi < old:
-            new_size = shape[ni]
-            old_size = old_dims[oi]
+        ni, oi = 0, _axis_from(a.shape, 0)
+        # New axes ni:nj take old axes oi..last, both runs grown until their sizes agree.
+        while ok and ni < new and oi < a.ndim:
+            nj, last = ni + 1, oi
+            new_size, old_size = shape[ni], a.shape[oi]
             while new_size != old_size:
                 if new_size < old_size:
                     new_size *= shape[nj]
                     nj += 1
                 else:
-                    old_size *= old_dims[oj]
-                    oj += 1
-            for k in range(oi, oj - 1):
-                if old_strides[k] != old_dims[k + 1] * old_strides[k + 1]:
-                    ok = False
-            strides = tuple_setitem(strides, nj - 1, old_strides[oj - 1])
+                    following = _axis_from(a.shape, last + 1)
+                    if a.strides[last] != a.shape[following] * a.strides[following]:
+                        ok = False
+                    old_size *= a.shape[following]
+                    last = following
+            strides = tuple_setitem(strides, nj - 1, a.strides[last])
             for k in range(nj - 1, ni, -1):
                 strides = tuple_setitem(strides, k - 1, strides[k] * shape[k])
-            ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+            ni, oi = nj, _axis_from(a.shape, last + 1)
         # Trailing axes of size 1 (any stride reads the one element).
         for k in range(ni, new):
             strides = tuple_setitem(strides, k, a.itemsize)

@@ -143,21 +143,23 @@ def row_columns(wide: bool) -> int:
     return LANES * (ROW_VECTORS if wide else 1)
 
 
-def _rows_codegen(kh: int, kw: int, rows: int, vectors: int):
+def _rows_codegen(kh: int, kw: int, vectors: int):
     def codegen(context, builder, signature, args):
-        pad, out_at, at, row_len, blocks_down, blocks_across, weights = args[:7]
+        pad, out_at, at, row_len, rows, blocks_across, weights = args[:7]
         fma = vir.fma(builder.module)
         width = vectors * LANES
         zero = ir.Constant(VEC, None)
-        # Input rows y = 0 .. rows + kh - 2 of a block; output row q takes tap row y - q.
-        lines = [builder.mul(row_len, I64(y)) for y in range(rows + kh - 1)]
-        with cgutils.for_range(builder, blocks_down) as down:
-            top = builder.mul(builder.mul(down.index, I64(rows)), row_len)
+        lines = [builder.mul(row_len, I64(y)) for y in range(ROWS + kh - 1)]
+
+        def block(count: int, first_row: ir.Value) -> None:
+            """Output rows ``first_row:first_row + count``, every block of columns."""
+            top = builder.mul(first_row, row_len)
             with cgutils.for_range(builder, blocks_across) as across:
                 left = builder.add(top, builder.mul(across.index, I64(width)))
                 source = builder.add(at, left)
-                sums = [[zero] * vectors for _ in range(rows)]
-                for y in range(rows + kh - 1):
+                sums = [[zero] * vectors for _ in range(count)]
+                # Input rows y of the block; output row q takes tap row y - q.
+                for y in range(count + kh - 1):
                     for j in range(kw):
                         first = builder.add(source, builder.add(lines[y], I64(j)))
                         values = [
@@ -167,7 +169,7 @@ def _rows_codegen(kh: int, kw: int, rows: int, vectors: int):
                             )
                             for v in range(vectors)
                         ]
-                        for q in range(max(0, y - kh + 1), min(rows - 1, y) + 1):
+                        for q in range(max(0, y - kh + 1), min(count - 1, y) + 1):
                             tap = I64((y - q) * kw + j)
                             weight = builder.load(vir.address(builder, weights, tap, F32), align=4)
                             weight = vir.splat(builder, weight)
@@ -176,39 +178,45 @@ def _rows_codegen(kh: int, kw: int, rows: int, vectors: int):
                                 for value, total in zip(values, sums[q])
                             ]
                 target = builder.add(out_at, left)
-                for q in range(rows):
+                for q in range(count):
                     line = builder.add(target, lines[q])
                     for v in range(vectors):
                         at_v = builder.add(line, I64(v * LANES))
                         builder.store(sums[q][v], vir.address(builder, pad, at_v, VEC), align=4)
+
+        # Blocks of ROWS rows, then the rows left one at a time.
+        blocks = builder.sdiv(rows, I64(ROWS))
+        with cgutils.for_range(builder, blocks) as down:
+            block(ROWS, builder.mul(down.index, I64(ROWS)))
+        done = builder.mul(blocks, I64(ROWS))
+        with cgutils.for_range(builder, builder.sub(rows, done)) as single:
+            block(1, builder.add(done, single.index))
         return context.get_dummy_value()
 
     return codegen
 
 
 @intrinsic
-def rows_taps(typingctx, pad, out_at, at, row_len, blocks_down, blocks_across, weights, kh, kw,
-              tall, wide):  # fmt: skip
+def rows_taps(typingctx, pad, out_at, at, row_len, rows, blocks_across, weights, kh, kw, wide):
     """A ``kh`` x ``kw`` convolution of one channel at stride 1 along a plane of rows
-    ``row_len`` apart, in blocks of ``R`` output rows (:data:`ROWS` if ``tall``, else 1)
+    ``row_len`` apart, in blocks of :data:`ROWS` output rows (the rows left, one at a time)
     by ``C`` columns (:func:`row_columns` of ``wide``): ``pad[out_at + r * row_len + c] =
-    sum_ij weights[i * kw + j] * pad[at + (r + i) * row_len + c + j]`` for ``r <
-    blocks_down * R`` and ``c < blocks_across * C``. ``pad`` and ``weights`` are byte
-    addresses of float32s, the others element offsets and counts; ``kh``, ``kw``, ``tall``
-    and ``wide`` constants of the calling code (the loops over the taps are unrolled).
-    Columns past ``row_len`` spill into the next row (computed after it) and past the
-    last; they read as far past the input. Each sum runs over the taps in order, one
-    fused multiply-add per tap, as in :func:`plane_taps`."""
-    counts = (pad, out_at, at, row_len, blocks_down, blocks_across, weights)
-    shape = (kh, kw, tall, wide)
+    sum_ij weights[i * kw + j] * pad[at + (r + i) * row_len + c + j]`` for ``r < rows`` and
+    ``c < blocks_across * C``. ``pad`` and ``weights`` are byte addresses of float32s, the
+    others element offsets and counts; ``kh``, ``kw`` and ``wide`` constants of the calling
+    code (the loops over the taps are unrolled). Columns past ``row_len`` spill into the
+    next row (computed after it) and past the last; they read as far past the input. Each
+    sum runs over the taps in order, one fused multiply-add per tap, as in
+    :func:`plane_taps`."""
+    counts = (pad, out_at, at, row_len, rows, blocks_across, weights)
+    shape = (kh, kw, wide)
     if not all(isinstance(a, types.Integer) for a in counts):
         return None
     if not all(isinstance(a, types.IntegerLiteral) for a in shape):
         return None
-    kh, kw, tall, wide = (a.literal_value for a in shape)
-    vectors = row_columns(bool(wide)) // LANES
+    kh, kw, wide = (a.literal_value for a in shape)
     signature = types.none(*([types.int64] * 7), *shape)
-    return signature, _rows_codegen(kh, kw, ROWS if tall else 1, vectors)
+    return signature, _rows_codegen(kh, kw, row_columns(bool(wide)) // LANES)
 
 
 #: Square kernel sizes :func:`plane_rows` runs.
@@ -220,39 +228,28 @@ NARROW_COLUMNS = row_columns(False)
 @njit(nogil=True, cache=True)
 def plane_rows(pad, out_at, at, row_len, rows, columns, weights, k):
     """:func:`rows_taps` over ``rows`` output rows of ``columns`` outputs each, for a ``k``
-    x ``k`` kernel (one of :data:`ROW_KERNELS`): blocks of :data:`ROWS` rows, then single
-    rows; wide blocks of columns where they compute no more columns than narrow ones.
-    ``row_len`` must be at least ``columns`` rounded up to :data:`LANES`, so that no
-    column spills into the next row (see :func:`rows_taps`)."""
+    x ``k`` kernel (one of :data:`ROW_KERNELS`): wide blocks of columns where they compute
+    no more columns than narrow ones. ``row_len`` must be at least ``columns`` rounded up
+    to :data:`LANES`, so that no column spills into the next row (see :func:`rows_taps`)."""
     # Addresses come as uint64: signed offsets would make their sums floats.
     pad, out_at, at, weights = np.int64(pad), np.int64(out_at), np.int64(at), np.int64(weights)
     whole = -(-columns // NARROW_COLUMNS) * NARROW_COLUMNS
     wide = -(-columns // WIDE_COLUMNS) * WIDE_COLUMNS == whole
     across = -(-columns // (WIDE_COLUMNS if wide else NARROW_COLUMNS))
-    down = rows // ROWS
-    rest = down * ROWS * row_len
-    left = rows - down * ROWS
-    if k == 3:
-        if wide:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 3, 3, 1, 1)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 3, 3, 0, 1)
+    # The kernel size and width reach the intrinsic as constants, one branch each.
+    if wide:
+        if k == 3:
+            rows_taps(pad, out_at, at, row_len, rows, across, weights, 3, 3, 1)
+        elif k == 5:
+            rows_taps(pad, out_at, at, row_len, rows, across, weights, 5, 5, 1)
         else:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 3, 3, 1, 0)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 3, 3, 0, 0)
+            rows_taps(pad, out_at, at, row_len, rows, across, weights, 7, 7, 1)
+    elif k == 3:
+        rows_taps(pad, out_at, at, row_len, rows, across, weights, 3, 3, 0)
     elif k == 5:
-        if wide:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 5, 5, 1, 1)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 5, 5, 0, 1)
-        else:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 5, 5, 1, 0)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 5, 5, 0, 0)
-    elif k == 7:
-        if wide:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 7, 7, 1, 1)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 7, 7, 0, 1)
-        else:
-            rows_taps(pad, out_at, at, row_len, down, across, weights, 7, 7, 1, 0)
-            rows_taps(pad, out_at + rest, at + rest, row_len, left, across, weights, 7, 7, 0, 0)
+        rows_taps(pad, out_at, at, row_len, rows, across, weights, 5, 5, 0)
+    else:
+        rows_taps(pad, out_at, at, row_len, rows, across, weights, 7, 7, 0)
 
 
 @intrinsic

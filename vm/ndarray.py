@@ -81,8 +81,9 @@ def frozen(array: np.ndarray) -> np.ndarray:
 
     The array itself when it already is one: read-only, like every array down to the one
     owning its memory (a constant's data, a folded result its pass froze); otherwise a
-    read-only copy. Compilers pass weights through several stages that each hold them
-    read-only, and copying at every stage cost ResNet-50 a tenth of a second per stage.
+    read-only copy. A compile passes weights through several stages that each hold them
+    read-only (folded constants, the executable's constants), which copied every weight
+    again.
     A view of a buffer that is not an array (the bytes of a whole model file) is copied,
     so that a constant does not keep the whole buffer alive.
     """

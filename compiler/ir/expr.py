@@ -1,8 +1,8 @@
 """Relay expressions, patterns and constructors.
 
-Compiler layer (``compiler.ir``); imports numpy, ``compiler.ir`` and :mod:`vm.ndarray` (whose
-read-only arrays constants hold) only (printing and the operator sugar go through
-:mod:`compiler.ir.hooks`, which the higher layers fill in).
+Compiler layer (``compiler.ir``); imports numpy, ``compiler.ir`` and :mod:`vm.ndarray` (for
+the read-only arrays constants hold) only; printing and the operator sugar go through
+:mod:`compiler.ir.hooks`, which the higher layers fill in.
 
 Expressions are immutable trees (DAGs, since nodes may be shared). Two fields are
 filled in after construction: ``span`` (where the parser found the node, for error

@@ -28,7 +28,10 @@ weights:
 
   im2col and a product by the weight packed in 32-wide panels, in register tiles
   (``vm.kernels.runtime.packed``) instead of OpenBLAS, which re-packs the weight on every call
-  (faster on every ResNet-18 layer; benchmarks/NOTES.md).
+  (faster on every ResNet-18 layer; benchmarks/NOTES.md). An unpadded one whose windows do
+  not overlap (a 1x1 kernel with a stride, a kernel as big as its stride) reads a strided
+  slice or a space-to-depth copy of its input instead, as a 1x1 convolution of stride 1
+  (see :func:`_pointwise_pixels`).
 * A float32 ``nn.dense`` with a constant weight of at least :data:`MIN_DENSE_WEIGHTS`
   elements becomes ``nn.contrib_dense_pack(data, layout_transform(weight, "NC",
   "NC32n"), units=...)``: the runtime multiplies by weights packed in 32-wide panels in
@@ -59,7 +62,7 @@ from compiler.op.defs_window import padding4, pair
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
-from vm.kernels.runtime import panels
+from vm.kernels.runtime import conv_jobs, convolution, packed, panels
 
 __all__ = ["AlterOpLayout", "alter_op_layout"]
 
@@ -78,6 +81,23 @@ MIN_PACKED_DEPTH = 8
 #: smaller products go to BLAS by the ``(units, in_features)`` weight as it is (or, below
 #: 256 multiply-adds, to compiled loops), where packing would pay little.
 MIN_DENSE_WEIGHTS = 32768
+#: The windows whose pixels a copy moves by vector shuffles (a stride-2 slice, 2x2 blocks; see
+#: ``vm.kernels.emit_layout``). A convolution with such a window always has its pixels copied
+#: ahead (see :func:`_pointwise_pixels`); one with another window only where the runtime's
+#: column blocks, which copy them in cache, would not take it. AMD EPYC (Zen 4), 2 threads,
+#: with its bias and relu, column blocks against the copy then pointwise, the least of
+#: three alternated runs: 1x1 stride 2 from 64 to 128 channels at 56x56 88 against 86 us,
+#: ConvNeXt's 2x2 stride-2 downsampling from 96 channels 702 against 612, but its 4x4
+#: stride-4 stem from 3 channels 172 against 216.
+SHUFFLED_WINDOWS = ((1, 1, 2, 2), (2, 2, 2, 2))
+
+
+def _column_blocks_take(depth: int, units: int, out: tuple[int, int]) -> bool:
+    """Whether the runtime computes a convolution whose packed weight is ``depth`` by
+    ``units`` and whose output plane is ``out`` by blocks of output rows, each copying its
+    own columns while they are in cache (``vm.kernels.runtime.conv_jobs.packed_conv``)."""
+    blocks = conv_jobs.row_blocks.py_func(*out)[1]
+    return depth * units * 4 <= packed.CACHED_WEIGHT_BYTES and blocks >= convolution.MIN_CONV_BLOCKS
 
 
 def _plain_conv(call: Call, data_type: object) -> dict | None:
@@ -156,6 +176,11 @@ def _packed_conv_call(call: Call, data_type: object) -> Call | None:
     flat = call_op("reshape", [weight], newshape=(out_channels, -1))
     packed = call_op("layout_transform", [flat], src_layout="NC", dst_layout=panels.LAYOUT)
     op = "nn.conv2d"
+    pixels = _pointwise_pixels(call.args[0], data_type, (kh, kw), out_channels, attrs)
+    if pixels is not None:
+        return nn.contrib_conv2d_gemm_without_weight_transform(
+            pixels, packed, channels=out_channels, kernel_size=(1, 1), out_dtype=attrs["out_dtype"]
+        )
     return nn.contrib_conv2d_gemm_without_weight_transform(
         call.args[0],
         packed,
@@ -166,6 +191,47 @@ def _packed_conv_call(call: Call, data_type: object) -> Call | None:
         dilation=pair(op, attrs, "dilation"),
         out_dtype=attrs["out_dtype"],
     )
+
+
+def _pointwise_pixels(
+    data: Node, data_type: TensorType, kernel: tuple[int, int], units: int, attrs: dict
+) -> Node | None:
+    """The input of a 1x1 stride-1 convolution equal to an unpadded convolution of ``data``
+    whose windows do not overlap (a 1x1 kernel with a stride, or a kernel as big as its
+    stride: ConvNeXt's and Swin's patch embeddings and downsampling), or None for any
+    other.
+
+    Such a convolution's im2row matrix is a permutation of its input, which im2row built
+    a pixel at a time, one read from each channel's plane in turn (about 2 ns an element:
+    ResNet-50's 1x1 stride-2 convolutions spent 150-300 us in it on two threads). A
+    strided slice (a 1x1 kernel) or a space-to-depth transpose (``C x (H/k) x k x (W/k)
+    x k`` to ``(C x k x k) x (H/k) x (W/k)``, whose channel order is the flattened OIHW
+    weight's) copies the input a plane at a time instead, and the convolution then runs
+    pointwise (``vm.kernels.runtime.pointwise``), the fastest of the packed products."""
+    op = "nn.conv2d"
+    strides = pair(op, attrs, "strides")
+    if padding4(op, attrs) != (0, 0, 0, 0) or strides == (1, 1):
+        return None
+    if kernel != (1, 1) and (kernel != strides or pair(op, attrs, "dilation") != (1, 1)):
+        return None
+    channels, height, width = (int(d) for d in data_type.shape[1:])
+    (kh, kw), (sh, sw) = kernel, strides
+    out_h, out_w = (height - kh) // sh + 1, (width - kw) // sw + 1
+    if out_h < 1 or out_w < 1:
+        return None
+    if (kh, kw, sh, sw) not in SHUFFLED_WINDOWS and _column_blocks_take(
+        channels * kh * kw, units, (out_h, out_w)
+    ):
+        return None
+    if kernel == (1, 1):
+        return call_op("strided_slice", [data], begin=(0, 0), end=(height, width),
+                       strides=strides, axes=(2, 3))  # fmt: skip
+    if (out_h * kh, out_w * kw) != (height, width):
+        data = call_op("strided_slice", [data], begin=(0, 0), end=(out_h * kh, out_w * kw),
+                       axes=(2, 3))  # fmt: skip
+    blocks = call_op("reshape", [data], newshape=(0, channels, out_h, kh, out_w, kw))
+    moved = call_op("transpose", [blocks], axes=(0, 1, 3, 5, 2, 4))
+    return call_op("reshape", [moved], newshape=(0, channels * kh * kw, out_h, out_w))
 
 
 def _conv_call(call: Call, data_type: object) -> Call | None:

@@ -85,6 +85,7 @@ LIBRARY_ALIASES = {
     "wino": "winograd",
     "tr": "transpose",
     "rw": "rows",
+    "pk": "packed",
 }
 _REFERENCE = re.compile(r"(?<![\w.])(" + "|".join(LIBRARY_ALIASES) + r")\.([A-Za-z_]\w*)")
 

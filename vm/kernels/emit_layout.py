@@ -250,6 +250,15 @@ def _transpose_emit(ctx: EmitCtx) -> None:
         with ctx.src.loops(ctx.out_dims[0]) as oi:
             ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(_source(perm, oi))}]")
         return
+    if perm[last] == last - 1 and _pairs_apply(ctx):
+        _transpose_pairs(ctx, perm)
+    else:
+        _transpose_moving_last(ctx, perm)
+
+
+def _transpose_moving_last(ctx: EmitCtx, perm: list[int]) -> None:
+    """A transpose that moves the input's last axis: register tiles or tiled loops."""
+    last = len(perm) - 1
     groups = batched_transpose_groups(perm)
     # The register tiles read arrays numba holds contiguous; a strided view of a slice
     # (see vm.kernels.codegen.plan_strided) takes the tiled loops.
@@ -266,6 +275,33 @@ def _transpose_emit(ctx: EmitCtx) -> None:
         ctx.src.line(f"tr.batched_f32({x}, {out}, {sizes})")
     with ctx.src.block("else:"):
         _transpose_tiled(ctx, perm, perm.index(last))
+
+
+def _transpose_pairs(ctx: EmitCtx, perm: list[int]) -> None:
+    """A transpose whose output rows run along the input's second-to-last axis: when the
+    input's last axis has 2 elements (a space-to-depth of 2x2 blocks, ConvNeXt's
+    downsampling; see compiler.transform.alter_op_layout), each input row is split into
+    the two output rows of its even and odd elements by vector shuffles
+    (:func:`vm.kernels.runtime.packed.split_pairs`), where the tiled loops gathered such
+    rows an element at a time; other sizes take :func:`_transpose_moving_last`."""
+    src, x, out = ctx.src, ctx.args[0], ctx.outs[0]
+    last = len(perm) - 1
+    across = perm.index(last)
+    dims = ctx.out_dims[0]
+    pairs = f"{ctx.arg_dims[0][last]} == 2"
+    with src.block(f"if {pairs} and {x}.flags.c_contiguous and {out}.flags.c_contiguous:"):
+        outer = [k for k in range(len(dims)) if k not in (across, last)]
+        with src.loops([dims[k] for k in outer]) as oi:
+            full = [""] * len(dims)
+            for k, name in zip(outer, oi):
+                full[k] = name
+            # The input's block of (row, pair) at these indices, and the two output rows.
+            row = [name for name in _source(perm, full) if name]
+            rows = [index([*full[:across], phase, *full[across + 1 : last]]) for phase in "01"]
+            even, odd = (f"{out}[{r}].ctypes.data" for r in rows)
+            src.line(f"pk.split_pairs({x}[{index(row)}].ctypes.data, {even}, {odd}, {dims[last]})")
+    with src.block("else:"):
+        _transpose_moving_last(ctx, perm)
 
 
 def batched_transpose_groups(perm: list[int]) -> tuple[int, int] | None:
@@ -579,11 +615,55 @@ def _strided_slice_shape(ctx: ShapeCtx) -> list[list[str]]:
 
 def _strided_slice_emit(ctx: EmitCtx) -> None:
     starts = ctx.extra["starts"]
-    with ctx.src.loops(ctx.out_dims[0]) as oi:
-        source = list(oi)
-        for axis, (start, stride) in starts.items():
-            source[axis] = f"{start} + {oi[axis]} * {stride}"
-        ctx.src.line(f"{ctx.outs[0]}[{index(oi)}] = {ctx.args[0]}[{index(source)}]")
+    src, x, out = ctx.src, ctx.args[0], ctx.outs[0]
+    dims, last = ctx.out_dims[0], len(ctx.out_dims[0]) - 1
+
+    def copy_all() -> None:
+        with src.loops(dims) as oi:
+            source = list(oi)
+            for axis, (start, stride) in starts.items():
+                source[axis] = f"{start} + {oi[axis]} * {stride}"
+            src.line(f"{out}[{index(oi)}] = {x}[{index(source)}]")
+
+    start, stride = starts.get(last, ("0", 1))
+    if stride != 2 or not _pairs_apply(ctx):
+        copy_all()
+        return
+    # Every other element of each row (a 1x1 convolution's stride 2, see
+    # compiler.transform.alter_op_layout): numba's loop reads them one at a time, the
+    # runtime's shuffles 16 at a time.
+    width = ctx.arg_dims[0][last]
+    with src.block(f"if {x}.flags.c_contiguous and {out}.flags.c_contiguous:"):
+        count, whole = src.fresh("n"), src.fresh("n")
+        src.line(f"{count} = {dims[last]}")
+        # take_evens reads the odd element after each even one it keeps: the row's last
+        # kept element, if it ends the row, is copied alone.
+        src.line(f"{whole} = {count} if {start} + 2 * {count} <= {width} else {count} - 1")
+        with src.loops(dims[:last]) as oi:
+            source = list(oi)
+            for axis, (first, step) in starts.items():
+                if axis != last:
+                    source[axis] = f"{first} + {oi[axis]} * {step}"
+            row, to = f"{x}[{index(source)}]", f"{out}[{index(oi)}]" if oi else out
+            if not oi:
+                row = x
+            src.line(f"pk.take_evens({row}.ctypes.data + {start} * 4, {to}.ctypes.data, {whole})")
+            with src.block(f"if {whole} < {count}:"):
+                at = index([*oi, f"{count} - 1"])
+                src.line(f"{out}[{at}] = {row}[{start} + 2 * ({count} - 1)]")
+    with src.block("else:"):
+        copy_all()
+
+
+def _pairs_apply(ctx: EmitCtx) -> bool:
+    """Whether the vector shuffles of :func:`vm.kernels.runtime.packed.split_pairs` may move
+    this operator's elements: 4-byte elements in arrays of their own (not a strided view of
+    a slice, which the shuffles could not walk)."""
+    return ctx.arg_specs[0].dtype in _WORDS and not STRIDED_VIEW.fullmatch(ctx.args[0])
+
+
+#: The dtypes whose elements the float32 shuffles move as they are.
+_WORDS = ("float32", "int32", "uint32")
 
 
 RULES.register(

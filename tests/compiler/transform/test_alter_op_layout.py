@@ -164,6 +164,55 @@ def test_opt_level_3_runs_packed_convolutions_like_the_reference(attrs: dict) ->
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("changes", "copy"),
+    [
+        ({"kernel": 1, "strides": (2, 2)}, "strided_slice"),
+        ({"kernel": 1, "strides": (3, 2), "channels": 40}, "strided_slice"),
+        ({"kernel": 2, "strides": (2, 2)}, "transpose"),
+        ({"kernel": 2, "strides": (2, 2), "size": 11}, "transpose"),  # the last row dropped
+        ({"kernel": 3, "strides": (3, 3), "out_channels": 600}, "transpose"),
+    ],
+)
+def test_windows_that_do_not_overlap_copy_their_pixels_then_run_pointwise(
+    changes: dict, copy: str
+) -> None:
+    # ResNet's 1x1 stride-2 shortcuts, ConvNeXt's 2x2 downsampling, patch embeddings: the
+    # input's pixels are copied plane by plane (a slice, a space-to-depth) instead of
+    # gathered one per channel by im2row, and the product is a 1x1 stride-1 one.
+    attrs = {"channels": 24, "out_channels": 40, "size": 12, "padding": (0, 0), **changes}
+    before = conv_module(**attrs)
+    after = alter(before)
+    (conv,) = calls(after["main"], PACKED)
+    assert tuple(conv.attrs["kernel_size"]) == (1, 1) and tuple(conv.attrs["strides"]) == (1, 1)
+    assert calls(after["main"], copy)
+    x = image(attrs["channels"], attrs["size"])
+    assert_results_match(before, after, [x], rtol=1e-4)
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(before)
+    want = relay.create_executor("debug", before).evaluate()(x)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kernel": 4, "strides": (4, 4), "channels": 3, "size": 224},  # ConvNeXt's stem
+        {"kernel": 2, "strides": (2, 2), "padding": (1, 1)},  # padded: windows overlap it
+        {"kernel": 2, "strides": (2, 2), "dilation": (2, 2)},
+        {"kernel": 3, "strides": (2, 2)},
+    ],
+)
+def test_other_strided_windows_keep_their_window(changes: dict) -> None:
+    # The stem's 4x4 blocks are copied by the runtime's column blocks, in cache.
+    attrs = {"channels": 24, "out_channels": 40, "size": 12, "padding": (0, 0), **changes}
+    after = alter(conv_module(**attrs))
+    (conv,) = calls(after["main"], PACKED)
+    assert tuple(conv.attrs["strides"]) == changes["strides"]
+    assert not calls(after["main"], "strided_slice") and not calls(after["main"], "transpose")
+
+
 @pytest.mark.parametrize("tile", [2, 4])
 def test_a_weight_transform_of_a_parameter_runs_as_a_kernel(tile: int) -> None:
     x = relay.var("x", shape=(1, 6, 9, 9), dtype="float32")

@@ -127,6 +127,50 @@ def test_split_gives_every_piece(length: int) -> None:
     check(program, pieces)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("pairs", [1, 2, 3, 16, 17, 40])
+def test_space_to_depth_transposes_split_each_row_into_its_even_and_odd_elements(
+    dtype: str, pairs: int
+) -> None:
+    # A 2x2-block space-to-depth (what a 2x2 stride-2 convolution becomes) splits each
+    # input row by vector shuffles; a block of 3 columns takes the tiled loops instead.
+    program = Program([arange((2, 3, 4, 2 * pairs), dtype), arange((1, 2, 3, 3 * pairs), dtype)])
+    results = []
+    for source, block in ((0, 2), (1, 3)):
+        height, width = program.values[source].shape[2:]
+        (blocks,) = program.add(
+            "reshape", [source], newshape=[0, 0, height // block, block, width // block, block]
+        )
+        (moved,) = program.add("transpose", [blocks], axes=(0, 1, 3, 5, 2, 4))
+        results.append(
+            program.add("reshape", [moved], newshape=[0, -1, height // block, width // block])[0]
+        )
+        results.append(program.add("transpose", [blocks], axes=(5, 0, 1, 3, 2, 4))[0])
+    check(program, results)
+    assert "pk.split_pairs" in load_kernel(program.description(results)).path.read_text()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+@pytest.mark.parametrize("width", [1, 2, 31, 32, 33, 64, 65])
+def test_strided_slice_by_twos_along_rows_keeps_every_other_element(dtype: str, width: int) -> None:
+    # Rows whose last kept element ends the row (32 and 64 elements from 0, 33 and 65
+    # from 1) must not be read past their end; float16 takes numba's loop.
+    program = Program([arange((3, 2, width), dtype)])
+    configs = [
+        {"begin": (0,), "end": (width,), "strides": (2,), "axes": (2,)},
+        {"begin": (1,), "end": (width,), "strides": (2,), "axes": (2,)},
+        {"begin": (0, 1, 0), "end": (3, 2, width - 1), "strides": (2, 1, 2)},
+        {"begin": (0,), "end": (width,), "strides": (2,), "axes": (0,)},
+    ]
+    results = [program.add("strided_slice", [0], **config)[0] for config in configs]
+    check(program, results, [f"strided_slice {c}" for c in configs])
+    shuffled = "pk.take_evens" in load_kernel(program.description(results)).path.read_text()
+    assert shuffled == (dtype != "float16")
+    (flat,) = program.add("reshape", [0], newshape=[-1])
+    (evens,) = program.add("strided_slice", [flat], begin=(0,), end=(6 * width,), strides=(2,))
+    check(program, [evens])
+
+
 SLICES = [
     {"begin": (1,), "end": (3,)},
     {"begin": (0, 1), "end": (4, 100), "strides": (2,)},

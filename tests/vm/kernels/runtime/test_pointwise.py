@@ -3,7 +3,8 @@
 
 Returns group: channel counts from 1 to past a panel, pixel counts short of, equal to
 and past whole 32-pixel panels (the short last panel never read past the input), several
-images, through the generated kernel and called directly; the work shared with the
+images, through the generated kernel and called directly; the grid of tiles is visited
+once, weight-major where the weight is the bigger operand; the work shared with the
 polling workers gives the same bits as the caller computing it alone, and a short last
 panel (its pixels the rows of the tiles) the bits of a whole one; an output at any
 alignment is written exactly, the memory around it kept.
@@ -99,6 +100,42 @@ def test_a_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
         pointwise.conv(x, 0, w, alone, True)
     finally:
         jobs.SLOT[jobs._BUSY] = 0
+    shared = np.full_like(alone, np.nan)
+    assert_shared(
+        lambda: pointwise.conv(x, 0, w, shared, True),
+        lambda: np.testing.assert_array_equal(shared, alone),
+    )
+
+
+@pytest.mark.parametrize(("plane", "units"), [(196, 1024), (196, 64), (49, 96), (6, 64), (64, 64)])
+def test_the_grid_visits_every_tile_once_in_the_order_of_the_bigger_operand(
+    plane: int, units: int
+) -> None:
+    pixels, panels = -(-plane // 32), -(-units // 32)
+    order = [pointwise.grid(plane, units, item) for item in range(pixels * panels)]
+    assert sorted(order) == [(p, u) for p in range(pixels) for u in range(panels)]
+    # More output channels than pixels: a weight panel's items follow each other.
+    if units > plane:
+        assert order[:pixels] == [(p, 0) for p in range(pixels)]
+    else:
+        assert order[:panels] == [(0, u) for u in range(panels)]
+
+
+@needs_workers
+def test_a_weight_major_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
+    # 14x14 pixels (a short last panel of 4) by 300 output channels.
+    x, weight = tensor(1, 40, 14, 14), tensor(300, 40, 1, 1)
+    w = packed(weight)
+    jobs.require(jobs.POINTWISE)
+    alone = np.empty((300, 196), "float32")
+    jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    try:
+        pointwise.conv(x, 0, w, alone, True)
+    finally:
+        jobs.SLOT[jobs._BUSY] = 0
+    np.testing.assert_allclose(
+        alone, reference(x, weight)[0].reshape(300, 196), rtol=1e-4, atol=1e-4
+    )
     shared = np.full_like(alone, np.nan)
     assert_shared(
         lambda: pointwise.conv(x, 0, w, shared, True),

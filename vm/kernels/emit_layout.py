@@ -644,9 +644,8 @@ def _strided_slice_emit(ctx: EmitCtx) -> None:
             for axis, (first, step) in starts.items():
                 if axis != last:
                     source[axis] = f"{first} + {oi[axis]} * {step}"
-            row, to = f"{x}[{index(source)}]", f"{out}[{index(oi)}]" if oi else out
-            if not oi:
-                row = x
+            row = f"{x}[{index(source)}]" if oi else x
+            to = f"{out}[{index(oi)}]" if oi else out
             src.line(f"pk.take_evens({row}.ctypes.data + {start} * 4, {to}.ctypes.data, {whole})")
             with src.block(f"if {whole} < {count}:"):
                 at = index([*oi, f"{count} - 1"])

@@ -90,16 +90,25 @@ def test_a_packed_1x1_convolution_kernel_runs_pointwise_and_returns_the_referenc
 
 
 @needs_workers
-def test_a_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
-    x, weight = tensor(1, 48, 20, 21), tensor(100, 48, 1, 1)
+@pytest.mark.parametrize(
+    "shape",
+    [(48, 100, 20, 21), (40, 300, 14, 14)],  # pixel-major; weight-major, a short panel of 4
+    ids=["pixel_major", "weight_major"],
+)
+def test_a_pointwise_conv_shared_with_the_workers_gives_the_same_bits(shape) -> None:
+    channels, units, height, width = shape
+    x, weight = tensor(1, channels, height, width), tensor(units, channels, 1, 1)
     w = packed(weight)
     jobs.require(jobs.POINTWISE)
-    alone = np.empty((100, 420), "float32")
+    alone = np.empty((units, height * width), "float32")
     jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
     try:
         pointwise.conv(x, 0, w, alone, True)
     finally:
         jobs.SLOT[jobs._BUSY] = 0
+    np.testing.assert_allclose(
+        alone.reshape(1, units, height, width), reference(x, weight), **SUMS[np.dtype("float32")]
+    )
     shared = np.full_like(alone, np.nan)
     assert_shared(
         lambda: pointwise.conv(x, 0, w, shared, True),
@@ -119,28 +128,6 @@ def test_the_grid_visits_every_tile_once_in_the_order_of_the_bigger_operand(
         assert order[:pixels] == [(p, 0) for p in range(pixels)]
     else:
         assert order[:panels] == [(0, u) for u in range(panels)]
-
-
-@needs_workers
-def test_a_weight_major_pointwise_conv_shared_with_the_workers_gives_the_same_bits() -> None:
-    # 14x14 pixels (a short last panel of 4) by 300 output channels.
-    x, weight = tensor(1, 40, 14, 14), tensor(300, 40, 1, 1)
-    w = packed(weight)
-    jobs.require(jobs.POINTWISE)
-    alone = np.empty((300, 196), "float32")
-    jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
-    try:
-        pointwise.conv(x, 0, w, alone, True)
-    finally:
-        jobs.SLOT[jobs._BUSY] = 0
-    np.testing.assert_allclose(
-        alone, reference(x, weight)[0].reshape(300, 196), rtol=1e-4, atol=1e-4
-    )
-    shared = np.full_like(alone, np.nan)
-    assert_shared(
-        lambda: pointwise.conv(x, 0, w, shared, True),
-        lambda: np.testing.assert_array_equal(shared, alone),
-    )
 
 
 @pytest.mark.parametrize("activation", [tiles.CLAMP, tiles.SWISH])

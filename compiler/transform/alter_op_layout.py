@@ -62,7 +62,7 @@ from compiler.op.defs_window import padding4, pair
 from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
-from vm.kernels.runtime import conv_jobs, convolution, packed, panels
+from vm.kernels.runtime import convolution, panels
 
 __all__ = ["AlterOpLayout", "alter_op_layout"]
 
@@ -90,14 +90,6 @@ MIN_DENSE_WEIGHTS = 32768
 #: ConvNeXt's 2x2 stride-2 downsampling from 96 channels 702 against 612, but its 4x4
 #: stride-4 stem from 3 channels 172 against 216.
 SHUFFLED_WINDOWS = ((1, 1, 2, 2), (2, 2, 2, 2))
-
-
-def _column_blocks_take(depth: int, units: int, out: tuple[int, int]) -> bool:
-    """Whether the runtime computes a convolution whose packed weight is ``depth`` by
-    ``units`` and whose output plane is ``out`` by blocks of output rows, each copying its
-    own columns while they are in cache (``vm.kernels.runtime.conv_jobs.packed_conv``)."""
-    blocks = conv_jobs.row_blocks.py_func(*out)[1]
-    return depth * units * 4 <= packed.CACHED_WEIGHT_BYTES and blocks >= convolution.MIN_CONV_BLOCKS
 
 
 def _plain_conv(call: Call, data_type: object) -> dict | None:
@@ -219,8 +211,9 @@ def _pointwise_pixels(
     out_h, out_w = (height - kh) // sh + 1, (width - kw) // sw + 1
     if out_h < 1 or out_w < 1:
         return None
-    if (kh, kw, sh, sw) not in SHUFFLED_WINDOWS and _column_blocks_take(
-        channels * kh * kw, units, (out_h, out_w)
+    weight_bytes = channels * kh * kw * units * 4
+    if (kh, kw, sh, sw) not in SHUFFLED_WINDOWS and convolution.column_blocks_take(
+        weight_bytes, out_h, out_w
     ):
         return None
     if kernel == (1, 1):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import carray, njit
+from numba.extending import register_jitable
 
 from vm.kernels.runtime import conv_loops, jobs, packed, symbols, winograd
 from vm.kernels.runtime.products import floats, view_at
@@ -126,9 +127,11 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
 BLOCK_PIXELS = 7 * packed.PANEL
 
 
-@njit(nogil=True)
+@register_jitable
 def row_blocks(out_h, out_w):
-    """The output rows of each column block of :func:`packed_conv`, and the block count."""
+    """The output rows of each column block of :func:`packed_conv`, and the block count
+    (plain Python too: the compiler asks, see
+    :func:`vm.kernels.runtime.convolution.column_blocks_take`)."""
     block = max(1, min(out_h, round(BLOCK_PIXELS / out_w)))
     return block, -(-out_h // block)
 

@@ -28,6 +28,7 @@ import threading
 
 import numpy as np
 from numba import carray, njit, types
+from numba.extending import register_jitable
 
 from vm.kernels.runtime import (
     bridge,
@@ -205,6 +206,18 @@ def _pixel_rows_conv(x, n, source, weight, out, window, share, post):
 MIN_CONV_BLOCKS = 4
 
 
+@register_jitable
+def column_blocks_take(weight_bytes, out_h, out_w):
+    """Whether a float32 convolution by a packed weight of ``weight_bytes`` bytes with an
+    ``out_h`` by ``out_w`` output plane (not a pointwise one) runs by column blocks
+    (:func:`vm.kernels.runtime.conv_jobs.packed_conv`), each built and multiplied in cache:
+    a weight that stays in cache, and enough blocks to share. :func:`_conv_blocks` decides
+    by it, and so does ``compiler.transform.alter_op_layout`` (in plain Python)."""
+    if weight_bytes > packed.CACHED_WEIGHT_BYTES:
+        return False
+    return conv_jobs.row_blocks(out_h, out_w)[1] >= MIN_CONV_BLOCKS
+
+
 #: A pointwise convolution runs with pixels as the rows of the register tiles
 #: (:func:`vm.kernels.runtime.products.packed_columns`) when its output plane is smaller than one
 #: panel of :data:`POINTWISE_MIN_PLANE` pixels (a squeeze-excite block's single pixel); smaller
@@ -248,9 +261,7 @@ def _conv_blocks(x, w, out3, rows, window, post):
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
             pointwise.conv(x, n, w, out3[n], share, post)
         return True
-    if w.size * 4 > packed.CACHED_WEIGHT_BYTES:
-        return False
-    if conv_jobs.row_blocks(out_h, out_w)[1] < MIN_CONV_BLOCKS:
+    if not column_blocks_take(w.size * 4, out_h, out_w):
         return False
     out = out3[n]
     share = out.size * w.shape[1] >= products.PARALLEL_FLOPS

@@ -70,13 +70,23 @@ CASES = [
     ((2, 3, 10, 41), 3, 2, (3, 3), {"padding": (0, 1, 1, 0), "strides": (1, 2)}),
     ((1, 8, 12, 40), 2, 3, (3, 3), {"padding": (1, 1), "strides": (3, 2), "dilation": (2, 1)}),
     # float32 depthwise: rows split by phase in registers, whole blocks of 16 outputs and
-    # a part (none, rows of 32; only a part, rows of 10), a row dilation, a left padding
-    # of 2 or 3 and none.
+    # a part (none, rows of 32; only a part, rows of 10; both, rows of 25), a row
+    # dilation, a left padding of 2 or 3 and none.
     ((1, 3, 10, 64), 3, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 2, 9, 20), 2, 1, (3, 3), {"padding": (1, 1), "strides": (1, 2)}),
     ((1, 4, 12, 50), 4, 2, (3, 3), {"padding": (2, 2), "strides": (2, 2), "dilation": (2, 1)}),
     ((1, 2, 7, 40), 2, 1, (3, 3), {"padding": (1, 3, 1, 0), "strides": (2, 2)}),
     ((1, 2, 9, 33), 2, 1, (3, 3), {"strides": (2, 2)}),
+    # Taller planes run in bands of output rows, each copying its own padded rows: three
+    # bands, the last short; bands whose rows are the bottom padding, at a row dilation.
+    ((1, 3, 37, 40), 3, 1, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
+    (
+        (1, 2, 20, 36),
+        2,
+        2,
+        (3, 3),
+        {"padding": (2, 1, 3, 1), "strides": (1, 2), "dilation": (2, 1)},
+    ),
     ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
     ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),

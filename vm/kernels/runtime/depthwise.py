@@ -348,12 +348,29 @@ def by_stride2_rows(x, w3, kh, kw, sw, dw):
     return taps_ir.is_float32(x) and kh == 3 and kw == 3 and cg == 1 and sw == 2 and dw == 1
 
 
+#: Output rows :func:`_stride2_range` computes from one copy of their input rows: the
+#: band's padded rows (17 at stride 2) stay in L1 between the copy and the taps, where a
+#: whole padded plane (51 KB for MobileNetV2's 112x112 inputs) went out to L2 in between.
+STRIDE2_BAND_ROWS = 8
+
+
+@njit(nogil=True, cache=True)
+def _stride2_row_length(out_w):
+    """Elements between two padded rows of :func:`_stride2_range`'s workspace: the
+    ``2 * out_w + 1`` columns the taps read, with room for what a row's loads read past
+    them, rounded up to whole vectors so that every row starts on a vector boundary."""
+    lanes = taps_ir.LANES
+    return (2 * out_w + 1 + taps_ir.STRIDE2_SLACK + lanes - 1) // lanes * lanes
+
+
 @njit(nogil=True, cache=True)
 def stride2_workspace_size(sh, dh, out_h, out_w):
-    """Elements of the workspace :func:`_stride2_range` needs: one padded input channel,
-    whole rows, and the room its loads read past them."""
-    rows = (out_h - 1) * sh + 2 * dh + 1
-    return rows * (2 * out_w + 1) + taps_ir.STRIDE2_SLACK
+    """Elements of the workspace :func:`_stride2_range` needs: the padded input rows of
+    one band of output rows, the slack its last row's loads read past, and a vector's
+    worth to start the rows on a vector boundary."""
+    rows = (min(STRIDE2_BAND_ROWS, out_h) - 1) * sh + 2 * dh + 1
+    lanes = taps_ir.LANES
+    return rows * _stride2_row_length(out_w) + taps_ir.STRIDE2_SLACK + lanes
 
 
 @njit(nogil=True, cache=True)
@@ -362,50 +379,77 @@ def _stride2_range(x, w3, out3, n, first, last, sh, pt, pl, dh, out_h, out_w, pa
     depthwise 3x3 convolution with a column stride of 2 (:func:`by_stride2_rows`); any
     row stride and dilation, padding and channel multiplier.
 
-    Each channel is copied, whole rows, into a zero-bordered ``pad``
-    (:func:`stride2_workspace_size` elements, zero wherever no call wrote); each output
-    row is then summed by :func:`vm.kernels.runtime.taps.stride2_taps3x3`, which splits
-    the rows by column phase in registers, its last partial block through a line of
-    scratch. The epilogue at ``post`` (or none, 0) is applied to each output plane while
-    it is in cache. Against :func:`_taps3x3_stride2` (every column summed, every other
-    kept) on an AMD EPYC (Zen 4), 2 threads: 96 channels 112 -> 56 247 -> 163 us, 144
-    channels 56 -> 28 103 -> 72 us. Shared between threads by channels: by bands of rows,
-    as the plane loops share big planes, measured no faster here.
+    Each band of :data:`STRIDE2_BAND_ROWS` output rows of a channel copies the padded
+    input rows it reads into ``pad`` (:func:`stride2_workspace_size` elements, zero
+    wherever no call wrote; the rows start on vector boundaries, so half the taps' loads
+    are aligned), then sums each output row by
+    :func:`vm.kernels.runtime.taps.stride2_taps3x3`, which splits the rows by column
+    phase in registers; a row's last partial block is computed as a whole block ending at
+    the row's end, over outputs already computed (through a line of scratch when the row
+    is narrower than a block). The epilogue at ``post`` (or none, 0) is applied to each
+    output plane while it is in cache. On an AMD EPYC (Zen 4), one thread, 96 channels
+    112 -> 56: 2.85 us a channel with the whole plane copied at once, 2.2 in bands.
+    Against :func:`_taps3x3_stride2` (every column summed, every other kept), 2 threads:
+    96 channels 112 -> 56 247 -> 163 us, 144 channels 56 -> 28 103 -> 72 us. Shared
+    between threads by channels: by bands of rows, as the plane loops share big planes,
+    measured no faster here.
     """
     og = w3.shape[1]
     out_channels = out3.shape[1]
+    _, channels, height, width = x.shape
+    xf = x.reshape(x.size)
     lanes = taps_ir.LANES
-    cols = 2 * out_w + 1
-    # Padded rows the taps read.
-    rows = (out_h - 1) * sh + 2 * dh + 1
+    row_length = _stride2_row_length(out_w)
+    # Interior columns a padded row holds: the rest of it stays zero.
+    span = max(0, min(width, 2 * out_w + 1 - pl))
     blocks = out_w // lanes
     rest = out_w - blocks * lanes
     line = np.empty(lanes, np.float32)
     of = out3.reshape(out3.size)
-    pad_at, w_at = pad.ctypes.data, w3.ctypes.data
+    # The first element of pad on a vector boundary (numpy aligns floats to 4 bytes).
+    start = (-(pad.ctypes.data // 4)) % lanes
+    pad_at, w_at = pad.ctypes.data + start * 4, w3.ctypes.data
     of_at, line_at = of.ctypes.data, line.ctypes.data
     plane = out_h * out_w
-    step = dh * cols
+    step = dh * row_length
     for c in range(first, last):
-        # Channel c as group c of one channel, its rows whole (one column phase).
-        _fill(x, pad, n, c, 1, sh, 1, pt, pl, rows, cols)
+        source = (n * channels + c) * height
+        for r0 in range(0, out_h, STRIDE2_BAND_ROWS):
+            r1 = min(out_h, r0 + STRIDE2_BAND_ROWS)
+            # Padded rows p0:p1 of channel c, as rows 0, 1, ... of pad.
+            p0 = r0 * sh
+            for pr in range(p0, (r1 - 1) * sh + 2 * dh + 1):
+                ih = pr - pt
+                d0 = _u(start + (pr - p0) * row_length + pl)
+                if ih < 0 or ih >= height:
+                    for k in range(_u(span)):
+                        pad[d0 + k] = 0.0
+                else:
+                    s0 = _u((source + ih) * width)
+                    for k in range(_u(span)):
+                        pad[d0 + k] = xf[s0 + k]
+            for m in range(og):
+                o = c * og + m
+                weights = w_at + o * 9 * 4
+                ob = (n * out_channels + o) * plane
+                for r in range(r0, r1):
+                    at = (r - r0) * sh * row_length
+                    d = ob + r * out_w
+                    taps_ir.stride2_taps3x3(pad_at, at, step, of_at + d * 4, blocks, weights)
+                    if rest and blocks:
+                        end = out_w - lanes
+                        taps_ir.stride2_taps3x3(pad_at, at + 2 * end, step, of_at + (d + end) * 4,
+                                                1, weights)  # fmt: skip
+                    elif rest:
+                        taps_ir.stride2_taps3x3(pad_at, at, step, line_at, 1, weights)
+                        for q in range(rest):
+                            of[d + q] = line[q]
         for m in range(og):
-            o = c * og + m
-            weights = w_at + o * 9 * 4
-            ob = (n * out_channels + o) * plane
-            for r in range(out_h):
-                at = r * sh * cols
-                d = ob + r * out_w
-                taps_ir.stride2_taps3x3(pad_at, at, step, of_at + d * 4, blocks, weights)
-                if rest:
-                    taps_ir.stride2_taps3x3(pad_at, at + 2 * lanes * blocks, step, line_at, 1,
-                                            weights)  # fmt: skip
-                    for q in range(rest):
-                        of[d + blocks * lanes + q] = line[q]
+            ob = (n * out_channels + c * og + m) * plane
             # A view C-contiguous by its type: out3[n, o : o + 1] would do, but a slice
             # typed as any layout would leave apply_post's loops scalar.
             view = carray(products.floats(of_at + ob * 4), (1, plane))
-            packed.apply_post(view, post, o)
+            packed.apply_post(view, post, c * og + m)
 
 
 #: Strided depthwise convolutions run plane by plane (:func:`_plane_range`) when their

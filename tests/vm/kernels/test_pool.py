@@ -1,6 +1,7 @@
 """Pooling kernels match the compiler's references.
 
 Returns group: max and average pooling with strides, the padding forms, dilation,
+column strides of 2 on float32 rows split by phase,
 ``ceil_mode`` (including a last window hanging past the padding) and
 ``count_include_pad``, over float32, float64, float16 and integer data (max pooling pads
 with the dtype's lowest value and lets NaN win); global max and average pooling; adaptive
@@ -50,6 +51,25 @@ def test_max_pool2d_resnet_windows(shape: tuple) -> None:
 @pytest.mark.parametrize("shape", [(1, 2, 10, 9), (2, 1, 7, 12)])
 def test_max_pool2d_ceil_mode_dilation_and_asymmetric_padding(shape: tuple) -> None:
     check(*pool("nn.max_pool2d", tensor("float32", *shape), **ODD_WINDOWS))
+
+
+# A column stride of 2 reads float32 rows split into even and odd columns: windows whose
+# offsets start at either phase, a column dilation, odd and even widths, NaN in both phases.
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"pool_size": (2, 4), "strides": (1, 2), "padding": (0, 2, 1, 1)},
+        {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 0), "dilation": (1, 2)},
+        {"pool_size": (1, 5), "strides": (3, 2), "padding": (0, 3, 0, 2), "ceil_mode": True},
+    ],
+    ids=["even-left-padding", "column-dilation", "odd-left-padding"],
+)
+@pytest.mark.parametrize("width", [19, 40])
+def test_max_pool2d_column_stride_2_reads_either_phase(attrs: dict, width: int) -> None:
+    data = tensor("float32", 2, 3, 9, width)
+    data[0, 1, 2, 4] = np.nan
+    data[1, 2, 5, 7] = np.nan
+    check(*pool("nn.max_pool2d", data, **attrs))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float16"])

@@ -24,7 +24,8 @@ import numpy as np
 from numba import carray, njit
 from numba import uint64 as _u
 
-from vm.kernels.runtime import bridge, jobs, products, symbols, threads
+from vm.kernels.runtime import bridge, jobs, packed, products, symbols, threads
+from vm.kernels.runtime import taps as taps_ir
 from vm.kernels.runtime import vecmath as vx
 from vm.kernels.runtime.conv_loops import valid_range
 
@@ -122,6 +123,13 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
     # row: the strided reads, which stay scalar, are pw per output instead of ph * pw
     # (a 3x3 stride-2 pool: 3x faster).
     rows = np.empty(width, x.dtype)
+    # At a column stride of 2, float32 rows are split into their even and odd columns
+    # (by vector shuffles), so each window offset reads one of them contiguously and its
+    # loop is vectorised too (ResNet's 3x3 stride-2 pool of 64 planes of 112x112, one
+    # thread: see split_row).
+    split = sw == 2 and taps_ir.is_float32(x)
+    phases = np.empty(2 * (width // 2 + 1), x.dtype)
+    evens, odds = phases[: width // 2 + 1], phases[width // 2 + 1 :]
     for plane in range(first, last):
         xb = plane * height * width
         for r in range(out_h):
@@ -144,16 +152,39 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
             if not seen:
                 continue
             j0, j1 = _taps(pw, dw, -pl, width, (out_w - 1) * sw)
+            if split:
+                split_row(rows, evens, odds)
             for j in range(j0, j1):
                 off = j * dw - pl
                 lo, hi = valid_range(off, sw, width, out_w)
-                s0 = _u(off + lo * sw)
                 db = d0 + _u(lo)
+                if split:
+                    # Output q reads column 2 q + off: phase off % 2, index q + off // 2.
+                    phase = odds if off % 2 else evens
+                    s0 = _u(lo + off // 2)
+                    for q in range(_u(max(hi - lo, 0))):
+                        v = phase[s0 + q]
+                        best = of[db + q]
+                        of[db + q] = v if (v > best or v != v) else best
+                    continue
+                s0 = _u(off + lo * sw)
                 step = _u(sw)
                 for q in range(_u(max(hi - lo, 0))):
                     v = rows[s0 + q * step]
                     best = of[db + q]
                     of[db + q] = v if (v > best or v != v) else best
+
+
+@njit(nogil=True, cache=True)
+def split_row(row, evens, odds):
+    """``evens[m] = row[2 m]`` and ``odds[m] = row[2 m + 1]`` for a float32 ``row``, by the
+    runtime's vector shuffles where numba's loop reads every other element one at a time
+    (a 3x3 stride-2 max pool of 64 planes of 112x112 on one thread: see benchmarks/NOTES.md)."""
+    width = row.size
+    pairs = width // 2
+    packed.split_pairs(row.ctypes.data, evens.ctypes.data, odds.ctypes.data, pairs)
+    if width % 2:
+        evens[pairs] = row[width - 1]
 
 
 @njit(nogil=True, cache=True)

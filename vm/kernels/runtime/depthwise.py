@@ -387,9 +387,9 @@ def _stride2_range(x, w3, out3, n, first, last, sh, pt, pl, dh, out_h, out_w, pa
     phase in registers; a row's last partial block is computed as a whole block ending at
     the row's end, over outputs already computed (through a line of scratch when the row
     is narrower than a block). The epilogue at ``post`` (or none, 0) is applied to each
-    output plane while it is in cache. On an AMD EPYC (Zen 4), one thread, 96 channels
-    112 -> 56: 2.85 us a channel with the whole plane copied at once, 2.2 in bands.
-    Against :func:`_taps3x3_stride2` (every column summed, every other kept), 2 threads:
+    output plane while it is in cache. On an AMD EPYC (Zen 4), one thread, through the
+    VM, 96 channels 112 -> 56: 307 us with each channel's whole plane copied at once, 286
+    in bands. Against :func:`_taps3x3_stride2` (every column summed, every other kept), 2 threads:
     96 channels 112 -> 56 247 -> 163 us, 144 channels 56 -> 28 103 -> 72 us. Shared
     between threads by channels: by bands of rows, as the plane loops share big planes,
     measured no faster here.

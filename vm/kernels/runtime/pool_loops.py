@@ -120,8 +120,8 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
     of = out.reshape(out.size)
     # Each output row first takes the maximum of its window's input rows into ``rows``
     # (contiguous, so the loop is vectorised), then slides the window along that one
-    # row: the strided reads, which stay scalar, are pw per output instead of ph * pw
-    # (a 3x3 stride-2 pool: 3x faster).
+    # row: the strided reads, scalar but at a column stride of 2 (below), are pw per
+    # output instead of ph * pw (a 3x3 stride-2 pool: 3x faster).
     rows = np.empty(width, x.dtype)
     # At a column stride of 2, float32 rows are split into their even and odd columns
     # (by vector shuffles), so each window offset reads one of them contiguously and its

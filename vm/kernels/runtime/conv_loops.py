@@ -188,12 +188,9 @@ def im2col_strided(x, n, c0, cg, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, ou
         for ih in range(first, last):
             source = base + ih * width
             if sw == 2 and is_float32(xf) and is_float32(phases):
-                # Both phases by vector shuffles (see packed.split_pairs), an odd width's
-                # last column alone.
+                # Both phases by vector shuffles (see packed.split_row).
                 at = phases.ctypes.data + ((ih - first) * 2 * per) * 4
-                packed.split_pairs(xf.ctypes.data + source * 4, at, at + per * 4, width // 2)
-                if width % 2:
-                    phases[ih - first, 0, per - 1] = xf[source + width - 1]
+                packed.split_row(xf.ctypes.data + source * 4, at, at + per * 4, width)
                 continue
             for t in range(sw):
                 target = phases[ih - first, t]

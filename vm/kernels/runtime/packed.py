@@ -892,6 +892,17 @@ def split_pairs(typingctx, source, even, odd, count):
     return types.none(types.int64, types.int64, types.int64, types.int64), _pairs_codegen(True)
 
 
+@njit(nogil=True)
+def split_row(source, even, odd, width):
+    """``even[m] = source[2 m]`` and ``odd[m] = source[2 m + 1]`` for the ``width`` float32s
+    of a row at byte address ``source``: :func:`split_pairs` over its pairs, and an odd
+    width's last element as the last even one (the row's column phases for a stride of 2,
+    as im2col and the max pools read them)."""
+    split_pairs(source, even, odd, width // 2)
+    if width % 2:
+        store(even, width // 2, load(source, width - 1))
+
+
 @intrinsic
 def take_evens(typingctx, source, even, count):
     """``even[m] = source[2 m]`` for ``m < count``, float32s at the byte addresses ``source``

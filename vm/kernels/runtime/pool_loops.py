@@ -126,7 +126,7 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
     # At a column stride of 2, float32 rows are split into their even and odd columns
     # (by vector shuffles), so each window offset reads one of them contiguously and its
     # loop is vectorised too (ResNet's 3x3 stride-2 pool of 64 planes of 112x112, one
-    # thread: see split_row).
+    # thread: 504 -> 252 us; benchmarks/NOTES.md).
     split = sw == 2 and taps_ir.is_float32(x)
     phases = np.empty(2 * (width // 2 + 1), x.dtype)
     evens, odds = phases[: width // 2 + 1], phases[width // 2 + 1 :]
@@ -153,7 +153,7 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
                 continue
             j0, j1 = _taps(pw, dw, -pl, width, (out_w - 1) * sw)
             if split:
-                split_row(rows, evens, odds)
+                packed.split_row(rows.ctypes.data, evens.ctypes.data, odds.ctypes.data, width)
             for j in range(j0, j1):
                 off = j * dw - pl
                 lo, hi = valid_range(off, sw, width, out_w)
@@ -173,18 +173,6 @@ def max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, lowest, first, last):
                     v = rows[s0 + q * step]
                     best = of[db + q]
                     of[db + q] = v if (v > best or v != v) else best
-
-
-@njit(nogil=True, cache=True)
-def split_row(row, evens, odds):
-    """``evens[m] = row[2 m]`` and ``odds[m] = row[2 m + 1]`` for a float32 ``row``, by the
-    runtime's vector shuffles where numba's loop reads every other element one at a time
-    (a 3x3 stride-2 max pool of 64 planes of 112x112 on one thread: see benchmarks/NOTES.md)."""
-    width = row.size
-    pairs = width // 2
-    packed.split_pairs(row.ctypes.data, evens.ctypes.data, odds.ctypes.data, pairs)
-    if width % 2:
-        evens[pairs] = row[width - 1]
 
 
 @njit(nogil=True, cache=True)

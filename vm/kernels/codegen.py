@@ -219,6 +219,9 @@ class _Generator:
         self.direct: dict[int, str] = {}
         #: Values of scalar operands read before an epilogue's loop: value index -> name.
         self.hoisted: dict[int, str] = {}
+        #: (value index, positions) -> a C-contiguous row of a strided view, read at the
+        #: innermost loop index (see emit_unit_rows).
+        self.rows: dict[tuple[int, tuple[int, ...]], str] = {}
         self.node_of = {node.index: node for node in desc.nodes}
         #: Values held as strided views of their input's memory (see plan_strided).
         self.strided = self.plan_strided()
@@ -1018,11 +1021,21 @@ class _Generator:
     ) -> None:
         """One loop nest over ``root``'s shape evaluating the chain element by element."""
 
-        def nest() -> None:
+        def elements() -> None:
             # A broadcast dimension is read at index 0 through its 0/1 flag. LLVM versions
             # the inner loop on the flags, so same-shape operands still vectorize.
             with self.src.loops(root.dims, flat=flat) as names:
                 self.emit_fused_body(root, order, names, f"{dest}[{index(names)}]", dest_rep)
+
+        def nest() -> None:
+            rows = None if flat else self.unit_row_leaves(root, order)
+            if not rows:
+                elements()
+                return
+            with self.src.block(f"if {self.unit_row_checks(rows)}:"):
+                self.emit_unit_rows(root, order, dest, dest_rep, rows)
+            with self.src.block("else:"):
+                elements()
 
         fold = None if flat else self.trailing_fold(root, order, dest)
         if fold is None:
@@ -1039,6 +1052,63 @@ class _Generator:
             self.emit_folded_nest(root, order, dest, dest_rep, first, leaves)
         with self.src.block("else:"):
             nest()
+
+    def unit_row_leaves(self, root: _Value, order: list[_Use]) -> list[_Use] | None:
+        """The strided views that a loop nest over ``root`` reads along its last axis, as
+        their own last axis (see :meth:`emit_unit_rows`); None where one reads that axis
+        elsewhere (a loop nest then reads every view element by element)."""
+        last = root.spec.ndim - 1
+        leaves = []
+        for value, positions in order:
+            if not value.arrays or not value.spec.ndim or value.index in self.hoisted:
+                continue
+            array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+            if not STRIDED_VIEW.fullmatch(array) or last not in positions:
+                continue
+            if positions[-1] != last:
+                return None
+            leaves.append((value, positions))
+        return leaves or None
+
+    def unit_row_checks(self, leaves: list[_Use]) -> str:
+        """The run-time condition for :meth:`emit_unit_rows`: each view's last axis has unit
+        stride and is read whole (not broadcast)."""
+        checks = []
+        for value, _ in leaves:
+            array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+            last = value.spec.ndim - 1
+            checks.append(f"{array}.strides[{last}] == {array}.itemsize")
+            checks.append(f"m{value.index}_{last} == 1")
+        return " and ".join(dict.fromkeys(checks))
+
+    def emit_unit_rows(
+        self, root: _Value, order: list[_Use], dest: str, dest_rep: str, leaves: list[_Use]
+    ) -> None:
+        """A loop nest over ``root`` whose innermost loop reads the strided views ``leaves``
+        through C-contiguous rows (``h.unit_row``), under :meth:`unit_row_checks`.
+
+        numba types a view of any strides layout "A", and LLVM does not vectorize a loop
+        reading one, its stride being unknown: an LSTM's cell update over three gate slices
+        of one projection took 1.56 us per 128 elements, through rows 0.20 (AMD EPYC Zen 4).
+        Slices of a row, head splits and transposes that keep the last axis last all qualify.
+        """
+        src = self.src
+        count = root.dims[-1]
+        with src.loops(root.dims[:-1]) as outer:
+            for value, positions in leaves:
+                array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+                offset = " + ".join(
+                    f"{outer[p]} * m{value.index}_{d} * {array}.strides[{d}]"
+                    for d, p in enumerate(positions[:-1])
+                )
+                row = src.fresh("row")
+                src.line(f"{row} = h.unit_row({array}, {offset or '0'}, {count})")
+                self.rows[(value.index, positions)] = row
+            inner = src.fresh("i")
+            with src.block(f"for {inner} in range({count}):"):
+                names = [*outer, inner]
+                self.emit_fused_body(root, order, names, f"{dest}[{index(names)}]", dest_rep)
+        self.rows.clear()
 
     def trailing_fold(
         self, root: _Value, order: list[_Use], dest: str
@@ -1233,8 +1303,11 @@ class _Generator:
         if value.index in self.hoisted:
             return self.hoisted[value.index]  # read (and decoded) before the loop
         direct = self.direct.get(value.index)
+        row = self.rows.get((value.index, positions))
         if value.spec.ndim == 0:
             element = f"{array}[()]"
+        elif row is not None:
+            element = f"{row}[{loop_names[positions[-1]]}]"
         elif direct is not None:
             element = f"{direct}[{index([loop_names[p] for p in positions])}]"
         else:

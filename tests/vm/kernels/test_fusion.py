@@ -146,6 +146,60 @@ def test_strided_views_take_steps_back_and_broadcast() -> None:
     assert _source_of(program, [b, c, d]).count("sv_") >= 8
 
 
+def _gate_update(program: Program, width: int) -> int:
+    """An LSTM cell update, ``sigmoid(f) * c + sigmoid(i) * tanh(g)``, with the gates
+    ``i, f, g`` sliced from input 0 and the cell state ``c`` input 1."""
+    gates = []
+    for k in range(3):
+        (gate,) = program.add("strided_slice", [0], begin=[k * width], end=[(k + 1) * width],
+                              strides=[1], axes=[1])  # fmt: skip
+        gates.append(gate)
+    (i,) = program.add("sigmoid", [gates[0]])
+    (f,) = program.add("sigmoid", [gates[1]])
+    (g,) = program.add("tanh", [gates[2]])
+    (keep,) = program.add("multiply", [f, 1])
+    (new,) = program.add("multiply", [i, g])
+    return program.add("add", [keep, new])[0]
+
+
+def test_views_with_a_unit_last_stride_are_read_by_rows() -> None:
+    # Batches of 1 and 3 rows, the cell state per row or broadcast from one, widths that
+    # end in a partial vector: each row of each gate is read where it lies.
+    for batch, state_rows, width in [(1, 1, 128), (3, 3, 37), (3, 1, 16), (2, 2, 1)]:
+        program = Program([f32(batch, 4 * width), f32(state_rows, width)])
+        result = _gate_update(program, width)
+        check(program, [result])
+        assert _source_of(program, [result]).count("h.unit_row(") == 3
+
+
+def test_rows_follow_every_leading_axis_of_a_view() -> None:
+    # A rank-4 head split read by rows (offsets from three leading axes), a rank-2 view
+    # read along the leading axis of a rank-3 loop, and one of a single row broadcast
+    # along its own first axis (the rows repeat).
+    program = Program([f32(2, 5, 3 * 2 * 8), np.float32(0.5)])
+    (head,) = [_head_split(program, 1, 2, (0, 2, 1, 3))]
+    (scaled,) = program.add("multiply", [head, 1])
+    check(program, [scaled])
+    assert "h.unit_row(" in _source_of(program, [scaled])
+    for shapes in [((4, 12), (3, 4, 6)), ((1, 12), (3, 6))]:
+        program = Program([f32(*shape) for shape in shapes])
+        (part,) = program.add("strided_slice", [0], begin=[3], end=[9], strides=[1], axes=[1])
+        (total,) = program.add("add", [part, 1])
+        check(program, [total])
+        assert "h.unit_row(" in _source_of(program, [total])
+
+
+def test_views_without_a_unit_last_stride_are_read_element_by_element() -> None:
+    # Steps of 2 and -1 along the last axis and a last axis of one broadcast against 6:
+    # the rows' condition fails at run time and the element loop computes the same.
+    for begin, end, step in [(0, 12, 2), (11, 5, -1), (4, 5, 1)]:
+        program = Program([f32(3, 12), f32(3, 6)])
+        (part,) = program.add("strided_slice", [0], begin=[begin], end=[end], strides=[step],
+                              axes=[1])  # fmt: skip
+        (total,) = program.add("add", [part, 1])
+        check(program, [total])
+
+
 def test_an_empty_strided_view_gives_an_empty_result() -> None:
     program = Program([f32(3, 4)])
     (a,) = program.add("strided_slice", [0], begin=[2], end=[2], strides=[1], axes=[1])

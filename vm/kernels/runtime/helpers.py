@@ -21,8 +21,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed
 from numba.cpython.unsafe.tuple import tuple_setitem
-from numba.extending import register_jitable
+from numba.extending import intrinsic, register_jitable
+from numba.np.arrayobj import make_array, populate_array
 
 # --- float16 as uint16 bits --------------------------------------------------------------------
 
@@ -446,3 +451,37 @@ def restride(a, shape):
     if ok:
         return np.lib.stride_tricks.as_strided(a, shape, strides)
     return np.ascontiguousarray(a).reshape(shape)
+
+
+@intrinsic
+def unit_row(typingctx, a, offset, count):
+    """The ``count`` elements of ``a`` from ``offset`` bytes past its first, as a
+    C-contiguous 1-D array sharing ``a``'s memory (and keeping it alive).
+
+    For views of any strides whose last axis has unit stride (the caller checks): numba
+    types a strided view's layout "A" and loops over it one element at a time, since its
+    stride is unknown, where over a C-contiguous row LLVM vectorizes. An LSTM's cell update,
+    three gate slices of one projection, took 1.56 us over 128 elements through the views
+    and 0.20 through rows at the same addresses (the same bits; AMD EPYC Zen 4).
+    """
+    if not isinstance(a, types.Array):
+        return None
+    row = types.Array(a.dtype, 1, "C")
+
+    def codegen(context, builder, signature, args):
+        source = make_array(signature.args[0])(context, builder, args[0])
+        result = make_array(row)(context, builder)
+        bytes_ = builder.bitcast(source.data, ir.IntType(8).as_pointer())
+        data = builder.bitcast(builder.gep(bytes_, [args[1]]), source.data.type)
+        populate_array(
+            result,
+            data=data,
+            shape=cgutils.pack_array(builder, [args[2]]),
+            strides=cgutils.pack_array(builder, [source.itemsize]),
+            itemsize=source.itemsize,
+            meminfo=source.meminfo,
+            parent=source.parent,
+        )
+        return impl_ret_borrowed(context, builder, row, result._getvalue())
+
+    return row(a, types.intp, types.intp), codegen

@@ -5,7 +5,8 @@ Returns: a kernel's ``KernelValueError``/``KernelIndexError`` is a ``ValueError`
 names with braces come out as written. Traps: compiled code raising them through ``expect``,
 ``bcast``, ``take_index`` and ``index_out_of_range`` gives the messages the checks always
 gave. Returns: ``restride`` views an array of any strides with a new shape exactly where
-numpy reshapes without a copy, and copies elsewhere.
+numpy reshapes without a copy, and copies elsewhere; ``unit_row`` gives a C-contiguous
+row of any array at a byte offset, sharing its memory, for every dtype.
 """
 
 from __future__ import annotations
@@ -100,3 +101,21 @@ def test_restride_views_where_numpy_would_and_copies_elsewhere():
 def test_restride_of_nothing_is_empty():
     got = _restride(np.empty((3, 0, 2))[:, :, ::-1], (0, 6))
     assert got.shape == (0, 6)
+
+
+@njit
+def _second_row_from(a, column):
+    # The row of a (2, n) view starting at ``column`` of its second row.
+    row = h.unit_row(a, a.strides[0] + column * a.itemsize, a.shape[1] - column)
+    row[0] = row[-1]
+    return row
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "bool"])
+def test_unit_row_views_a_row_in_place(dtype):
+    base = np.arange(30).reshape(3, 10).astype(dtype)
+    view = base[:2, 3:8]  # strides (row, item): numba types it layout "A"
+    row = _second_row_from(view, 1)
+    assert row.flags.c_contiguous and row.dtype == base.dtype
+    assert row.tolist() == base[1, 4:8].tolist() and np.shares_memory(row, base)
+    assert base[1, 4] == base[1, 7]  # written through the row

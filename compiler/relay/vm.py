@@ -35,7 +35,9 @@ relay.transform.PassContext(...)`` block says otherwise), then generates bytecod
    concatenations of one non-empty tensor go away, average pools over whole planes become
    means), ``SinkReshape`` (opt_level 1: a
    reshape moves below the elementwise operators that read it, so that they join the
-   kernel of the product before it) and ``SplitToSlices``
+   kernel of the product before it), ``TransposeIntoBatchMatmul`` (opt_level 1: a batch
+   product's transposed second operand, an attention layer's keys, is made the other way
+   round and read with ``transpose_b``) and ``SplitToSlices``
    (opt_level 1: projections of ``split`` become slices that fuse into their consumers);
 3. remove dead ``let`` bindings (``DeadCodeElimination``, always, unless disabled by
    name: the calls SimplifyInference replaced must not reach the code generator);
@@ -84,6 +86,7 @@ from compiler.transform import (
     SinkReshape,
     SpecializeConstantArguments,
     SplitToSlices,
+    TransposeIntoBatchMatmul,
 )
 from compiler.transform.eta_expand import eta_expand
 from compiler.transform.fuse_ops import FuseOps
@@ -163,6 +166,7 @@ def _optimizations() -> Any:
             SimplifyPower(),
             SimplifyExpr(),
             SinkReshape(),
+            TransposeIntoBatchMatmul(),
             SplitToSlices(),
         ],
         name="VMOptimize",

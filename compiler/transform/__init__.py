@@ -61,6 +61,7 @@ from compiler.transform.simplify_power import SimplifyPower
 from compiler.transform.sink_reshape import SinkReshape
 from compiler.transform.specialize_arguments import SpecializeConstantArguments
 from compiler.transform.split_to_slices import SplitToSlices
+from compiler.transform.transpose_into_matmul import TransposeIntoBatchMatmul
 
 for _pass in (
     AlterOpLayout,
@@ -81,6 +82,7 @@ for _pass in (
     SimplifyPower,
     SinkReshape,
     SplitToSlices,
+    TransposeIntoBatchMatmul,
 ):
     register_pass(_pass.__name__, _pass)
 del _pass
@@ -113,6 +115,7 @@ __all__ = [
     "SinkReshape",
     "SpecializeConstantArguments",
     "SplitToSlices",
+    "TransposeIntoBatchMatmul",
     "function_pass",
     "get_pass",
     "module_pass",

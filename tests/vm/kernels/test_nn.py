@@ -82,7 +82,7 @@ def test_matmul_of_three_dimensional_data_and_integers() -> None:
 
 @pytest.mark.parametrize(
     ("batch_x", "batch_y", "m", "k", "n"),
-    [(2, 2, 3, 4, 5), (1, 3, 2, 6, 2), (4, 1, 1, 1, 1), (2, 2, 40, 30, 50)],
+    [(2, 2, 3, 4, 5), (1, 3, 2, 6, 2), (4, 1, 1, 1, 1), (2, 2, 40, 30, 50), (3, 1, 20, 7, 33)],
 )
 def test_batch_matmul_every_transpose_combination(
     batch_x: int, batch_y: int, m: int, k: int, n: int

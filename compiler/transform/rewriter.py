@@ -24,7 +24,9 @@ from typing import Any as AnyT
 
 from compiler.ir.expr import Call, Clause, Expr, Function, Let, Node, Op
 from compiler.ir.module import IRModule
+from compiler.ir.types import TensorType
 from compiler.ir.visitor import children, post_order, rebuild
+from compiler.op.registry import OpPattern, get_def
 from compiler.transform.infer_type import InferType
 
 __all__ = [
@@ -32,7 +34,9 @@ __all__ = [
     "UseCountingMutator",
     "is_op_call",
     "is_primitive",
+    "is_shape_free_elementwise",
     "rewrite_module",
+    "static_shape",
 ]
 
 _ENTER = 0  # first visit: schedule children
@@ -49,6 +53,34 @@ def is_primitive(node: object) -> bool:
     """Whether ``node`` is a primitive function (``Primitive=1``): a kernel body that the
     optimization passes leave as it is."""
     return isinstance(node, Function) and bool(node.attrs.get("Primitive", 0))
+
+
+#: Attributes that hold a value, not an axis or a shape: operators with no others are
+#: indifferent to the shape of their operands.
+_VALUE_ATTRS = frozenset({"a_min", "a_max", "alpha"})
+
+
+def is_shape_free_elementwise(node: object) -> bool:
+    """Whether ``node`` calls an operator that works element by element, whatever its
+    operands' shapes (see :data:`_VALUE_ATTRS`): one a pass may move across a reshape or
+    a transpose of its operands."""
+    if not isinstance(node, Call) or not isinstance(node.op, Op):
+        return False
+    opdef = get_def(node.op.name)
+    if opdef.pattern not in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
+        return False
+    return set(node.attrs) <= _VALUE_ATTRS
+
+
+def static_shape(node: object) -> tuple[int, ...] | None:
+    """The type-checked shape of ``node`` if it is a tensor of known, non-zero sizes:
+    one a pass may write as a ``newshape`` (where ``reshape`` reads a 0 as "keep this
+    dimension", not an empty one)."""
+    ty = getattr(node, "_checked_type", None)
+    if not isinstance(ty, TensorType) or not ty.is_static:
+        return None
+    shape = ty.concrete_shape
+    return shape if all(size > 0 for size in shape) else None
 
 
 def _visited(node: Node) -> tuple[Node, ...]:

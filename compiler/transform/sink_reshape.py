@@ -36,44 +36,24 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from compiler.ir.expr import Call, Let, Node, Op
+from compiler.ir.expr import Call, Let, Node
 from compiler.ir.module import IRModule
-from compiler.ir.types import TensorType
 from compiler.op.api import call_op
-from compiler.op.registry import OpPattern, get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive, rewrite_module
+from compiler.transform.rewriter import (
+    BindingMutator,
+    is_op_call,
+    is_primitive,
+    is_shape_free_elementwise,
+    rewrite_module,
+    static_shape,
+)
 
 __all__ = ["SinkReshape", "sink_reshape"]
-
-#: Attributes that hold a value, not an axis or a shape: operators with no others are
-#: indifferent to the shape of their operands.
-_VALUE_ATTRS = frozenset({"a_min", "a_max", "alpha"})
 
 
 def _is_reshape(node: object) -> bool:
     return is_op_call(node, "reshape")
-
-
-def _static_shape(node: object) -> tuple[int, ...] | None:
-    """The type-checked shape of ``node`` if it is a tensor of known, non-zero sizes."""
-    ty = getattr(node, "_checked_type", None)
-    if not isinstance(ty, TensorType) or not ty.is_static:
-        return None
-    shape = ty.concrete_shape
-    # A 0 in newshape means "keep this dimension" to reshape, not an empty one.
-    return shape if all(size > 0 for size in shape) else None
-
-
-def _sinks_through(node: Call) -> bool:
-    """Whether ``node`` calls an operator that works element by element, whatever its
-    operands' shapes (see :data:`_VALUE_ATTRS`)."""
-    if not isinstance(node.op, Op):
-        return False
-    opdef = get_def(node.op.name)
-    if opdef.pattern not in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
-        return False
-    return set(node.attrs) <= _VALUE_ATTRS
 
 
 class _Reshaped(NamedTuple):
@@ -102,7 +82,7 @@ class _Rewriter(BindingMutator):
             return new
         if _is_reshape(new):
             return self.reshape(old, new)
-        if _sinks_through(new):
+        if is_shape_free_elementwise(new):
             return self.elementwise(old, new)
         return new
 
@@ -112,12 +92,12 @@ class _Rewriter(BindingMutator):
         return node
 
     def reshape(self, old: Call, new: Call) -> Node:
-        shape = _static_shape(old)
+        shape = static_shape(old)
         if shape is None:
             return new
         inner = self.reshaped.get(id(new.args[0]))
         if inner is None:
-            source_shape = _static_shape(old.args[0])
+            source_shape = static_shape(old.args[0])
             if source_shape is None:
                 return new
             if source_shape == shape:
@@ -129,14 +109,14 @@ class _Rewriter(BindingMutator):
         return self._record(call_op("reshape", [inner.source], newshape=list(shape)), *inner)
 
     def elementwise(self, old: Call, new: Call) -> Node:
-        shape = _static_shape(old)
+        shape = static_shape(old)
         if shape is None:
             return new
         source_shape = None
         moved: list[Node | None] = []
         for before, after in zip(old.args, new.args):
             found = self.reshaped.get(id(after))
-            if found is not None and _static_shape(before) == shape:
+            if found is not None and static_shape(before) == shape:
                 if source_shape not in (None, found.shape):
                     return new
                 source_shape = found.shape
@@ -150,7 +130,7 @@ class _Rewriter(BindingMutator):
             if arg is not None:
                 args.append(arg)
                 continue
-            other = _static_shape(before)
+            other = static_shape(before)
             if other is None:
                 return new
             rank = len(other)

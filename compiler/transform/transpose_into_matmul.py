@@ -27,7 +27,7 @@ keeps that axis last. The values' split, ``axes=[0, 2, 1, 3]`` read plainly, is 
 is (swapped, it would become the transposed copy). The chain may hold reshapes that keep
 the last two sizes (they regroup the leading axes only, so they commute with the swap) and
 elementwise operators whose other operands have one element; every value on it must have
-no other reader, so nothing is computed twice, and every shape must be known. The
+no other reader, so nothing is computed twice, and every shape must be known and non-empty. The
 product's sums are the same; only the order in which the library adds them may differ.
 The pass runs at ``opt_level`` 1, after ``SinkReshape``.
 """
@@ -36,32 +36,27 @@ from __future__ import annotations
 
 import math
 
-from compiler.ir.expr import Call, Node, Op
+from compiler.ir.expr import Call, Node
 from compiler.ir.module import IRModule
-from compiler.ir.types import TensorType
 from compiler.op.api import call_op
 from compiler.op.defs_transform import transpose_axes
-from compiler.op.registry import OpPattern, get_def
+from compiler.op.registry import get_def
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import UseCountingMutator, is_op_call, rewrite_module
+from compiler.transform.rewriter import (
+    UseCountingMutator,
+    is_op_call,
+    is_shape_free_elementwise,
+    rewrite_module,
+    static_shape,
+)
 
 __all__ = ["TransposeIntoBatchMatmul", "transpose_into_batch_matmul"]
 
 _PRODUCT = "nn.batch_matmul"
-#: Attributes that hold a value, not an axis or a shape (as in ``SinkReshape``).
-_VALUE_ATTRS = frozenset({"a_min", "a_max", "alpha"})
 
 
 def _wanted(node: object) -> bool:
     return is_op_call(node, _PRODUCT)
-
-
-def _shape(node: object) -> tuple[int, ...] | None:
-    """The type-checked shape of ``node`` if it is a tensor of known sizes."""
-    ty = getattr(node, "_checked_type", None)
-    if not isinstance(ty, TensorType) or not ty.is_static:
-        return None
-    return ty.concrete_shape
 
 
 def _swapped(shape: tuple[int, ...]) -> list[int]:
@@ -71,16 +66,11 @@ def _swapped(shape: tuple[int, ...]) -> list[int]:
 def _elementwise_argument(node: Node, shape: tuple[int, ...]) -> int | None:
     """Which argument of ``node`` carries the chain, if ``node`` is an elementwise
     operator whose other arguments have one element each."""
-    if not isinstance(node, Call) or not isinstance(node.op, Op):
-        return None
-    opdef = get_def(node.op.name)
-    if opdef.pattern not in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
-        return None
-    if not set(node.attrs) <= _VALUE_ATTRS:
+    if not is_shape_free_elementwise(node):
         return None
     through = None
-    for k, arg in enumerate(node.args):
-        arg_shape = _shape(arg)
+    for k, arg in enumerate(node.args):  # type: ignore[attr-defined]
+        arg_shape = static_shape(arg)
         if arg_shape is None:
             return None
         if arg_shape == shape and through is None:
@@ -109,13 +99,13 @@ class _Rewriter(UseCountingMutator):
         chain: list[tuple[Call, int]] = []  # (node, the argument that continues the chain)
         node = top
         while True:
-            shape = _shape(node)
+            shape = static_shape(node)
             if shape is None or len(shape) < 2 or self.uses[id(node)] != 1:
                 return None
             if is_op_call(node, "transpose"):
                 break
             if is_op_call(node, "reshape"):
-                source = _shape(node.args[0])  # type: ignore[attr-defined]
+                source = static_shape(node.args[0])  # type: ignore[attr-defined]
                 if source is None or source[-2:] != shape[-2:]:
                     return None
                 through: int | None = 0
@@ -136,7 +126,7 @@ class _Rewriter(UseCountingMutator):
             value = call_op("transpose", [value], axes=perm)
         for link, through in reversed(chain):
             if is_op_call(link, "reshape"):
-                value = call_op("reshape", [value], newshape=_swapped(_shape(link)))  # type: ignore[arg-type]
+                value = call_op("reshape", [value], newshape=_swapped(static_shape(link)))  # type: ignore[arg-type]
                 continue
             args = [value if k == through else self.memo[id(a)] for k, a in enumerate(link.args)]
             value = Call(link.op, args, link.attrs)

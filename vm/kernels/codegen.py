@@ -139,6 +139,12 @@ class _Value:
     def rep(self, rep: str) -> str:
         return rep if self.f16 else STORAGE
 
+    @property
+    def read(self) -> str:
+        """The array loops read the value from: its float32 form when it has one, else
+        its storage (float16 bits, decoded as they are read)."""
+        return self.arrays.get(COMPUTE) or self.arrays[STORAGE]
+
 
 @dataclass
 class _ArgMapCtx:
@@ -805,9 +811,7 @@ class _Generator:
 
         def loop(starts: list[str], counts: list[str], direct_leaves: bool) -> None:
             output = target if plan.borrow else dest
-            arrays = [target, output] + [
-                leaf.arrays.get(COMPUTE) or leaf.arrays[STORAGE] for leaf, _ in leaves
-            ]
+            arrays = [target, output] + [leaf.read for leaf, _ in leaves]
             views: dict[str, str] = {}
             if direct_leaves:
                 counts, views = merged(starts, counts, arrays)
@@ -1062,7 +1066,7 @@ class _Generator:
         for value, positions in order:
             if not value.arrays or not value.spec.ndim or value.index in self.hoisted:
                 continue
-            array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+            array = value.read
             if not STRIDED_VIEW.fullmatch(array) or last not in positions:
                 continue
             if positions[-1] != last:
@@ -1075,7 +1079,7 @@ class _Generator:
         stride and is read whole (not broadcast)."""
         checks = []
         for value, _ in leaves:
-            array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+            array = value.read
             last = value.spec.ndim - 1
             checks.append(f"{array}.strides[{last}] == {array}.itemsize")
             checks.append(f"m{value.index}_{last} == 1")
@@ -1096,7 +1100,7 @@ class _Generator:
         count = root.dims[-1]
         with src.loops(root.dims[:-1]) as outer:
             for value, positions in leaves:
-                array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+                array = value.read
                 offset = " + ".join(
                     f"{outer[p]} * m{value.index}_{d} * {array}.strides[{d}]"
                     for d, p in enumerate(positions[:-1])
@@ -1136,7 +1140,7 @@ class _Generator:
             touched = [p for p in positions if p >= first]
             if not touched:
                 continue
-            array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+            array = value.read
             if positions[-len(suffix) :] != suffix or len(touched) != len(suffix):
                 return None
             if not C_ARRAY.fullmatch(array):
@@ -1195,7 +1199,7 @@ class _Generator:
             if value.f16:
                 return None
             if value.arrays and value.spec.ndim:
-                array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+                array = value.read
                 if positions != identity or not C_ARRAY.fullmatch(array):
                     return None
         names = _value_names(order)
@@ -1266,7 +1270,7 @@ class _Generator:
         start, size, j = src.fresh("b"), src.fresh("bn"), src.fresh("j")
         views: dict[str, str] = {}
         for name, leaf in leaves.items():
-            array = leaf.arrays.get(COMPUTE) or leaf.arrays[STORAGE]
+            array = leaf.read
             views[name] = view = src.fresh("fv")
             if leaf.spec.ndim:
                 src.line(f"{view} = {array}.reshape({total})")
@@ -1298,8 +1302,7 @@ class _Generator:
 
     def load(self, value: _Value, positions: tuple[int, ...], loop_names: list[str]) -> str:
         """An element of ``value`` at ``positions`` of the loop, as a compute-typed scalar."""
-        # Its float32 form when it has one, else its storage (float16 bits are decoded).
-        array = value.arrays.get(COMPUTE) or value.arrays[STORAGE]
+        array = value.read
         if value.index in self.hoisted:
             return self.hoisted[value.index]  # read (and decoded) before the loop
         direct = self.direct.get(value.index)

@@ -153,6 +153,20 @@ def test_a_reshape_of_the_last_two_axes_or_a_broadcast_operand_stops_the_rewrite
     )
 
 
+def test_empty_keys_are_left() -> None:
+    # A swapped newshape would hold a 0, which reshape reads as "keep this dimension".
+    _unchanged(
+        """
+        def @main(%q: Tensor[(2, 3, 4), float32], %k: Tensor[(1, 0, 8), float32]) {
+          %0 = transpose(reshape(%k, newshape=[1, -1, 2, 4]), axes=[0, 2, 3, 1]);
+          nn.batch_matmul(%q, reshape(%0, newshape=[2, 4, -1]), transpose_b=False)
+        }
+        """,
+        (2, 3, 4),
+        (1, 0, 8),
+    )
+
+
 def test_products_already_reading_transposed_or_without_a_transpose_are_left() -> None:
     _unchanged(
         """

@@ -2,7 +2,8 @@
 ``tanh`` and ``erf``, a row maximum and row sums, that LLVM can vectorize; ``exp`` and swish
 also as LLVM IR for vector loops written in IR.
 
-Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba and llvmlite.
+Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy, numba,
+llvmlite and :mod:`vm.kernels.runtime.target`.
 
 numba turns ``np.exp`` and friends on a float32 into calls of the C library's scalar
 functions, and a loop with a call in it stays scalar. These versions are arithmetic
@@ -34,6 +35,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
+from vm.kernels.runtime.target import has_avx512
+
 _F = np.float32
 
 
@@ -55,6 +58,32 @@ def _bits_from_float(typingctx, value):
 
     def codegen(context, builder, sig, args):
         return builder.bitcast(args[0], ir.IntType(32))
+
+    return signature, codegen
+
+
+#: Whether :func:`exp_f32` scales by its power of two with LLVM's ``ldexp``: AVX-512 does
+#: that in one instruction (``vscalefps``), subnormal results included, where the two
+#: products by powers of two built from the exponent's bits take nine, and each result
+#: below the normal range costs a microcode assist. Both round once, so the bits are the
+#: same (checked over every 257th float32). One core of an AMD EPYC Zen 4, ns an
+#: element: exp of N(0, 3) 0.35 -> 0.28, of U(-110, 95) 0.63 -> 0.28; swish 0.40 -> 0.35
+#: and 0.71 -> 0.49. AVX2 has no such instruction, and LLVM's expansion there was slower.
+_SCALEF = has_avx512()
+
+
+@intrinsic
+def _ldexp(typingctx, x, k):
+    """``x * 2 ** k`` for a float32 ``x`` and an int32 ``k``, rounded once (LLVM's
+    ``ldexp``; see :data:`_SCALEF`)."""
+    signature = types.float32(types.float32, types.int32)
+
+    def codegen(context, builder, sig, args):
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        function = builder.module.declare_intrinsic(
+            "llvm.ldexp", [f32, i32], ir.FunctionType(f32, [f32, i32])
+        )
+        return builder.call(function, args)
 
     return signature, codegen
 
@@ -134,7 +163,8 @@ _LOG2E = _F(1.4426950408889634)
 # ln 2 split so that n * _LN2_HI is exact for the |n| <= 150 used here.
 _LN2_HI = _F(0.693359375)
 _LN2_LO = _F(-2.12194440e-4)
-# Where exp's argument is clamped: 2 ** n then stays a product of two normal powers of two.
+# Where exp's argument is clamped: past these the result is 0 or inf already, and the
+# clamp keeps n an int32 whose n * _LN2_HI is exact.
 _EXP_LOW, _EXP_HIGH = _F(-104.0), _F(89.0)
 # e ** r on [-ln 2 / 2, ln 2 / 2]: Taylor to degree 7 is within 1 ulp there. Highest
 # degree first, as Horner's rule takes them.
@@ -159,6 +189,8 @@ def exp_f32(x):
     p = _mul_add(p, r, t[6])
     p = _mul_add(p, r, t[7])
     k = np.int32(n)
+    if _SCALEF:
+        return _ldexp(p, k)
     half = k >> np.int32(1)
     scale_a = _float_from_bits((half + np.int32(127)) << np.int32(23))
     scale_b = _float_from_bits((k - half + np.int32(127)) << np.int32(23))
@@ -221,6 +253,12 @@ def exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     for c in _EXP_TAYLOR[1:]:
         p = mul_add(p, r, splat(c))
     k = builder.fptosi(n, ints)
+    if _SCALEF:
+        name = f"llvm.ldexp.v{lanes}f32.v{lanes}i32"
+        ldexp = builder.module.globals.get(name)
+        if ldexp is None:
+            ldexp = ir.Function(builder.module, ir.FunctionType(kind, [kind, ints]), name=name)
+        return builder.call(ldexp, [p, k])
     half = builder.ashr(k, splat(1, ints))
     bias = splat(127, ints)
     scale_a = builder.shl(builder.add(half, bias), splat(23, ints))

@@ -83,6 +83,30 @@ def test_exp_overflows_to_infinity_and_underflows_through_subnormals_to_zero() -
     assert (got[6:] == 0).all()
 
 
+@numba.njit
+def _scaled(p, k, out):  # type: ignore[no-untyped-def]
+    for i in range(p.shape[0]):
+        out[i] = vx._ldexp(p[i], k[i])
+
+
+def test_exp_scales_by_its_power_of_two_with_one_rounding() -> None:
+    # exp_f32 ends with p * 2 ** k, p in [0.7, 1.42] and k in [-150, 128]: by ldexp on
+    # AVX-512 hosts, elsewhere as p * 2 ** (k // 2) * 2 ** (k - k // 2), whose first
+    # product is exact. Both must round once, subnormal results and overflow included.
+    rng = np.random.default_rng(5)
+    k = np.repeat(np.arange(-150, 129, dtype=np.int32), 64)
+    p = rng.uniform(0.7, 1.42, k.size).astype(np.float32)
+    got = np.empty_like(p)
+    _scaled(p, k, got)
+    half = k >> 1
+    with np.errstate(over="ignore"):
+        expected = p * np.ldexp(np.float32(1), half) * np.ldexp(np.float32(1), k - half)
+    assert expected.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert np.isinf(got[k == 128][p[k == 128] >= 1]).all()
+    assert (got[k == -150] <= np.finfo(np.float32).smallest_subnormal).all()
+
+
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_nan_gives_nan_and_infinities_give_the_limits(name: str) -> None:
     got = apply(name, np.array([np.nan, np.inf, -np.inf], np.float32))

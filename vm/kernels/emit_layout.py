@@ -32,7 +32,15 @@ from vm.kernels.rules import (
     require_rank,
     require_same_dtype,
 )
-from vm.kernels.source import STRIDED_VIEW, EmitCtx, ShapeCtx, index, product, shape_tuple
+from vm.kernels.source import (
+    C_ARRAY,
+    STRIDED_VIEW,
+    EmitCtx,
+    ShapeCtx,
+    index,
+    product,
+    shape_tuple,
+)
 
 #: The rules this module defines (gathered by :mod:`vm.kernels.table`).
 RULES = RuleSet()
@@ -395,13 +403,39 @@ def _concatenate_shape(ctx: ShapeCtx) -> list[list[str]]:
 def _concatenate_emit(ctx: EmitCtx) -> None:
     src = ctx.src
     axis = norm_axis("axis", ctx.attrs["axis"], len(ctx.arg_dims[0]))
+    out, out_dims = ctx.outs[0], ctx.out_dims[0]
     offset = src.fresh("off")
     src.line(f"{offset} = 0")
+    flat = None
     for arg, dims in zip(ctx.args, ctx.arg_dims):
-        with src.loops(dims) as ii:
-            target = list(ii)
-            target[axis] = f"{offset} + {ii[axis]}"
-            src.line(f"{ctx.outs[0]}[{index(target)}] = {arg}[{index(ii)}]")
+        if C_ARRAY.fullmatch(arg) and C_ARRAY.fullmatch(out):
+            # For each index before the axis, a C-contiguous field is one run of elements
+            # in the output too: copied flat, a loop LLVM vectorizes, where the loop nest
+            # over the field's axes, indexed at an offset, kept most of it scalar (DeepLabV3's
+            # pooled branch and 256 channels, 32768 elements, 59 us).
+            if flat is None:
+                flat = src.fresh("fo")
+                src.line(f"{flat} = {out}.reshape({out}.size)")
+            source, run, start = src.fresh("fa"), src.fresh("run"), src.fresh("at")
+            o, q, to, of = src.fresh("o"), src.fresh("q"), src.fresh("to"), src.fresh("of")
+            src.line(f"{source} = {arg}.reshape({arg}.size)")
+            src.line(f"{run} = {product(dims[axis:])}")
+            with src.block(f"for {o} in range({product(dims[:axis])}):"):
+                src.line(
+                    f"{start} = {o} * ({product(out_dims[axis:])}) + {offset} * "
+                    f"({product(dims[axis + 1 :])})"
+                )
+                # Runs as slices, indexed by the loop's own counter: an index numba cannot
+                # prove non-negative gets a wraparound test that keeps the loop scalar.
+                src.line(f"{to} = {flat}[{start} : {start} + {run}]")
+                src.line(f"{of} = {source}[{o} * {run} : ({o} + 1) * {run}]")
+                with src.block(f"for {q} in range({run}):"):
+                    src.line(f"{to}[{q}] = {of}[{q}]")
+        else:
+            with src.loops(dims) as ii:
+                target = list(ii)
+                target[axis] = f"{offset} + {ii[axis]}"
+                src.line(f"{out}[{index(target)}] = {arg}[{index(ii)}]")
         src.line(f"{offset} += {dims[axis]}")
 
 

@@ -116,6 +116,29 @@ def test_concatenate_and_stack_join_fields(sizes: tuple) -> None:
     check(program, results)
 
 
+@pytest.mark.parametrize("axis", [0, 1, 3, -1])
+def test_concatenate_joins_plain_arrays_and_views_along_any_axis(axis: int) -> None:
+    # Plain fields are copied a run at a time; a transposed or sliced field (a strided
+    # view inside the kernel) element by element, into the same output.
+    shape = [2, 3, 4, 5]
+    x = RNG.standard_normal(shape).astype("float32")
+    other = shape.copy()
+    other[axis] = 2
+    y = RNG.standard_normal(other).astype("float32")
+    z = RNG.standard_normal((2, 3, 5, 4)).astype("float32")
+    program = Program([x, y, z])
+    swapped = program.add("transpose", [2], axes=(0, 1, 3, 2))[0]
+    begin, end = [0, 0, 0, 0], list(shape)
+    begin[axis] = 1
+    sliced = program.add("strided_slice", [0], begin=begin, end=end, strides=[1, 1, 1, 1])[0]
+    results = [
+        program.add("concatenate", [0, 1, 0], axis=axis)[0],
+        program.add("concatenate", [sliced, 1], axis=axis)[0],
+        program.add("concatenate", [swapped, 0, swapped], axis=axis)[0],
+    ]
+    check(program, results)
+
+
 @pytest.mark.parametrize("length", [6, 12, 9])
 def test_split_gives_every_piece(length: int) -> None:
     program = Program([arange((2, length), "int32")])

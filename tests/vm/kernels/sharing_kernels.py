@@ -134,6 +134,12 @@ def layer_norm() -> tuple[Program, list[int]]:
     return program, program.add("nn.layer_norm", [0, 1, 2])
 
 
+def upsampling() -> tuple[Program, list[int]]:
+    """A segmentation head's bilinear upsampling of its class planes: planes shared."""
+    program = Program([_normal(1, 21, 16, 16)])
+    return program, program.add("nn.upsampling", [0], scale_h=4.0, scale_w=4.0, method="bilinear")
+
+
 CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "dense": dense,
     "dense_packed": dense_packed,
@@ -151,6 +157,7 @@ CASES: dict[str, Callable[[], tuple[Program, list[int]]]] = {
     "global_mean": global_mean,
     "softmax": softmax,
     "layer_norm": layer_norm,
+    "upsampling": upsampling,
 }
 
 

@@ -3,7 +3,8 @@
 Returns group: kernels of every path that shares work with the worker threads (products
 by run-time and packed weights, a batch of products, convolutions by im2col, Winograd and
 packed column blocks, depthwise convolutions in both layouts, max pooling, a transposed
-convolution, a convolution with a fused epilogue), run with the workers polling in a
+convolution, a convolution with a fused epilogue, a transpose, a plane mean, softmax and
+layer norm rows, an upsampling), run with the workers polling in a
 fresh process, return the references and never offer a job whose kind's chunk code is not
 registered, the loader having registered every kind they share; a fresh process with an
 empty cache that builds one ``nn.dense`` compiles no convolution, depthwise or pooling

@@ -7,13 +7,14 @@ Generated kernels (see :mod:`vm.kernels.emit_pool`, :mod:`vm.kernels.emit_spatia
 are arguments, so each loop compiles once per process and dtype. Big float pools are split by
 planes between the threads of :mod:`vm.kernels.runtime.threads` (called through
 :mod:`vm.kernels.runtime.bridge`, so the loops they run are called from Python too, and cached
-on disk themselves); float32 max pooling and the row sums of means over trailing axes
-(:func:`row_sums_f32`) are shared without the GIL instead while the workers poll (jobs of
-:func:`vm.kernels.runtime.jobs.share`). A windowed
-pool walks one output row at a time: for each window offset it combines the matching
-input row into the whole output row, over the range of columns whose input lies inside
-the image (so the inner loop has no bounds checks), in window-offset order, which is the
-order the compiler's references combine them in. Its source is part of the kernel cache key.
+on disk themselves); float32 max pooling, upsampling and the row sums of means over trailing
+axes (:func:`row_sums_f32`) are shared without the GIL instead while the workers poll (jobs
+of :func:`vm.kernels.runtime.jobs.share`). A windowed pool walks one output row at a time:
+for each window offset it combines the matching input row into the whole output row, over
+the range of columns whose input lies inside the image (so the inner loop has no bounds
+checks), in window-offset order, which is the order the compiler's references combine them
+in. An upsampling works from row and column tables made once (:func:`_upsample_planes`). Its
+source is part of the kernel cache key.
 """
 
 from __future__ import annotations
@@ -426,7 +427,7 @@ def _upsample_planes(x, out, align_corners, method, first, last):
     each input row a plane's outputs read is interpolated along its columns once (gathers,
     one output column each), then each output row is a contiguous blend of two of those
     rows, a loop LLVM vectorizes; the products and sums are those of interpolating each
-    output pixel's four inputs columns first, so the bits are too. Nearest: an output row
+    output pixel's four inputs, columns first, so the bits are too. Nearest: an output row
     that samples the input row of the row before it copies that row. Per output element
     the loops took about 2 ns, the source coordinates worked out again for every row of
     every plane and every interpolation read at four gathered places (AMD EPYC Zen 4)."""

@@ -78,6 +78,13 @@ def _reach(ph, pw, x):
 
 
 @njit(nogil=True)
+def _float32_in_c_order(x, out):
+    """Whether ``x`` and ``out`` are float32 arrays in C order: what the chunk code of a
+    shared job reads at their addresses."""
+    return taps_ir.is_float32(x) and x.flags.c_contiguous and out.flags.c_contiguous
+
+
+@njit(nogil=True)
 def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     """:func:`max_pool2d` of float data over every plane, split between threads by planes
     when it is big enough."""
@@ -85,8 +92,7 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     if out.size * _reach(ph, pw, x) < SPLIT_WORK:
         max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, planes)
         return
-    # float32 (the only float of 4 bytes) in C order: what the callback reads.
-    if x.itemsize == 4 and x.flags.c_contiguous and out.flags.c_contiguous:
+    if _float32_in_c_order(x, out):
         # Shared without the GIL while workers poll (inside a model, after a convolution).
         arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
@@ -402,14 +408,7 @@ def upsample_bilinear(x, out, align_corners):
 @njit(nogil=True)
 def _upsample(x, out, align_corners, method):
     planes = x.shape[0] * x.shape[1]
-    if (
-        out.size >= UPSAMPLE_SPLIT
-        and planes > 1
-        and taps_ir.is_float32(x)
-        and x.flags.c_contiguous
-        and out.flags.c_contiguous
-    ):
-        # float32 in C order: what the chunk code reads.
+    if out.size >= UPSAMPLE_SPLIT and planes > 1 and _float32_in_c_order(x, out):
         arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3],
                      np.int64(1 if align_corners else 0), np.int64(method))  # fmt: skip

@@ -214,13 +214,20 @@ def exp_flushed_f32(x):
     return _F(0.0) if x < _EXP_NORMAL_LOW else e
 
 
-def _vector_intrinsic(module: ir.Module, name: str, kind: ir.VectorType, arity: int) -> ir.Function:
-    """LLVM's intrinsic ``name`` on float32 vectors of type ``kind``, declared once per module
+def _vector_intrinsic(
+    module: ir.Module, name: str, kind: ir.VectorType, arity: int, exponent: bool = False
+) -> ir.Function:
+    """LLVM's intrinsic ``name`` on float32 vectors of type ``kind`` (``arity`` of them; with
+    ``exponent``, then an int32 vector, as ``llvm.ldexp`` takes), declared once per module
     (llvmlite's ``declare_intrinsic`` names no vector types)."""
+    arguments = [kind] * arity
     full = f"{name}.v{kind.count}f32"
+    if exponent:
+        arguments.append(ir.VectorType(ir.IntType(32), kind.count))
+        full += f".v{kind.count}i32"
     found = module.globals.get(full)
     if found is None:
-        found = ir.Function(module, ir.FunctionType(kind, [kind] * arity), name=full)
+        found = ir.Function(module, ir.FunctionType(kind, arguments), name=full)
     return found
 
 
@@ -254,10 +261,7 @@ def exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
         p = mul_add(p, r, splat(c))
     k = builder.fptosi(n, ints)
     if _SCALEF:
-        name = f"llvm.ldexp.v{lanes}f32.v{lanes}i32"
-        ldexp = builder.module.globals.get(name)
-        if ldexp is None:
-            ldexp = ir.Function(builder.module, ir.FunctionType(kind, [kind, ints]), name=name)
+        ldexp = _vector_intrinsic(builder.module, "llvm.ldexp", kind, 1, exponent=True)
         return builder.call(ldexp, [p, k])
     half = builder.ashr(k, splat(1, ints))
     bias = splat(127, ints)

@@ -10,6 +10,7 @@ from compiler.op import (  # noqa: F401  (registration on import)
     defs_conv,
     defs_dynamic,
     defs_elemwise,
+    defs_image,
     defs_index,
     defs_nn,
     defs_norm,

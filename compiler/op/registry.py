@@ -145,6 +145,14 @@ def _coerce_attr(op: str, spec: AttrSpec, value: object) -> object:
             value = tuple(items)
         else:
             raise TypeError(f"{where} must be an int or a tuple of ints, got {value!r}")
+    elif kind == "floats":
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        if not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            for v in items
+        ):
+            raise TypeError(f"{where} must hold numbers, got {value!r}")
+        value = tuple(float(v) for v in items)
     elif kind not in ("any", "pairs"):
         # ``pairs`` (nn.pad's pad_width) is kept as given; the type relation reads it.
         raise AssertionError(f"unknown attribute kind {kind}")

@@ -46,6 +46,7 @@ _ALIASES: dict[str, tuple[str, str]] = {"Module": ("compiler.ir.module", "IRModu
 _SUBMODULES = {
     "nn": "compiler.op.nn",
     "vision": "compiler.op.vision",
+    "image": "compiler.op.image",
     "analysis": "compiler.relay.analysis",
     "transform": "compiler.transform",
     "vm": "compiler.relay.vm",

@@ -226,6 +226,10 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
         ([((1, 2, 3, 5), F)], {"scale_h": 2.0, "scale_w": 1.5}),
         ([((1, 2, 3, 4), F)], {"scale_h": 0.5, "scale_w": 0.25}),
     ],
+    "image.resize2d": [
+        ([((1, 2, 3, 5), F)], {"size": [7, 2]}),
+        ([((0, 2, 0, 5), F)], {"size": 4, "method": "cubic"}),
+    ],
     "vision.roi_align": [
         ([((2, 3, 10, 12), F), ((7, 5), F)], {"pooled_size": [3, 4], "spatial_scale": 0.5}),
         ([((1, 2, 4, 4), F), ((0, 5), F)], {"pooled_size": 2, "spatial_scale": 1.0}),

@@ -80,6 +80,7 @@ LIBRARY_ALIASES = {
     "cv": "conv_loops",
     "dwc": "depthwise",
     "pool": "pool_loops",
+    "rs": "resample",
     "h": "helpers",
     "vx": "vecmath",
     "wino": "winograd",

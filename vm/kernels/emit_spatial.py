@@ -7,7 +7,7 @@ tensor is copied as its bits): ``constant`` fills the output with ``pad_value`` 
 to data's dtype (numpy's ``astype``) and copies the input into the middle; ``edge`` and
 ``reflect`` map every output index to the input index it repeats. ``nn.upsampling``
 rounds the output size half to even and samples with TVM's coordinates (loops in
-:mod:`vm.kernels.runtime.pool_loops`). Semantics mirror ``compiler/op/defs_spatial.py``.
+:mod:`vm.kernels.runtime.resample`). Semantics mirror ``compiler/op/defs_spatial.py``.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def _upsampling_shape(ctx: ShapeCtx) -> list[list[str]]:
 def _upsampling_emit(ctx: EmitCtx) -> None:
     function = "upsample_bilinear" if ctx.attrs["method"] == "bilinear" else "upsample_nearest"
     ctx.src.line(
-        f"pool.{function}({ctx.args[0]}, {ctx.outs[0]}, {plain(ctx.attrs['align_corners'])})"
+        f"rs.{function}({ctx.args[0]}, {ctx.outs[0]}, {plain(ctx.attrs['align_corners'])})"
     )
 
 

@@ -47,8 +47,9 @@ class Attr:
 
     ``kind`` is ``int``, ``float``, ``bool``, ``str``, ``dtype``, ``dtype_or_empty`` (a dtype
     or ``""``), ``ints`` (a list of ints; a single int is accepted and wrapped),
-    ``int_or_ints`` or ``pairs`` (a list of ``[before, after]`` int pairs, ``nn.pad``'s
-    ``pad_width``). ``optional`` allows ``None``; ``required`` forbids leaving it out.
+    ``int_or_ints``, ``floats`` (a list of numbers, as floats) or ``pairs`` (a list of
+    ``[before, after]`` int pairs, ``nn.pad``'s ``pad_width``). ``optional`` allows
+    ``None``; ``required`` forbids leaving it out.
     """
 
     name: str
@@ -110,6 +111,13 @@ def normalize_attr(spec: Attr, value: object) -> object:
             value = tuple(value)
         else:
             raise RuleError(f"attribute {spec.name} must be a list of ints, found {value!r}")
+    elif kind == "floats":
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        if len(items) > MAX_LIST or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
+        ):
+            raise RuleError(f"attribute {spec.name} must be a list of numbers, found {value!r}")
+        value = tuple(float(v) for v in items)
     elif kind == "pairs":
         value = _pairs(spec.name, value)
     else:  # pragma: no cover - a rule table bug, caught by the rule tests

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from compiler.op import api, nn, vision
+from compiler.op import api, image, nn, vision
 from compiler.op.registry import OpPattern, get_def, get_op, list_ops
 
 E, B, I, R, O, X = (
@@ -67,6 +67,7 @@ EXPECTED_PATTERNS = {
     "nn.leaky_relu": E,
     "nn.prelu": B,
     "nn.upsampling": I,
+    "image.resize2d": I,
     # Shapes as values, data-dependent shapes and sorting: never fused.
     "shape_of": X,
     "ndarray_size": X,
@@ -109,6 +110,7 @@ DYN_FORMS = {
 
 # Operators whose schema has an attribute without a default.
 REQUIRED_ATTRS = {
+    "image.resize2d": "size",
     "clip": "a_min",
     "cast": "dtype",
     "zeros": "shape",
@@ -127,7 +129,7 @@ REQUIRED_ATTRS = {
 
 def test_registry_lists_exactly_the_required_operators():
     assert list_ops() == sorted(EXPECTED_PATTERNS)
-    assert len(list_ops()) == 110
+    assert len(list_ops()) == 111
 
 
 def test_every_operator_is_registered_after_one_definitions_module_is_imported_first():
@@ -176,6 +178,7 @@ def test_every_operator_has_one_builder():
         set(api.__all__)
         | {f"nn.{name}" for name in nn.__all__}
         | {f"vision.{name}" for name in vision.__all__}
+        | {f"image.{name}" for name in image.__all__}
     )
     assert builders - set(ALIAS_BUILDERS) == set(list_ops()) - set(DYN_FORMS)
     assert set(DYN_FORMS.values()) <= builders
@@ -186,6 +189,8 @@ def test_every_operator_has_one_builder():
         assert callable(getattr(nn, name))
     for name in vision.__all__:
         assert callable(getattr(vision, name))
+    for name in image.__all__:
+        assert callable(getattr(image, name))
 
 
 def test_unknown_operator_suggests_close_names():

@@ -36,7 +36,7 @@ DYNAMIC_OPS = [
 #: The detection operators, and the gathers and scatters by index tensors (issue 17).
 VISION_OPS = [
     "vision.roi_align", "vision.all_class_non_max_suppression", "gather", "gather_nd",
-    "scatter_elements", "scatter_nd",
+    "scatter_elements", "scatter_nd", "image.resize2d",
 ]  # fmt: skip
 
 #: The neural-network operators of the performance milestone (issue 4).
@@ -371,6 +371,15 @@ PAD_IN = [["float32", 2], ["float32", 0]]
          ("pad_mode must be one of 'constant', 'edge', 'reflect'",)),
         ("nn.upsampling", *POOL, {"method": "bicubic"}, ("must be one of",)),
         ("nn.upsampling", *POOL, {"scale_h": 0.0}, ("scale_h=0.0 must be a finite number > 0",)),
+        ("image.resize2d", *POOL, {}, ("attribute size is missing",)),
+        ("image.resize2d", *POOL, {"size": [2, 0]}, ("size=(2, 0) must hold values >= 1",)),
+        ("image.resize2d", *POOL, {"size": 2, "method": "bicubic"}, ("must be one of",)),
+        ("image.resize2d", *POOL, {"size": 2, "roi": [0, 1, 2]}, ("must hold 4 numbers",)),
+        ("image.resize2d", *POOL, {"size": 2, "roi": ["a"]}, ("must be a list of numbers",)),
+        ("image.resize2d", *POOL, {"size": 2, "cubic_alpha": float("inf")},
+         ("cubic_alpha=inf must be finite",)),
+        ("image.resize2d", *POOL, {"size": 2, "out_dtype": "bool"},
+         ("out_dtype='bool' must be a numeric dtype",)),
         ("nn.dropout", [["float32", 2]], [["float32", 2]] * 2, {"rate": 1.5},
          ("rate=1.5 must be between 0 and 1",)),
     ],
@@ -399,6 +408,8 @@ def test_nn_attribute_problems_are_named(op, inputs, outputs, attrs, fragments) 
         ("nn.pad", [["float32", 2], ["float32", 1]], [["float32", 2]],
          {"pad_width": [[0, 0]] * 2}, "ndim out of range: pad_value must have rank 0"),
         ("nn.upsampling", [["int8", 4]], [["int8", 4]], {"method": "bilinear"},
+         "dtype not allowed: data must be a floating-point tensor"),
+        ("image.resize2d", [["int8", 4]], [["int8", 4]], {"size": 2},
          "dtype not allowed: data must be a floating-point tensor"),
         ("nn.leaky_relu", [["int32", 2]], [["int32", 2]], {}, "dtype not allowed"),
         ("nn.prelu", [["float32", 2], ["float32", 2]], [["float32", 2]], {},

@@ -98,12 +98,13 @@ COLD_DENSE = textwrap.dedent(
 #: numba's string building and its shape-mismatch messages.
 _STRING_MACHINERY = ("numba.cpython.unicode.", "numba.np.arrayobj.ol_raise_with_shape_context")
 
-#: Library code only convolutions, depthwise convolutions and pools run.
+#: Library code only convolutions, depthwise convolutions, pools and resampling run.
 _NOT_FOR_A_PRODUCT = (
     "vm.kernels.runtime.conv_loops.",
     "vm.kernels.runtime.depthwise.",
     "vm.kernels.runtime.packed.",
     "vm.kernels.runtime.pool_loops.",
+    "vm.kernels.runtime.resample.",
     "vm.kernels.runtime.winograd.",
     "vm.kernels.runtime.convolution._conv_blocks",
     "vm.kernels.runtime.conv_jobs._window",
@@ -124,6 +125,7 @@ def test_a_dense_layer_from_an_empty_cache_compiles_no_convolution_pool_or_strin
     assert [n for n in report["compiled"] if n.startswith(_NOT_FOR_A_PRODUCT)] == []
     assert "vm.kernels.runtime.depthwise" not in report["modules"]
     assert "vm.kernels.runtime.pool_loops" not in report["modules"]
+    assert "vm.kernels.runtime.resample" not in report["modules"]
     # Error messages are formatted in Python: compiling numba's string machinery for them
     # cost about a second per process.
     assert [n for n in report["compiled"] if n.startswith(_STRING_MACHINERY)] == []

@@ -24,6 +24,8 @@ Modules, by job:
   :mod:`~vm.kernels.runtime.pointwise`, :mod:`~vm.kernels.runtime.depthwise`,
   :mod:`~vm.kernels.runtime.winograd`, :mod:`~vm.kernels.runtime.pool_loops`.
 - Rows: :mod:`~vm.kernels.runtime.rows` (softmax and layer normalization, shared by rows).
+- Images: :mod:`~vm.kernels.runtime.resample` (resizing and upsampling by row and column
+  tables, shared by planes).
 - Scalars: :mod:`~vm.kernels.runtime.helpers` (float16 bits, integer division, checks) and
   :mod:`~vm.kernels.runtime.vecmath` (vectorizable ``exp``, ``tanh``, ``erf``).
 

@@ -819,6 +819,12 @@ def floats(typingctx, address):
 
 
 @intrinsic
+def doubles(typingctx, address):
+    """The float64 pointer at byte ``address`` (for :func:`numba.carray`)."""
+    return _pointer_codegen(types.float64) if isinstance(address, types.Integer) else None
+
+
+@intrinsic
 def int64s(typingctx, address):
     """The int64 pointer at byte ``address`` (for :func:`numba.carray`)."""
     return _pointer_codegen(types.int64) if isinstance(address, types.Integer) else None

@@ -1,20 +1,19 @@
-"""Compiled loops for the pooling and upsampling kernels over NCHW data.
+"""Compiled loops for the pooling kernels over NCHW data.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports numpy and numba.
 
-Generated kernels (see :mod:`vm.kernels.emit_pool`, :mod:`vm.kernels.emit_spatial` and
-:mod:`vm.kernels.emit_reduce`) import this module as ``pool``; window sizes, strides and padding
-are arguments, so each loop compiles once per process and dtype. Big float pools are split by
-planes between the threads of :mod:`vm.kernels.runtime.threads` (called through
-:mod:`vm.kernels.runtime.bridge`, so the loops they run are called from Python too, and cached
-on disk themselves); float32 max pooling, upsampling and the row sums of means over trailing
-axes (:func:`row_sums_f32`) are shared without the GIL instead while the workers poll (jobs
-of :func:`vm.kernels.runtime.jobs.share`). A windowed pool walks one output row at a time:
-for each window offset it combines the matching input row into the whole output row, over
-the range of columns whose input lies inside the image (so the inner loop has no bounds
-checks), in window-offset order, which is the order the compiler's references combine them
-in. An upsampling works from row and column tables made once (:func:`_upsample_planes`). Its
-source is part of the kernel cache key.
+Generated kernels (see :mod:`vm.kernels.emit_pool` and :mod:`vm.kernels.emit_reduce`) import
+this module as ``pool``; window sizes, strides and padding are arguments, so each loop
+compiles once per process and dtype. Big float pools are split by planes between the threads
+of :mod:`vm.kernels.runtime.threads` (called through :mod:`vm.kernels.runtime.bridge`, so the
+loops they run are called from Python too, and cached on disk themselves); float32 max
+pooling and the row sums of means over trailing axes (:func:`row_sums_f32`) are shared
+without the GIL instead while the workers poll (jobs of :func:`vm.kernels.runtime.jobs.share`).
+A windowed pool walks one output row at a time: for each window offset it combines the
+matching input row into the whole output row, over the range of columns whose input lies
+inside the image (so the inner loop has no bounds checks), in window-offset order, which is
+the order the compiler's references combine them in. Its source is part of the kernel cache
+key.
 """
 
 from __future__ import annotations
@@ -78,10 +77,15 @@ def _reach(ph, pw, x):
 
 
 @njit(nogil=True)
-def _float32_in_c_order(x, out):
+def float32_in_c_order(x, out):
     """Whether ``x`` and ``out`` are float32 arrays in C order: what the chunk code of a
     shared job reads at their addresses."""
-    return taps_ir.is_float32(x) and x.flags.c_contiguous and out.flags.c_contiguous
+    return (
+        taps_ir.is_float32(x)
+        and taps_ir.is_float32(out)
+        and x.flags.c_contiguous
+        and out.flags.c_contiguous
+    )
 
 
 @njit(nogil=True)
@@ -92,7 +96,7 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     if out.size * _reach(ph, pw, x) < SPLIT_WORK:
         max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, planes)
         return
-    if _float32_in_c_order(x, out):
+    if float32_in_c_order(x, out):
         # Shared without the GIL while workers poll (inside a model, after a convolution).
         arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
@@ -373,141 +377,9 @@ def adaptive_avg_pool2d(x, out):
                 of[(plane * out_h + i) * out_w + j] = total / ((h1 - h0) * (w1 - w0))
 
 
-@njit(nogil=True)
-def _source_coordinate(r, size, out_n, align_corners):
-    """The input coordinate output row/column ``r`` samples (TVM's coordinate rules)."""
-    if align_corners:
-        return r * ((size - 1) / (out_n - 1)) if out_n > 1 else 0.0
-    return r * (size / out_n)
-
-
-@njit(nogil=True)
-def _nearest_index(r, size, out_n, align_corners):
-    coordinate = _source_coordinate(r, size, out_n, align_corners)
-    index = np.rint(coordinate) if align_corners else np.floor(coordinate + 1e-5)
-    return min(max(np.int64(index), 0), size - 1)
-
-
-#: Output elements from which a float32 upsampling is shared between the threads by planes.
-UPSAMPLE_SPLIT = 1 << 15
-_NEAREST, _BILINEAR = 0, 1
-
-
-@njit(nogil=True)
-def upsample_nearest(x, out, align_corners):
-    """``out`` = ``x`` sampled at each output pixel's nearest input pixel."""
-    _upsample(x, out, align_corners, _NEAREST)
-
-
-@njit(nogil=True)
-def upsample_bilinear(x, out, align_corners):
-    """``out`` = ``x`` interpolated between the two nearest rows and columns, in float64."""
-    _upsample(x, out, align_corners, _BILINEAR)
-
-
-@njit(nogil=True)
-def _upsample(x, out, align_corners, method):
-    planes = x.shape[0] * x.shape[1]
-    if out.size >= UPSAMPLE_SPLIT and planes > 1 and _float32_in_c_order(x, out):
-        arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
-                     np.int64(out.ctypes.data), out.shape[2], out.shape[3],
-                     np.int64(1 if align_corners else 0), np.int64(method))  # fmt: skip
-        if jobs.share(jobs.UPSAMPLE, planes, arguments, out.size * 4):
-            return
-    _upsample_planes(x, out, align_corners, method, 0, planes)
-
-
-@njit(nogil=True, cache=True)
-def _upsample_planes(x, out, align_corners, method, first, last):
-    """Planes ``first:last`` (image * channel) of :func:`upsample_nearest` or
-    :func:`upsample_bilinear`.
-
-    The source rows, columns and weights are worked out once for all planes. Bilinear:
-    each input row a plane's outputs read is interpolated along its columns once (gathers,
-    one output column each), then each output row is a contiguous blend of two of those
-    rows, a loop LLVM vectorizes; the products and sums are those of interpolating each
-    output pixel's four inputs, columns first, so the bits are too. Nearest: an output row
-    that samples the input row of the row before it copies that row. Per output element
-    the loops took about 2 ns, the source coordinates worked out again for every row of
-    every plane and every interpolation read at four gathered places (AMD EPYC Zen 4)."""
-    height, width = x.shape[2], x.shape[3]
-    out_h, out_w = out.shape[2], out.shape[3]
-    xf = x.reshape(x.size)
-    of = out.reshape(out.size)
-    if method == _NEAREST:
-        cols = np.empty(out_w, np.int64)
-        for q in range(out_w):
-            cols[q] = _nearest_index(q, width, out_w, align_corners)
-        rows = np.empty(out_h, np.int64)
-        for r in range(out_h):
-            rows[r] = _nearest_index(r, height, out_h, align_corners)
-        for plane in range(first, last):
-            for r in range(out_h):
-                d0 = (plane * out_h + r) * out_w
-                target = of[d0 : d0 + out_w]
-                if r > 0 and rows[r] == rows[r - 1]:
-                    previous = of[d0 - out_w : d0]
-                    for q in range(out_w):
-                        target[q] = previous[q]
-                    continue
-                source = xf[
-                    (plane * height + rows[r]) * width : (plane * height + rows[r] + 1) * width
-                ]
-                for q in range(out_w):
-                    target[q] = source[cols[q]]
-        return
-    c0 = np.empty(out_w, np.int64)
-    c1 = np.empty(out_w, np.int64)
-    wx = np.empty(out_w, np.float64)
-    for q in range(out_w):
-        c0[q], c1[q], wx[q] = _linear(q, width, out_w, align_corners)
-    r0 = np.empty(out_h, np.int64)
-    r1 = np.empty(out_h, np.int64)
-    wy = np.empty(out_h, np.float64)
-    for r in range(out_h):
-        r0[r], r1[r], wy[r] = _linear(r, height, out_h, align_corners)
-    across = np.empty((height, out_w), np.float64)
-    for plane in range(first, last):
-        for i in range(height):
-            row = xf[(plane * height + i) * width : (plane * height + i + 1) * width]
-            line = across[i]
-            for q in range(out_w):
-                a, b = np.float64(row[c0[q]]), np.float64(row[c1[q]])
-                line[q] = a * (1 - wx[q]) + b * wx[q]
-        for r in range(out_h):
-            top, bottom, w = across[r0[r]], across[r1[r]], wy[r]
-            target = of[(plane * out_h + r) * out_w : (plane * out_h + r + 1) * out_w]
-            for q in range(out_w):
-                target[q] = top[q] * (1 - w) + bottom[q] * w
-
-
-@jobs.chunk(jobs.UPSAMPLE)
-def _upsample_chunk(slot, index, parts):
-    """Planes ``index`` of ``parts`` of the float32 upsampling :func:`_upsample` shares."""
-    a = jobs.argument
-    x_shape = (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4))
-    x = carray(products.floats(a(slot, 0)), x_shape)
-    out = carray(products.floats(a(slot, 5)), (x_shape[0], x_shape[1], a(slot, 6), a(slot, 7)))
-    planes = x_shape[0] * x_shape[1]
-    lo, hi = planes * index // parts, planes * (index + 1) // parts
-    _upsample_planes(x, out, a(slot, 8) != 0, a(slot, 9), lo, hi)
-
-
-@njit(nogil=True)
-def _linear(r, size, out_n, align_corners):
-    """The two input indices (clamped) and the weight of the second, as float64."""
-    coordinate = _source_coordinate(r, size, out_n, align_corners)
-    first = np.floor(coordinate)
-    weight = coordinate - first
-    i0 = np.int64(first)
-    return min(max(i0, 0), size - 1), min(max(i0 + 1, 0), size - 1), weight
-
-
 #: What each entry point generated kernels call needs before such a kernel is compiled or
 #: loaded (:mod:`vm.kernels.library` prepares it): the kind of job it shares.
 NEEDS = {
     "max_pool2d_float": jobs.Needs(kinds=(jobs.MAX_POOL,)),
     "row_sums_f32": jobs.Needs(kinds=(jobs.ROW_SUMS,)),
-    "upsample_nearest": jobs.Needs(kinds=(jobs.UPSAMPLE,)),
-    "upsample_bilinear": jobs.Needs(kinds=(jobs.UPSAMPLE,)),
 }

@@ -1,12 +1,15 @@
 """ONNX ``Resize`` in every coordinate transformation, nearest rounding and interpolation mode.
 
-Compiler layer (``compiler.frontend``); does not import ``onnx``. Resizing is separable:
-each resized axis is interpolated on its own, one after the other. With the input shape
-known at import time, the source positions and weights of every output index along an
-axis are computed here with numpy, so an axis becomes a few ``take`` calls with constant
-indices (one per interpolation tap), each scaled by a constant weight vector and summed.
-The cases ``nn.upsampling`` computes exactly (whole-number upscaling of NCHW height and
-width in the modes it implements) use it instead.
+Compiler layer (``compiler.frontend``); does not import ``onnx``. Resizing NCHW height and
+width at scales ``image.resize2d`` derives from the sizes (sizes given, or scales whose
+product with the input size is the output size exactly) imports as that operator, whose
+arithmetic is onnxruntime's. Other resizes (other axes, scales that do not divide out,
+cropping of batch or channels) are built from ``take``: resizing is separable, each resized
+axis is interpolated on its own, one after the other, and with the input shape known at
+import time the source positions and weights of every output index along an axis are
+computed here with numpy (:func:`compiler.op.defs_image.axis_taps`), so an axis becomes a
+few ``take`` calls with constant indices (one per interpolation tap), each scaled by a
+constant weight vector and summed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from compiler.frontend.onnx_context import NodeContext, Value
 from compiler.frontend.onnx_ops_tensor import normalize_axis, shape_text
 from compiler.frontend.onnx_registry import register
 from compiler.ir.types import Any
+from compiler.op.defs_image import axis_taps, source_coordinates
 
 _COORD_MODES = (
     "half_pixel",
@@ -29,123 +33,6 @@ _COORD_MODES = (
     "tf_crop_and_resize",
 )
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-
-
-def source_coordinates(
-    mode: str,
-    out_size: int,
-    in_size: int,
-    scale: float,
-    roi: tuple[float, float] = (0.0, 1.0),
-) -> np.ndarray:
-    """The input coordinate each output index of one axis samples (ONNX's transformation).
-
-    Parameters
-    ----------
-    mode : str
-        ``coordinate_transformation_mode``.
-    out_size, in_size : int
-        The axis length after and before resizing.
-    scale : float
-        The axis's scale (given, or ``out_size / in_size`` when sizes were given).
-    roi : (float, float)
-        The axis's region of interest, normalized (``tf_crop_and_resize`` only).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``out_size`` float32 coordinates.
-    """
-    # In float32, operation by operation as onnxruntime computes them, so that coordinates
-    # landing on a rounding boundary round the same way.
-    f = np.float32
-    x = np.arange(out_size, dtype=f)
-    scale = f(scale)
-    if mode == "half_pixel":
-        return (x + f(0.5)) / scale - f(0.5)
-    if mode == "half_pixel_symmetric":
-        adjustment = f(out_size) / (scale * f(in_size))
-        offset = f(in_size) / f(2) * (f(1) - adjustment)
-        return offset + (x + f(0.5)) / scale - f(0.5)
-    if mode == "pytorch_half_pixel":
-        return (x + f(0.5)) / scale - f(0.5) if out_size > 1 else np.zeros_like(x)
-    if mode == "align_corners":
-        if out_size == 1:
-            return np.zeros_like(x)
-        return x * f(in_size - 1) / f(out_size - 1)
-    if mode == "asymmetric":
-        return x / scale
-    start, end = f(roi[0]), f(roi[1])
-    if out_size == 1:
-        return np.full_like(x, f(0.5) * (start + end) * f(in_size - 1))
-    return start * f(in_size - 1) + x * (end - start) * f(in_size - 1) / f(out_size - 1)
-
-
-def nearest_index(coords: np.ndarray, rounding: str) -> np.ndarray:
-    """The input index ``nearest_mode`` picks for each coordinate (before clamping)."""
-    if rounding == "floor":
-        return np.floor(coords)
-    if rounding == "ceil":
-        return np.ceil(coords)
-    tie = coords - np.floor(coords) == 0.5
-    if rounding == "round_prefer_floor":
-        return np.where(tie, np.floor(coords), np.floor(coords + 0.5))
-    return np.where(tie, np.ceil(coords), np.floor(coords + 0.5))
-
-
-def cubic_weights(frac: np.ndarray, a: float) -> np.ndarray:
-    """Keys' cubic convolution weights of the taps at offsets -1, 0, 1, 2 (shape (4, n))."""
-    s = frac
-    w0 = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a
-    w1 = ((a + 2) * s - (a + 3)) * s * s + 1
-    t = 1 - s
-    w2 = ((a + 2) * t - (a + 3)) * t * t + 1
-    w3 = ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a
-    return np.stack([w0, w1, w2, w3])
-
-
-def axis_taps(
-    mode: str,
-    coords: np.ndarray,
-    in_size: int,
-    *,
-    rounding: str = "round_prefer_floor",
-    cubic_a: float = -0.75,
-    exclude_outside: bool = False,
-    extrapolate: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The input indices and weights that make each output index of one axis.
-
-    Returns
-    -------
-    (indices, weights, outside)
-        ``indices`` (int64) and ``weights`` (float64) of shape (taps, out_size), indices
-        clamped into the axis; ``outside`` is a bool vector of the outputs whose coordinate
-        falls outside the input (they take the extrapolation value), or None.
-    """
-    outside = None
-    if extrapolate:
-        outside = (coords < 0) | (coords > in_size - 1)
-        if not outside.any():
-            outside = None
-    last = in_size - 1
-    if mode == "nearest":
-        index = np.clip(nearest_index(coords, rounding), 0, last).astype(np.int64)
-        return index[None, :], np.ones((1, coords.size)), outside
-    if mode == "linear":
-        x = np.clip(coords, 0, last)
-        base = np.floor(x)
-        frac = x - base
-        lo = base.astype(np.int64)
-        hi = np.minimum(lo + 1, last)
-        return np.stack([lo, hi]), np.stack([1 - frac, frac]), outside
-    base = np.floor(coords)
-    weights = cubic_weights(coords - base, cubic_a)
-    raw = base.astype(np.int64)[None, :] + np.arange(-1, 3)[:, None]
-    if exclude_outside:
-        weights = np.where((raw < 0) | (raw > last), 0.0, weights)
-        weights = weights / weights.sum(axis=0, keepdims=True)
-    return np.clip(raw, 0, last), weights, outside
 
 
 def _static_shape(node: NodeContext, x: Value) -> tuple[int, ...]:
@@ -231,31 +118,19 @@ def _plan(node: NodeContext, x: Value) -> tuple[list[int], list[float], list[tup
     return out, full_scales, regions
 
 
-def _upsampling_fits(
-    x: Value, dims: list[int], out: list[int], scales: list[float], method: str, coord: str,
-    rounding: str,
-) -> str | None:  # fmt: skip
-    """The ``nn.upsampling`` method that computes this Resize exactly, or None."""
-    if len(dims) != 4 or out[:2] != list(dims[:2]) or x.dtype != "float32":
-        return None
-    whole = all(
-        scales[a] == math.floor(scales[a]) and scales[a] >= 1 and out[a] == dims[a] * scales[a]
-        for a in (2, 3)
-    )
-    if not whole:
-        return None
-    if method == "nearest":
-        # At whole-number scales a half-pixel sample rounded to nearest is the pixel an
-        # asymmetric sample rounded down picks.
-        half = coord in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric")
-        if (half and rounding in ("round_prefer_floor", "round_prefer_ceil")) or (
-            coord == "asymmetric" and rounding == "floor"
-        ):
-            return "nearest_neighbor"
-        return None
-    if method == "linear" and coord in ("asymmetric", "align_corners"):
-        return "bilinear"
-    return None
+def _resize2d_fits(
+    x: Value, dims: list[int], out: list[int], scales: list[float],
+    regions: list[tuple[float, float]], coord: str,
+) -> bool:  # fmt: skip
+    """Whether ``image.resize2d`` computes this Resize exactly: NCHW height and width
+    resized, at scales it derives from the sizes (``out / in`` in float32, the scale
+    onnxruntime uses when sizes are given)."""
+    if len(dims) != 4 or out[:2] != list(dims[:2]) or any(s != 1.0 for s in scales[:2]):
+        return False
+    if coord == "tf_crop_and_resize" and any(r != (0.0, 1.0) for r in regions[:2]):
+        return False
+    f = np.float32
+    return all(f(out[a]) / f(dims[a]) == f(scales[a]) for a in (2, 3))
 
 
 def _resize_axis(
@@ -299,15 +174,18 @@ def _resize(node: NodeContext) -> Value:
     # Every transformation but cropping maps index i to i at scale 1: the input comes back.
     if out_shape == dims and coord != "tf_crop_and_resize" and all(s == 1.0 for s in scales):
         return x
-    fast = _upsampling_fits(x, dims, out_shape, scales, method, coord, rounding)
-    if fast is not None and not exclude:
+    if _resize2d_fits(x, dims, out_shape, scales, regions, coord):
         return node.call(
-            "nn.upsampling",
+            "image.resize2d",
             x,
-            scale_h=float(scales[2]),
-            scale_w=float(scales[3]),
-            method=fast,
-            align_corners=coord == "align_corners",
+            size=(out_shape[2], out_shape[3]),
+            roi=(regions[2][0], regions[3][0], regions[2][1], regions[3][1]),
+            method={"nearest": "nearest_neighbor"}.get(method, method),
+            coordinate_transformation_mode=coord,
+            rounding_method=rounding,
+            cubic_alpha=cubic_a,
+            cubic_exclude=int(exclude),
+            extrapolation_value=extrapolation,
         )
     out = x
     masks: list[tuple[int, np.ndarray]] = []

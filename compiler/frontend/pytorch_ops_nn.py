@@ -347,30 +347,56 @@ def _upsample_nearest(node: TorchNode) -> Value:
     )
 
 
-@register("aten::upsample_bilinear2d")
-def _upsample_bilinear(node: TorchNode) -> Value:
-    # (input, output_size, align_corners, scale_factors) or (..., scales_h, scales_w)
+def _resize_size(node: TorchNode, x: Value, scales: tuple[float, float]) -> tuple[int, int]:
+    """The output size PyTorch gives for ``scales``, when it samples at exactly those
+    scales: ``image.resize2d`` derives its scale from the sizes."""
+    dims = node.shape_of(x)
+    out = (math.floor(dims[2] * scales[0]), math.floor(dims[3] * scales[1]))
+    if out[0] != dims[2] * scales[0] or out[1] != dims[3] * scales[1]:
+        raise node.unsupported(
+            f"interpolating {dims[2]}x{dims[3]} by scale factors {scales} makes "
+            f"{out[0]}x{out[1]}, which PyTorch samples at the given factors; give the size "
+            "instead"
+        )
+    return out
+
+
+def _interpolated(node: TorchNode, method: str) -> Value:
+    """``aten::upsample_bilinear2d`` or ``aten::upsample_bicubic2d``: (input, output_size,
+    align_corners, scale_factors) or (..., scales_h, scales_w)."""
     x = node.tensor(0)
     if x.ndim != 4:
         raise node.unsupported(f"upsampling of a rank-{x.ndim} input (only NCHW)")
     corners = bool(node.arg(2))
-    if not corners:
-        raise node.unsupported(
-            "bilinear upsampling with align_corners=False (half-pixel sampling) is not "
-            "supported by nn.upsampling; align_corners=True is"
-        )
     if len(node.args) == 5 and node.arg(1) is None:
         scales = (float(node.arg(3)), float(node.arg(4)))
     else:
         scales = _upsample_scales(node, x, 1, 3)
+    if method == "linear" and corners:
+        return node.call(
+            "nn.upsampling", x, scale_h=scales[0], scale_w=scales[1], method="bilinear",
+            align_corners=True,
+        )  # fmt: skip
+    if node.arg(1) is not None:
+        size = tuple(node.ints(1, "output_size"))
+    else:
+        size = _resize_size(node, x, scales)
+    # PyTorch's half-pixel sampling is ONNX's pytorch_half_pixel; its bicubic kernel is Keys'
+    # with a = -0.75, taps clamped into the image.
     return node.call(
-        "nn.upsampling",
-        x,
-        scale_h=scales[0],
-        scale_w=scales[1],
-        method="bilinear",
-        align_corners=True,
-    )
+        "image.resize2d", x, size=size, method=method, cubic_alpha=-0.75,
+        coordinate_transformation_mode="align_corners" if corners else "pytorch_half_pixel",
+    )  # fmt: skip
+
+
+@register("aten::upsample_bilinear2d")
+def _upsample_bilinear(node: TorchNode) -> Value:
+    return _interpolated(node, "linear")
+
+
+@register("aten::upsample_bicubic2d")
+def _upsample_bicubic(node: TorchNode) -> Value:
+    return _interpolated(node, "cubic")
 
 
 @register("aten::pixel_shuffle")

@@ -150,6 +150,52 @@ def test_integer_input_resized_by_nearest():
     check_against_ort(*single_op("Resize", {"x": x}, {"mode": "nearest"}, constants))
 
 
+def _imports_as_resize2d(proto) -> bool:
+    mod, _ = relay.frontend.from_onnx(proto)
+    text = mod.astext()
+    assert ("image.resize2d" in text) != ("take(" in text)
+    return "image.resize2d" in text
+
+
+@needs_ort
+@pytest.mark.parametrize("coord", [*COORDS, "half_pixel_symmetric", "tf_crop_and_resize"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_sized_resizes_import_as_resize2d_and_agree(coord, mode):
+    # Sizes give the scales image.resize2d derives; every mode and method maps to it.
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord, "cubic_coeff_a": -0.5}
+    if coord == "tf_crop_and_resize":
+        roi = np.array([0, 0, 0.1, -0.3, 1, 1, 0.8, 1.2], "float32")
+        constants = {"roi": roi, "z": np.array((1, 2, 11, 6), "int64")}
+        attrs["extrapolation_value"] = 2.5
+        proto, feeds = single_op(
+            "Resize", {"x": randn(1, 2, 5, 4)}, attrs, constants,
+            input_order=["x", "roi", "", "z"], opset=19,
+        )  # fmt: skip
+    else:
+        proto, feeds = _sized(attrs, (1, 2, 11, 3), opset=19)
+    assert _imports_as_resize2d(proto)
+    expected = check_against_ort(proto, feeds, rtol=1e-5, atol=1e-5)
+    if mode == "linear":  # and the VM's kernel, bit for bit
+        np.testing.assert_array_equal(run_vm(proto, feeds)[0], expected[0])
+
+
+@needs_ort
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+def test_whole_scales_import_as_resize2d_in_every_rounding(rounding):
+    # PyTorch's nearest export: asymmetric coordinates, floor, scales of two.
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+             "nearest_mode": rounding}  # fmt: skip
+    proto, feeds = _scaled(attrs, (1, 1, 2, 2), shape=(1, 3, 4, 5))
+    assert _imports_as_resize2d(proto)
+    check_against_ort(proto, feeds)
+
+
+def test_scales_that_do_not_divide_out_keep_the_take_chain():
+    # 5 * 1.7 is 8.5, floored to 8 rows: the scale onnxruntime samples with is not 8 / 5.
+    proto, _ = _scaled({"mode": "linear"}, (1, 1, 1.7, 2))
+    assert not _imports_as_resize2d(proto)
+
+
 @needs_ort
 def test_half_pixel_linear_runs_on_the_vm():
     attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}

@@ -148,6 +148,16 @@ _MODULES = {
     "softmax_dim_minus_2": (lambda: nn.Softmax(-2), (2, 3, 4)),
     "gelu_tanh": (lambda: nn.GELU("tanh"), (3, 4)),
     "upsample_nearest_size": (lambda: nn.Upsample(size=(6, 9), mode="nearest"), (1, 2, 3, 3)),
+    "upsample_bilinear_half_pixel": (
+        lambda: nn.Upsample(scale_factor=2, mode="bilinear"),
+        (1, 2, 3, 3),
+    ),
+    "upsample_bilinear_size": (lambda: nn.Upsample(size=(7, 2), mode="bilinear"), (1, 2, 3, 5)),
+    "upsample_bicubic": (lambda: nn.Upsample(scale_factor=2, mode="bicubic"), (1, 2, 4, 3)),
+    "upsample_bicubic_corners": (
+        lambda: nn.Upsample(size=(5, 7), mode="bicubic", align_corners=True),
+        (1, 2, 4, 3),
+    ),
     "multihead_attention": (None, (2, 3, 8)),
 }
 
@@ -207,8 +217,9 @@ def test_embedding_takes_integer_indices():
 # --- traps -------------------------------------------------------------------------------------
 
 
-def test_half_pixel_bilinear_upsampling_is_refused_by_name():
-    up = nn.Upsample(scale_factor=2, mode="bilinear").eval()
+def test_scale_factors_that_do_not_divide_out_are_refused_by_name():
+    # 3 * 1.5 is 4.5 rows: PyTorch samples at 1.5, image.resize2d would at 4 / 3.
+    up = nn.Upsample(scale_factor=1.5, mode="bilinear").eval()
     traced = torch.jit.trace(up, (torch.rand(1, 2, 3, 3),))
-    with pytest.raises(OpNotImplemented, match=r"aten::upsample_bilinear2d.*align_corners=False"):
+    with pytest.raises(OpNotImplemented, match=r"aten::upsample_bilinear2d.*give the size"):
         relay.frontend.from_pytorch(traced, [("x", (1, 2, 3, 3))])

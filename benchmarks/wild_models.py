@@ -128,6 +128,15 @@ MODELS = (
         "DeepLabV3 segmentation on MobileNetV2",
     ),
     WildModel(
+        "segformer_b0",
+        "transformers",
+        _transformers(
+            "SegformerConfig", "SegformerForSemanticSegmentation", "logits", num_labels=21
+        ),
+        _image(256),
+        "SegFormer-B0 segmentation (bilinear upsampling in its decoder)",
+    ),
+    WildModel(
         "convnext_tiny",
         "transformers",
         _transformers("ConvNextConfig", "ConvNextForImageClassification", "logits"),

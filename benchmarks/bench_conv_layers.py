@@ -18,7 +18,6 @@ figure weights each layer by how often ResNet-18 runs it.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import vm
+from benchmarks.peers import layer_parser
 
 
 @dataclass(frozen=True)
@@ -184,9 +184,7 @@ def best_time(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser = layer_parser(__doc__)
     parser.add_argument(
         "--cold", action="store_true", help="evict the caches before each timed call"
     )

@@ -20,7 +20,6 @@ each layer's best time is kept.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import platform
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import vm
+from benchmarks.peers import layer_parser
 
 
 @dataclass(frozen=True)
@@ -282,9 +282,7 @@ def cpu_description() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser = layer_parser(__doc__)
     args = parser.parse_args()
     print(cpu_description())
     names = [layer.name for layer in LAYERS] + ["v2 block 28"]

@@ -16,7 +16,6 @@ onnxruntime runs the same model. Engines are timed in separate phases, alternati
 
 from __future__ import annotations
 
-import argparse
 import gc
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import numpy as np
 
 import vm
 from benchmarks.bench_depthwise_layers import best_time, cpu_description
+from benchmarks.peers import layer_parser
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,7 @@ def onnxruntime_runner(data: bytes, x: np.ndarray, threads: int) -> Callable[[],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser = layer_parser(__doc__)
     args = parser.parse_args()
     print(cpu_description())
     rng = np.random.default_rng(0)

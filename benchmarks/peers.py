@@ -8,6 +8,7 @@ from the reference answer (the model benchmark).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -16,6 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+
+def layer_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a per-layer benchmark: ``--rounds`` of alternating engines and
+    onnxruntime's ``--threads``; described by the first line of the module's ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    return parser
 
 
 def best_time(fn: Callable[[], object], number: int, repeat: int = 3) -> float:

@@ -137,6 +137,25 @@ def _static_ints(value: object) -> object:
     return value
 
 
+def static_attr(op: str, name: str, value: object) -> object:
+    """Attribute ``name`` of a builder of ``op`` as plain Python values: a number or list as
+    given, a constant as its values; a tensor computed at run time is refused by name.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is an expression other than a constant.
+    """
+    if isinstance(value, Constant):
+        return value.data.tolist()
+    if isinstance(value, Expr):
+        raise TypeError(
+            f"{op}: {name} must be given as numbers or a constant; a {name} computed at run "
+            "time is not supported"
+        )
+    return value
+
+
 def _tuple_arg(data: object) -> Expr:
     """A list/tuple of expressions becomes a ``relay.Tuple``; a tuple-typed expression stays."""
     if isinstance(data, Expr):

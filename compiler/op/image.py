@@ -9,22 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compiler.ir.expr import Call, Constant, Expr
-from compiler.op.api import SCHEMA, call_op, schema_defaults
+from compiler.ir.expr import Call
+from compiler.op.api import SCHEMA, call_op, schema_defaults, static_attr
 
 __all__ = ["resize2d"]
-
-
-def _static(name: str, value: object) -> object:
-    """A size or region given as a constant, as plain numbers; run-time values refused."""
-    if isinstance(value, Constant):
-        return value.data.tolist()
-    if isinstance(value, Expr):
-        raise TypeError(
-            f"image.resize2d: {name} must be numbers or a constant; a {name} computed at run "
-            "time is not supported"
-        )
-    return value
 
 
 @schema_defaults("image.resize2d")
@@ -79,8 +67,8 @@ def resize2d(
     Call
         ``(N, C, size[0], size[1])``.
     """
-    size = _static("size", size)
-    roi = (0.0, 0.0, 0.0, 0.0) if roi is None else _static("roi", roi)
+    size = static_attr("image.resize2d", "size", size)
+    roi = (0.0, 0.0, 0.0, 0.0) if roi is None else static_attr("image.resize2d", "roi", roi)
     return call_op(
         "image.resize2d", [data], size=size, roi=roi, layout=layout, method=method,
         coordinate_transformation_mode=coordinate_transformation_mode,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compiler.ir.expr import Call, Constant, Expr, TupleGetItem
-from compiler.op.api import SCHEMA, call_op, schema_defaults
+from compiler.ir.expr import Call, Constant, TupleGetItem
+from compiler.op.api import SCHEMA, call_op, schema_defaults, static_attr
 from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
 
 __all__ = [
@@ -457,17 +457,6 @@ def pad(
     return call_op("nn.pad", [data, pad_value], pad_width=pairs, pad_mode=pad_mode)
 
 
-def _static_scale(name: str, value: object) -> object:
-    if isinstance(value, Constant):
-        return value.data.item()
-    if isinstance(value, Expr):
-        raise TypeError(
-            f"nn.upsampling: {name} must be a number or a constant; scales computed at run "
-            "time are not supported"
-        )
-    return value
-
-
 @schema_defaults("nn.upsampling")
 def upsampling(
     data: object,
@@ -481,8 +470,8 @@ def upsampling(
     return call_op(
         "nn.upsampling",
         [data],
-        scale_h=_static_scale("scale_h", scale_h),
-        scale_w=_static_scale("scale_w", scale_w),
+        scale_h=static_attr("nn.upsampling", "scale_h", scale_h),
+        scale_w=static_attr("nn.upsampling", "scale_w", scale_w),
         layout=layout,
         method=method,
         align_corners=align_corners,

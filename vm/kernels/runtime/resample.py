@@ -13,7 +13,8 @@ is a contiguous weighted sum of such rows, a loop LLVM vectorizes. The arithmeti
 in the weights' type. Nearest sampling copies without arithmetic (any dtype), and an
 output row that samples the same input row as the row before copies that row. Float32
 outputs from :data:`SPLIT` elements are shared by planes with the workers polling
-(job kind ``RESAMPLE``), which read the tables at their addresses.
+(job kind ``RESAMPLE``), which read the tables at their addresses; fewer planes than
+:data:`UNITS` (an RGB image) are shared by bands of output rows.
 
 Generated kernels (:mod:`vm.kernels.emit_image`, :mod:`vm.kernels.emit_spatial`) import
 this module as ``rs``; the coordinate, method and rounding codes they pass are positions
@@ -31,6 +32,9 @@ from vm.kernels.runtime.pool_loops import float32_in_c_order
 
 #: Output elements from which a float32 resampling is shared between the threads by planes.
 SPLIT = 1 << 15
+#: Shared work comes in at least this many units: planes, or with fewer planes (an RGB
+#: image) bands of each plane's output rows, so that every thread gets a part.
+UNITS = 8
 
 # Methods: positions in emit_image.RESIZE_METHODS.
 NEAREST, LINEAR, CUBIC = 0, 1, 2
@@ -228,22 +232,25 @@ def resize2d(x, out, zero, method, coord, rounding, alpha, exclude, roi, fill):
 def resample(x, out, rows, row_w, cols, col_w, nearest):
     """:func:`resample_planes` over every plane, shared with the workers when it pays."""
     planes = x.shape[0] * x.shape[1]
-    if out.size >= SPLIT and planes > 1 and float32_in_c_order(x, out):
+    if out.size >= SPLIT and float32_in_c_order(x, out):
         width = 0 if nearest else row_w.itemsize
+        bands = min(-(-UNITS // planes), out.shape[2]) if planes < UNITS else 1
         arguments = (np.int64(x.ctypes.data), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], rows.shape[0],
                      np.int64(rows.ctypes.data), np.int64(row_w.ctypes.data),
                      np.int64(cols.ctypes.data), np.int64(col_w.ctypes.data),
-                     np.int64(width))  # fmt: skip
-        if jobs.share(jobs.RESAMPLE, planes, arguments, out.size * 4):
+                     np.int64(width), np.int64(bands))  # fmt: skip
+        if jobs.share(jobs.RESAMPLE, planes * bands, arguments, out.size * 4):
             return
-    resample_planes(x, out, rows, row_w, cols, col_w, nearest, 0, planes)
+    resample_planes(x, out, rows, row_w, cols, col_w, nearest, 1, 0, planes)
 
 
 @njit(nogil=True, cache=True)
-def resample_planes(x, out, rows, row_w, cols, col_w, nearest, first, last):
-    """Planes ``first:last`` (image * channel) of ``x`` resampled into ``out`` by the
-    tables of its rows and columns (indices and weights, shape (taps, output size)).
+def resample_planes(x, out, rows, row_w, cols, col_w, nearest, bands, first, last):
+    """Units ``first:last`` of ``x`` resampled into ``out`` by the tables of its rows and
+    columns (indices and weights, shape (taps, output size)): unit ``u`` is band
+    ``u % bands`` of the ``bands`` equal bands of output rows of plane ``u // bands``
+    (planes are image * channel).
 
     The products and sums per output pixel are those of interpolating its inputs along
     the columns first, then the rows, taps in order; so results are bit for bit those of
@@ -263,11 +270,12 @@ def resample_planes(x, out, rows, row_w, cols, col_w, nearest, first, last):
         doubled = out_w == 2 * width
         for q in range(out_w if doubled else 0):
             doubled = doubled and cols[0, q] == q >> 1
-        for plane in range(first, last):
-            for r in range(out_h):
+        for unit in range(first, last):
+            plane, r0, r1 = _band(unit, bands, out_h)
+            for r in range(r0, r1):
                 d0 = (plane * out_h + r) * out_w
                 target = of[d0 : d0 + out_w]
-                if r > 0 and rows[0, r] == rows[0, r - 1]:
+                if r > r0 and rows[0, r] == rows[0, r - 1]:
                     previous = of[d0 - out_w : d0]
                     for q in range(out_w):
                         target[q] = previous[q]
@@ -284,11 +292,14 @@ def resample_planes(x, out, rows, row_w, cols, col_w, nearest, first, last):
                         target[q] = source[cols[0, q]]
         return
     needed = np.zeros(height, np.bool_)
-    for k in range(taps):
-        for r in range(out_h):
-            needed[rows[k, r]] = True
     across = np.empty((height, out_w), row_w.dtype)
-    for plane in range(first, last):
+    for unit in range(first, last):
+        plane, r0, r1 = _band(unit, bands, out_h)
+        if bands > 1 or unit == first:  # the input rows this band reads
+            needed[:] = False
+            for k in range(taps):
+                for r in range(r0, r1):
+                    needed[rows[k, r]] = True
         for i in range(height):
             if not needed[i]:
                 continue
@@ -303,7 +314,7 @@ def resample_planes(x, out, rows, row_w, cols, col_w, nearest, first, last):
                         (row[cols[0, q]] * col_w[0, q] + row[cols[1, q]] * col_w[1, q])
                         + row[cols[2, q]] * col_w[2, q]
                     ) + row[cols[3, q]] * col_w[3, q]
-        for r in range(out_h):
+        for r in range(r0, r1):
             target = of[(plane * out_h + r) * out_w : (plane * out_h + r + 1) * out_w]
             a, b, wa, wb = across[rows[0, r]], across[rows[1, r]], row_w[0, r], row_w[1, r]
             if taps == 2:
@@ -315,9 +326,18 @@ def resample_planes(x, out, rows, row_w, cols, col_w, nearest, first, last):
                     target[q] = ((a[q] * wa + b[q] * wb) + c[q] * wc) + d[q] * wd
 
 
+@njit(nogil=True, inline="always")
+def _band(unit, bands, out_h):
+    """The plane and the output rows ``r0:r1`` of ``unit`` (no division for whole planes)."""
+    if bands == 1:
+        return unit, 0, out_h
+    band = unit % bands
+    return unit // bands, out_h * band // bands, out_h * (band + 1) // bands
+
+
 @jobs.chunk(jobs.RESAMPLE)
 def _resample_chunk(slot, index, parts):
-    """Planes ``index`` of ``parts`` of the float32 resampling :func:`resample` shares."""
+    """Units ``index`` of ``parts`` of the float32 resampling :func:`resample` shares."""
     a = jobs.argument
     x_shape = (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4))
     x = carray(floats(a(slot, 0)), x_shape)
@@ -326,16 +346,17 @@ def _resample_chunk(slot, index, parts):
     taps = a(slot, 8)
     rows = carray(int64s(a(slot, 9)), (taps, out_h))
     cols = carray(int64s(a(slot, 11)), (taps, out_w))
-    planes = x_shape[0] * x_shape[1]
-    lo, hi = planes * index // parts, planes * (index + 1) // parts
+    bands = a(slot, 14)
+    units = x_shape[0] * x_shape[1] * bands
+    lo, hi = units * index // parts, units * (index + 1) // parts
     if a(slot, 13) == 8:
         row_w = carray(doubles(a(slot, 10)), (taps, out_h))
         col_w = carray(doubles(a(slot, 12)), (taps, out_w))
-        resample_planes(x, out, rows, row_w, cols, col_w, False, lo, hi)
+        resample_planes(x, out, rows, row_w, cols, col_w, False, bands, lo, hi)
     else:
         row_w32 = carray(floats(a(slot, 10)), (taps, out_h))
         col_w32 = carray(floats(a(slot, 12)), (taps, out_w))
-        resample_planes(x, out, rows, row_w32, cols, col_w32, a(slot, 13) == 0, lo, hi)
+        resample_planes(x, out, rows, row_w32, cols, col_w32, a(slot, 13) == 0, bands, lo, hi)
 
 
 #: What each entry point generated kernels call needs before such a kernel is compiled or

@@ -164,14 +164,34 @@ def test_an_upsampling_shared_with_the_workers_gives_the_bits_of_one_thread(meth
     assert_shared(lambda: function(x, out, False), check)
 
 
+@pytest.mark.parametrize("method", RESIZE_METHODS)
+@pytest.mark.parametrize("bands", [1, 3, 7])
+def test_bands_of_output_rows_resample_to_the_same_bits(method, bands):
+    # Units are (plane, band) pairs; any split of the units writes each row exactly once,
+    # from its own inputs (the later units run first: nothing is read from another band).
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    expected = reference(x, 11, 7, method)
+    m, c, r = RESIZE_METHODS.index(method), COORDINATE_MODES.index("half_pixel"), 4
+    rows, row_w, _ = resample.resize_table(4, 11, m, c, r, -0.75, False, 0.0, 1.0)
+    cols, col_w, _ = resample.resize_table(6, 7, m, c, r, -0.75, False, 0.0, 1.0)
+    out = np.full((1, 2, 11, 7), np.nan, np.float32)
+    units = 2 * bands
+    for first, last in ((units // 2 + 1, units), (0, units // 2 + 1)):
+        resample.resample_planes(x, out, rows, row_w, cols, col_w, m == 0, bands, first, last)
+    np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+
+
 @needs_workers
-@pytest.mark.parametrize("method", ["linear", "cubic"])
-def test_a_resize_shared_with_the_workers_gives_the_bits_of_one_thread(method):
+@pytest.mark.parametrize("method", ["linear", "cubic", "nearest_neighbor"])
+@pytest.mark.parametrize("planes", [21, 3, 1])
+def test_a_resize_shared_with_the_workers_gives_the_bits_of_one_thread(method, planes):
+    # Three planes (an RGB image) or one are shared by bands of output rows.
     jobs.require(jobs.RESAMPLE)
-    x = RNG.standard_normal((1, 21, 32, 32)).astype(np.float32)
-    out = np.full((1, 21, 96, 80), np.nan, np.float32)
+    x = RNG.standard_normal((1, planes, 32, 32)).astype(np.float32)
+    size = (96, 80) if planes > 3 else (240, 200)
+    out = np.full((1, planes, *size), np.nan, np.float32)
     assert out.size >= resample.SPLIT
-    expected = reference(x, 96, 80, method)
+    expected = reference(x, *size, method)
 
     def check() -> None:
         np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))

@@ -27,7 +27,7 @@ def resize2d(
     cubic_alpha: float = SCHEMA,
     cubic_exclude: int = SCHEMA,
     extrapolation_value: float = SCHEMA,
-    out_dtype: str = SCHEMA,
+    out_dtype: str | None = SCHEMA,
 ) -> Call:
     """Resize the height and width of NCHW ``data`` to ``size``.
 
@@ -59,8 +59,8 @@ def resize2d(
         Nonzero: drop cubic taps outside the image and renormalize the rest.
     extrapolation_value : float
         The value of ``tf_crop_and_resize`` outputs that sample outside the input.
-    out_dtype : str
-        The result's dtype; ``""`` keeps data's.
+    out_dtype : str or None
+        The result's dtype; ``""`` or None (TVM's default) keeps data's.
 
     Returns
     -------
@@ -73,5 +73,5 @@ def resize2d(
         "image.resize2d", [data], size=size, roi=roi, layout=layout, method=method,
         coordinate_transformation_mode=coordinate_transformation_mode,
         rounding_method=rounding_method, cubic_alpha=cubic_alpha, cubic_exclude=cubic_exclude,
-        extrapolation_value=extrapolation_value, out_dtype=out_dtype,
+        extrapolation_value=extrapolation_value, out_dtype=out_dtype or "",
     )  # fmt: skip

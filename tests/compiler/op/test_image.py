@@ -129,6 +129,12 @@ def test_the_reference_agrees_with_onnx_resize():
     check_array(out, expected, "float32", rtol=1e-6)
 
 
+def test_tvm_defaults_none_for_roi_and_out_dtype_are_accepted():
+    x = relay.var("x", shape=(1, 3, 8, 8), dtype="float16")
+    y = relay.image.resize2d(x, [4, 4], roi=None, out_dtype=None)
+    assert infer_expr(relay.Function([x], y)).ret_type == T((1, 3, 4, 4), "float16")
+
+
 def test_resize2d_prints_and_parses_back():
     x = relay.var("x", shape=(1, 3, 8, 8))
     y = relay.image.resize2d(

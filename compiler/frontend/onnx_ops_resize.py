@@ -3,13 +3,15 @@
 Compiler layer (``compiler.frontend``); does not import ``onnx``. Resizing NCHW height and
 width at scales ``image.resize2d`` derives from the sizes (sizes given, or scales whose
 product with the input size is the output size exactly) imports as that operator, whose
-arithmetic is onnxruntime's. Other resizes (other axes, scales that do not divide out,
-cropping of batch or channels) are built from ``take``: resizing is separable, each resized
-axis is interpolated on its own, one after the other, and with the input shape known at
-import time the source positions and weights of every output index along an axis are
-computed here with numpy (:func:`compiler.op.defs_image.axis_taps`), so an axis becomes a
-few ``take`` calls with constant indices (one per interpolation tap), each scaled by a
-constant weight vector and summed.
+arithmetic is onnxruntime's; so does a resize to constant sizes of an input whose height and
+width are known only at run time (the kernel makes its tables when it runs). Other resizes
+(other axes, scales that do not divide out, cropping of batch or channels) are built from
+``take``: resizing is separable, each resized axis is interpolated on its own, one after
+the other, and with the input shape known at import time the source positions and weights
+of every output index along an axis are computed here with numpy
+(:func:`compiler.op.defs_image.axis_taps`), so an axis becomes a few ``take`` calls with
+constant indices (one per interpolation tap), each scaled by a constant weight vector and
+summed.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def _static_shape(node: NodeContext, x: Value) -> tuple[int, ...]:
     if any(isinstance(d, Any) for d in x.shape):
         raise node.unsupported(
             f"resizing input {shape_text(x.shape)} with dimensions known only at run time is "
-            "not supported; give the model's inputs static shapes (from_onnx's shape= argument)"
+            "supported for NCHW height and width resized to constant sizes; give the model's "
+            "inputs static shapes (from_onnx's shape= argument)"
         )
     return tuple(int(d) for d in x.shape)
 
@@ -133,6 +136,32 @@ def _resize2d_fits(
     return all(f(out[a]) / f(dims[a]) == f(scales[a]) for a in (2, 3))
 
 
+def _run_time_size(node: NodeContext, x: Value, coord: str) -> tuple[int, int] | None:
+    """The constant output (height, width) of a Resize of NCHW ``x`` whose height or width
+    is known only at run time, when ``image.resize2d`` computes it exactly: sizes given
+    (not scales), stretched, for the height and width alone. Else None."""
+    if x.ndim != 4 or node.opset < 11 or coord == "tf_crop_and_resize":
+        return None
+    scales = node.known(2) if node.has_input(2) else None
+    if (scales is not None and scales.size) or not node.has_input(3):
+        return None
+    sizes = node.known(3)
+    if sizes is None or (node.opset >= 18 and node.attr("keep_aspect_ratio_policy", "stretch")
+                         != "stretch"):  # fmt: skip
+        return None
+    wanted = [int(v) for v in sizes.reshape(-1)]
+    axes = node.attr("axes") if node.opset >= 18 else None
+    if axes is not None and [int(a) % 4 for a in axes] == [2, 3] and len(wanted) == 2:
+        out = wanted
+    elif axes is None and len(wanted) == 4 and wanted[:2] == list(x.shape[:2]):
+        out = wanted[2:]
+    else:
+        return None
+    if min(out) < 1:
+        raise node.error(f"sizes {tuple(wanted)} must all be positive")
+    return out[0], out[1]
+
+
 def _resize_axis(
     node: NodeContext, x: Value, axis: int, indices: np.ndarray, weights: np.ndarray
 ) -> Value:
@@ -169,6 +198,16 @@ def _resize(node: NodeContext) -> Value:
     extrapolation = float(node.attr("extrapolation_value", 0.0))
     if coord == "tf_crop_and_resize" and not node.has_input(1):
         raise node.error("coordinate_transformation_mode='tf_crop_and_resize' needs the roi input")
+    method_2d = {"nearest": "nearest_neighbor"}.get(method, method)
+    if any(isinstance(d, Any) for d in x.shape[2:]):
+        # The kernel makes its tables when it runs, from the sizes it is given.
+        size = _run_time_size(node, x, coord)
+        if size is not None:
+            return node.call(
+                "image.resize2d", x, size=size, method=method_2d,
+                coordinate_transformation_mode=coord, rounding_method=rounding,
+                cubic_alpha=cubic_a, cubic_exclude=int(exclude),
+            )  # fmt: skip
     out_shape, scales, regions = _plan(node, x)
     dims = list(_static_shape(node, x))
     # Every transformation but cropping maps index i to i at scale 1: the input comes back.
@@ -180,7 +219,7 @@ def _resize(node: NodeContext) -> Value:
             x,
             size=(out_shape[2], out_shape[3]),
             roi=(regions[2][0], regions[3][0], regions[2][1], regions[3][1]),
-            method={"nearest": "nearest_neighbor"}.get(method, method),
+            method=method_2d,
             coordinate_transformation_mode=coord,
             rounding_method=rounding,
             cubic_alpha=cubic_a,

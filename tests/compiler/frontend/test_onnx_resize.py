@@ -21,6 +21,7 @@ from tests.compiler.frontend._onnx_helpers import (
     check_against_reference,
     model,
     needs_ort,
+    run_ort,
     run_vm,
     single_op,
 )
@@ -188,6 +189,37 @@ def test_whole_scales_import_as_resize2d_in_every_rounding(rounding):
     proto, feeds = _scaled(attrs, (1, 1, 2, 2), shape=(1, 3, 4, 5))
     assert _imports_as_resize2d(proto)
     check_against_ort(proto, feeds)
+
+
+def _any_size_model(constants: dict, order: list[str], opset: int = 13, **attrs) -> object:
+    node = helper.make_node("Resize", order, ["y"], **attrs)
+    return model([node], {"x": ("float32", (1, 3, "h", "w"))}, ["y"], constants, opset=opset)
+
+
+@needs_ort
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_an_image_of_any_size_resized_to_constant_sizes_runs_on_the_vm(mode):
+    # A preprocessing graph: whatever the image's size, the kernel makes its tables when it
+    # runs; one executable takes every size.
+    import vm
+
+    sizes = np.array([1, 3, 12, 9], "int64")
+    proto = _any_size_model({"z": sizes}, ["x", "", "", "z"], mode=mode)
+    mod, params = relay.frontend.from_onnx(proto)
+    assert "image.resize2d" in mod.astext()
+    machine = vm.VirtualMachine(relay.vm.compile(mod, params=params))
+    for shape in [(1, 3, 5, 4), (1, 3, 30, 17)]:
+        feeds = {"x": randn(*shape)}
+        expected = run_ort(proto, feeds)[0]
+        got = machine.invoke("main", **feeds).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_scales_on_an_image_of_any_size_are_refused_by_name():
+    scales = np.array([1, 1, 2, 2], "float32")
+    proto = _any_size_model({"roi": np.zeros(0, "float32"), "s": scales}, ["x", "roi", "s"])
+    with pytest.raises(OpNotImplemented, match="resized to constant sizes"):
+        relay.frontend.from_onnx(proto)
 
 
 def test_scales_that_do_not_divide_out_keep_the_take_chain():

@@ -36,7 +36,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.op.defs_common import define, result
-from compiler.op.defs_window import NCHW, check_layout, fmt_attr, nchw_data
+from compiler.op.defs_window import NCHW, check_layout, fmt_attr, nchw_data, pair
 from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import require_dtype
 from vm.kernels.emit_image import (
@@ -204,15 +204,10 @@ def _resize2d_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
         check_resize2d(attrs)
     except RuleError as error:
         raise OpTypeError(f"{op}: {error}") from None
-    out_h, out_w = _size(attrs)
+    out_h, out_w = pair(op, attrs, "size")
     return TensorType(
         [data.shape[0], data.shape[1], out_h, out_w], attrs["out_dtype"] or data.dtype
     )
-
-
-def _size(attrs: Attrs) -> tuple[int, int]:
-    size = tuple(attrs["size"])  # type: ignore[arg-type]
-    return (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
 
 
 def _resize2d(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -220,7 +215,7 @@ def _resize2d(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     out_type = _resize2d_rel([TensorType(data.shape, data.dtype.name)], attrs)
     out_dtype = out_type.dtype  # type: ignore[attr-defined]
     n, c, height, width = data.shape
-    out_h, out_w = _size(attrs)
+    out_h, out_w = pair("image.resize2d", attrs, "size")
     if n * c == 0:
         return np.zeros((n, c, out_h, out_w), out_dtype)
     if height < 1 or width < 1:
@@ -253,7 +248,7 @@ def _resize2d(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     else:
         t = np.float64 if data.dtype == np.float64 else np.float32
         x = data.astype(t)
-        row_w, col_w = row_w.astype(np.float32).astype(t), col_w.astype(np.float32).astype(t)
+        row_w, col_w = row_w.astype(t), col_w.astype(t)  # float32 weights, widened for float64
         across = x[:, :, :, cols[0]] * col_w[0]
         for k in range(1, len(cols)):
             across = across + x[:, :, :, cols[k]] * col_w[k]

@@ -37,13 +37,16 @@ Decisions where TVM is loose
   A function that returns its argument returns the caller's own array.
 - Instruments see the calls a program makes (``invoke``, ``invoke_closure``
   instructions and kernels), not the entry call itself.
+- A function of straight-line code with static shapes (most models' ``main``) runs from
+  its second call as one generated function (:mod:`vm.straight`) in the thread the
+  stateful API belongs to, on an arena the machine keeps; everything else, and every
+  call while an instrument is set, runs in the loop, which also answers any call the
+  generated function raised on (so errors read the same either way).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -61,7 +64,9 @@ from vm.explain import HookError, call_hook, format_instruction, vm_error
 from vm.instrument import VMInstrumentReturnKind
 from vm.ndarray import NDArray, caller_owned
 from vm.objects import ADT, Closure
+from vm.primitives import interruption_of, load_kernels
 from vm.profiling import Recorder, Report
+from vm.straight import build as build_tier
 from vm.timing import check_settings, measure, preprocessor
 from vm.value_types import TypeContext, check_closure_call
 
@@ -282,11 +287,9 @@ def run(program: Program, code: list[tuple], regs: list[Any]) -> Any:
     except HookError as error:
         raise vm_error(program, code, pc, regs, error) from error.original
     except Exception as error:
-        bridge = sys.modules.get("vm.kernels.runtime.bridge")
-        if bridge is not None and isinstance(error, bridge.Interrupted):
-            # A kernel's call into Python was interrupted: raise what interrupted it
-            # (Ctrl-C's KeyboardInterrupt), not the stand-in compiled code could raise.
-            raise bridge.interruption() from None
+        interrupted = interruption_of(error)
+        if interrupted is not None:
+            raise interrupted from None
         # The cause stays reachable as __context__, but tracebacks show only our message.
         raise vm_error(program, code, pc, regs, error) from None
 
@@ -432,43 +435,6 @@ def _children(item: Any) -> tuple:
     return item
 
 
-# ---- kernels -------------------------------------------------------------------------------
-
-
-def load_kernels(exe: Any) -> list[Any]:
-    """The compiled kernel of every primitive of ``exe``, in primitive-index order.
-
-    Raises
-    ------
-    vm.VMError
-        If a kernel cannot be built (naming the primitive).
-    """
-    if not exe.primitives:
-        return []
-    # Imported here so that ``import vm`` does not import numba; shape functions run in
-    # Python (vm.shape_funcs), everything else is a numba kernel.
-    from vm.prebuild import build_in_processes  # deferred: numba, until kernels are loaded
-    from vm.shape_funcs import is_shape_func, load_primitive  # deferred: numba, as above
-
-    # The kernels no process built before compile in builder processes first (one per
-    # CPU); the loop below then loads them from the disk cache, and reports any error.
-    # An invalid description raises here too: the loop then names its primitive.
-    with contextlib.suppress(Exception):
-        build_in_processes(
-            p.description for p in exe.primitives if not is_shape_func(p.description)
-        )
-    kernels = []
-    for index, primitive in enumerate(exe.primitives):
-        try:
-            kernels.append(load_primitive(primitive.description))
-        except Exception as err:
-            raise VMError(
-                f"cannot build the kernel of primitive {index} ({primitive.name}): "
-                f"{type(err).__name__}: {err}"
-            ) from err
-    return kernels
-
-
 # ---- the machine ---------------------------------------------------------------------------
 
 
@@ -558,6 +524,13 @@ class VirtualMachine:
         self._owner: int | None = None  # the thread the stateful API belongs to
         self._owner_lock = threading.Lock()
         self._saved: dict[str, Callable[[], Any]] = {}
+        # The straight-line tier (vm.straight), by function index: the generated invoke
+        # and call once built, in the lists in use (lists of None while an instrument is
+        # set); the functions neither built nor refused yet.
+        count = len(exe.functions)
+        self._tier_built: tuple[list[Any], list[Any]] = ([None] * count, [None] * count)
+        self._tier_invoke, self._tier_call = self._tier_built
+        self._tier_pending: set[int] = set(range(count))
 
     def _decode(self, mode: str, **extra: Any) -> Program:
         return Decoder(
@@ -638,8 +611,37 @@ class VirtualMachine:
             )
 
     def _call(self, index: int, values: list[Any]) -> Any:
+        tier = self._tier_call[index]
+        if tier is None and index in self._tier_pending:
+            tier = self._promote(index)[1]
+        if tier is not None and self._owner == _get_ident():
+            try:
+                return tier(*values)
+            except Exception as error:
+                _rerun_unless_interrupted(error)
         program = self._program
         return run(program, program.codes[index], [*values, *program.pads[index]])
+
+    def _promote(self, index: int) -> tuple[Any, Any]:
+        """Build the straight-line tier of function ``index`` if this thread owns the
+        machine's state (a first call claims it, so this is the second call, or the first
+        after ``set_input``) and no instrument is set.
+
+        Only the owning thread builds (and so changes ``_tier_pending``). Returns the
+        tier's ``(invoke, call)``, or ``(None, None)``.
+        """
+        if self._owner != _get_ident() or self._instrument is not None:
+            return None, None
+        try:
+            tier = build_tier(self._exe, index, self._kernels, self._inputs)
+        except OSError:
+            tier = None  # the kernel cache cannot hold the generated code: interpret
+        # Only now: a build cut short (Ctrl-C) is tried again on the next call.
+        self._tier_pending.discard(index)
+        if tier is None:
+            return None, None
+        self._tier_built[0][index], self._tier_built[1][index] = tier
+        return tier
 
     def invoke(self, func_name: str, *args: Any, **kwargs: Any) -> Any:
         """Run ``func_name`` and return its result (caller-owned).
@@ -661,6 +663,14 @@ class VirtualMachine:
         except (KeyError, TypeError):
             raise UnknownFunctionError(func_name, self._exe.globals) from None
         if args and not kwargs:
+            tier = self._tier_invoke[index]
+            if tier is None and index in self._tier_pending:
+                tier = self._promote(index)[0]
+            if tier is not None and self._owner == _get_ident():
+                try:
+                    return tier(*args)
+                except Exception as error:
+                    _rerun_unless_interrupted(error)
             values = self._convert[index](args)
             # Record the inputs (TVM's rule) only for the thread the state belongs to.
             if self._owner == _get_ident() or self._owns_state():
@@ -892,6 +902,7 @@ class VirtualMachine:
         if instrument is None:
             self._instrument = None
             self._program = self._fast
+            self._tier_invoke, self._tier_call = self._tier_built
             return
         if not callable(instrument):
             raise TypeError(
@@ -899,6 +910,8 @@ class VirtualMachine:
             )
         self._instrument = instrument
         self._program = self._decode("hooked", hook=instrument)
+        # Every call through the interpreter, so that the hooks see every call.
+        self._tier_invoke = self._tier_call = [None] * len(self._exe.functions)
 
     def time_evaluator(
         self,
@@ -1069,6 +1082,15 @@ class VirtualMachine:
             "Number of threads": kernel_threads(),
         }
         return Report.from_recorder(recorder, total_ns, configuration)
+
+
+def _rerun_unless_interrupted(error: Exception) -> None:
+    """After the straight-line tier raised ``error``: raise what interrupted a kernel, if
+    that is what happened; otherwise return, and the interpreter runs the call again (and
+    its error names the argument or the instruction that was wrong)."""
+    interrupted = interruption_of(error)
+    if interrupted is not None:
+        raise interrupted from None
 
 
 _NOTHING = object()

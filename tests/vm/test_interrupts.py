@@ -2,7 +2,8 @@
 
 Traps group: a KeyboardInterrupt raised in a kernel's Python handler (a product or a
 convolution that compiled code hands to BLAS and the worker threads) reaches the caller
-as KeyboardInterrupt, not as a VMError, and the machine's next call is right. Fuzz group:
+as KeyboardInterrupt, not as a VMError, from the interpreter, the machine's straight-line
+tier and the AOT executor alike, and the next call is right. Fuzz group:
 a small convolutional network is interrupted at the k-th Python call or return (the places
 where a signal's handler runs), for k spread over a whole ``invoke``; every run raises
 KeyboardInterrupt or returns the right answer, leaves the thread's CPU affinity as it
@@ -21,6 +22,7 @@ import pytest
 
 import vm
 from compiler import relay
+from vm.aot import AotModule
 from vm.kernels.runtime import bridge
 
 RNG = np.random.default_rng(13)
@@ -68,6 +70,24 @@ def test_an_interrupt_in_a_kernels_handler_raises_keyboard_interrupt(network, mo
     assert calls == [1]
     monkeypatch.undo()
     np.testing.assert_allclose(machine.invoke("main", data), want, **TOLERANCE)
+
+
+def test_an_interrupt_in_the_aot_executor_raises_keyboard_interrupt(network, monkeypatch) -> None:
+    machine, data, want = network
+    module = AotModule(machine.executable)
+    calls = []
+
+    def interrupting(*args) -> None:
+        calls.append(1)
+        raise KeyboardInterrupt("pressed")
+
+    for code, handler in list(bridge._HANDLERS.items()):
+        monkeypatch.setitem(bridge._HANDLERS, code, bridge._Handler(interrupting, handler.arrays))
+    with pytest.raises(KeyboardInterrupt, match="pressed"):
+        module.run(data)
+    assert calls == [1]
+    monkeypatch.undo()
+    np.testing.assert_allclose(module.run(data), want, **TOLERANCE)
 
 
 # --- fuzz --------------------------------------------------------------------------------------

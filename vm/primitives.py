@@ -1,0 +1,60 @@
+"""The compiled kernels of an executable's primitives, and what a kernel's failure means.
+
+Runtime layer (``vm``); imports ``vm.errors``, and numba (through ``vm.prebuild`` and
+``vm.shape_funcs``) only when kernels are loaded, never ``compiler``. The interpreter, the
+straight-line tier and the ahead-of-time executor all call kernels loaded here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+from vm.errors import VMError
+
+__all__ = ["interruption_of", "load_kernels"]
+
+
+def load_kernels(exe: Any) -> list[Any]:
+    """The compiled kernel of every primitive of ``exe``, in primitive-index order.
+
+    Raises
+    ------
+    vm.VMError
+        If a kernel cannot be built (naming the primitive).
+    """
+    if not exe.primitives:
+        return []
+    # Imported here so that ``import vm`` does not import numba; shape functions run in
+    # Python (vm.shape_funcs), everything else is a numba kernel.
+    from vm.prebuild import build_in_processes  # deferred: numba, until kernels are loaded
+    from vm.shape_funcs import is_shape_func, load_primitive  # deferred: numba, as above
+
+    # The kernels no process built before compile in builder processes first (one per
+    # CPU); the loop below then loads them from the disk cache, and reports any error.
+    # An invalid description raises here too: the loop then names its primitive.
+    with contextlib.suppress(Exception):
+        build_in_processes(
+            p.description for p in exe.primitives if not is_shape_func(p.description)
+        )
+    kernels = []
+    for index, primitive in enumerate(exe.primitives):
+        try:
+            kernels.append(load_primitive(primitive.description))
+        except Exception as err:
+            raise VMError(
+                f"cannot build the kernel of primitive {index} ({primitive.name}): "
+                f"{type(err).__name__}: {err}"
+            ) from err
+    return kernels
+
+
+def interruption_of(error: Exception) -> BaseException | None:
+    """What interrupted a kernel, if ``error`` is the stand-in compiled code raises when a
+    kernel's call into Python was interrupted (Ctrl-C's KeyboardInterrupt): that is to be
+    raised instead, and the call not run again."""
+    bridge = sys.modules.get("vm.kernels.runtime.bridge")
+    if bridge is not None and isinstance(error, bridge.Interrupted):
+        return bridge.interruption()
+    return None

@@ -1,0 +1,82 @@
+"""The virtual machine's straight-line tier: a function without control flow, called again,
+runs as one generated function instead of instruction by instruction.
+
+Runtime layer (``vm``); imports numpy and :mod:`vm.aot` (whose tracer and code generator it
+shares), never ``compiler``.
+
+Most models' ``main`` is straight-line code of static shapes: nothing in it is decided at
+run time, yet the interpreter decodes and dispatches every instruction on every call, and
+allocates every storage. For such a function :func:`build` makes what the ahead-of-time
+executor makes (:mod:`vm.aot`: the symbolic run, one generated function calling the
+kernels' entry points in order on views of one arena) in the machine's form: ``invoke``
+takes the arguments as given, checks them by the machine's rules and records them as the
+machine's inputs (TVM's rule for ``invoke`` with arguments); ``call`` takes arguments
+already checked (``invoke_stateful``, ``time_evaluator``, saved functions). Results are
+allocated on every call, as the interpreter's are, so they belong to the caller.
+
+The machine keeps the interpreter as the reference and the fallback:
+
+- it builds a function's tier when the function is called in the thread that owns the
+  machine's state, which the machine's first call claims: from the second call on (a
+  machine called once is not worth generating code for). The arena is that thread's, so
+  other threads calling ``invoke`` keep the interpreter;
+- with an instrument set it runs every call in the interpreter, so hooks see every call;
+- when the generated function raises (an argument of the wrong type, a kernel failing),
+  the machine runs the call again in the interpreter, whose error names the argument or
+  the instruction. Kernels write only memory the call allocated, so running again is
+  safe and gives the same answer;
+- what the tracer refuses (control flow, closures, ADTs, dynamic shapes, recursion) stays
+  in the interpreter, at no cost after the one refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from vm.aot import AotUnsupportedError, compile_function, static_views
+from vm.ndarray import NDArray, caller_owned
+
+__all__ = ["build"]
+
+
+def build(
+    exe: Any, index: int, kernels: Sequence[Any], inputs: dict[int, list[Any]]
+) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """``(invoke, call)`` for function ``index`` of ``exe``, or None if it is not
+    straight-line code of static shapes.
+
+    Parameters
+    ----------
+    exe : vm.Executable
+        A verified executable.
+    index : int
+        The function's index in ``exe.functions``.
+    kernels : sequence
+        The machine's loaded kernels, by primitive index.
+    inputs : dict
+        The machine's inputs by function index; ``invoke`` records its arguments there.
+    """
+    name = exe.functions[index].name
+    if exe.get_function(name) is not exe.functions[index]:
+        return None  # a name two functions share: the tracer finds functions by name
+    try:
+        shared = compile_function(exe, name, kernels, machine_index=index)
+    except AotUnsupportedError:
+        return None
+    bound = [
+        *shared.entries,
+        *shared.converters,
+        *shared.dtypes,
+        *static_views(shared),
+        # As vm.aot's: results are the machine's tensor type, made without type.__call__.
+        np.ndarray.__new__,
+        NDArray,
+        np.ndarray,
+        caller_owned,
+        inputs,
+    ]
+    invoke, call = shared.make(bound)
+    return invoke, call

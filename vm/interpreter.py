@@ -611,6 +611,8 @@ class VirtualMachine:
             )
 
     def _call(self, index: int, values: list[Any]) -> Any:
+        """Run function ``index`` on checked ``values``: by its straight-line tier when it
+        has one (see :meth:`_promote`), else in the loop. The result is not exported."""
         tier = self._tier_call[index]
         if tier is None and index in self._tier_pending:
             tier = self._promote(index)[1]
@@ -662,21 +664,22 @@ class VirtualMachine:
             index = self._index[func_name]
         except (KeyError, TypeError):
             raise UnknownFunctionError(func_name, self._exe.globals) from None
-        if args and not kwargs:
-            tier = self._tier_invoke[index]
-            if tier is None and index in self._tier_pending:
-                tier = self._promote(index)[0]
-            if tier is not None and self._owner == _get_ident():
-                try:
-                    return tier(*args)
-                except Exception as error:
-                    _rerun_unless_interrupted(error)
-            values = self._convert[index](args)
-            # Record the inputs (TVM's rule) only for the thread the state belongs to.
-            if self._owner == _get_ident() or self._owns_state():
-                self._inputs[index] = values
-        else:
-            values = self._arguments(index, args, kwargs)
+        if not args or kwargs:
+            return export(self._call(index, self._arguments(index, args, kwargs)))
+        # Positional arguments, the common call, go straight to the tier's invoke, which
+        # checks and records them itself.
+        tier = self._tier_invoke[index]
+        if tier is None and index in self._tier_pending:
+            tier = self._promote(index)[0]
+        if tier is not None and self._owner == _get_ident():
+            try:
+                return tier(*args)
+            except Exception as error:
+                _rerun_unless_interrupted(error)
+        values = self._convert[index](args)
+        # Record the inputs (TVM's rule) only for the thread the state belongs to.
+        if self._owner == _get_ident() or self._owns_state():
+            self._inputs[index] = values
         program = self._program
         result = run(program, program.codes[index], [*values, *program.pads[index]])
         return result if program.fresh_results[index] else export(result)

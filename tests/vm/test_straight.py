@@ -130,6 +130,19 @@ def test_invoke_records_the_inputs_and_stateful_calls_use_the_tier():
     assert len(timer(a, b).results) == 1
 
 
+def test_keyword_arguments_and_set_inputs_run_on_the_tier_too():
+    machine, _ = _machine(lambda x0, x1: x0 - x1, 2)
+    a, b = _data(2)
+    for _ in range(2):
+        machine.invoke("main", a, b)
+    calls = []
+    tier = machine._tier_call[0]
+    machine._tier_call[0] = lambda *values: calls.append(1) or tier(*values)
+    np.testing.assert_array_equal(machine.invoke("main", x1=a, x0=b), b - a)
+    np.testing.assert_array_equal(machine.invoke("main"), b - a)
+    assert len(calls) == 2
+
+
 def test_arguments_that_need_converting_are_converted():
     machine, _ = _machine(lambda x: x + x)
     (x,) = _data()

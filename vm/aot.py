@@ -449,9 +449,10 @@ def generate_source(exe: Any, plan: _Trace, machine_index: int | None = None) ->
     checks: list[str] = []
     for i, (_, shape, dtype) in enumerate(plan.params):
         name = f"t{i}"
+        # The machine's own tensors (vm.nd.array, earlier results) pass as plain arrays do.
         checks.append(
-            f"if type({name}) is not ndarray or {name}.dtype is not "
-            f"{dtype_name[dtype]} or {name}.shape != {shape!r} or not "
+            f"if (type({name}) is not ndarray and type({name}) is not tensor) or "
+            f"{name}.dtype is not {dtype_name[dtype]} or {name}.shape != {shape!r} or not "
             f"{name}.flags.c_contiguous:"
         )
         checks.append(f"    {name} = conv{i}({name})")

@@ -48,6 +48,13 @@ def _tiered(machine, name="main"):
     return machine._tier_invoke[machine._index[name]] is not None
 
 
+def _warm(machine, *args):
+    """Two calls: the first claims the machine's state, the second builds the tier."""
+    for _ in range(2):
+        machine.invoke("main", *args)
+    assert _tiered(machine)
+
+
 PROGRAMS = {
     # exp is not fused with the product's add at opt_level 0: an intermediate in the arena.
     "intermediates": (lambda x: relay.exp(relay.add(x, x)) * x, 1, 0),
@@ -119,8 +126,7 @@ def test_a_function_calling_another_runs_inlined():
 def test_invoke_records_the_inputs_and_stateful_calls_use_the_tier():
     machine, _ = _machine(lambda x, y: x * y, 2)
     a, b = _data(2)
-    for _ in range(2):
-        machine.invoke("main", a, b)
+    _warm(machine, a, b)
     c, d = _data(2)
     machine.invoke("main", c, d)
     np.testing.assert_array_equal(machine.invoke("main"), c * d)
@@ -133,8 +139,7 @@ def test_invoke_records_the_inputs_and_stateful_calls_use_the_tier():
 def test_keyword_arguments_and_set_inputs_run_on_the_tier_too():
     machine, _ = _machine(lambda x0, x1: x0 - x1, 2)
     a, b = _data(2)
-    for _ in range(2):
-        machine.invoke("main", a, b)
+    _warm(machine, a, b)
     calls = []
     tier = machine._tier_call[0]
     machine._tier_call[0] = lambda *values: calls.append(1) or tier(*values)
@@ -146,8 +151,7 @@ def test_keyword_arguments_and_set_inputs_run_on_the_tier_too():
 def test_arguments_that_need_converting_are_converted():
     machine, _ = _machine(lambda x: x + x)
     (x,) = _data()
-    for _ in range(2):
-        machine.invoke("main", x)
+    _warm(machine, x)
     strided = np.asfortranarray(x)
     np.testing.assert_array_equal(machine.invoke("main", strided), x + x)
     np.testing.assert_array_equal(machine.invoke("main"), x + x)  # the converted copy
@@ -176,9 +180,7 @@ def _error(call):
 def test_a_wrong_argument_raises_the_interpreters_error():
     machine, exe = _machine(lambda x: x + x)
     (x,) = _data()
-    for _ in range(2):
-        machine.invoke("main", x)
-    assert _tiered(machine)
+    _warm(machine, x)
     reference = vm.VirtualMachine(exe, vm.cpu())
     for args in [(x[:2],), (x.astype("int32"),), (x, x), ("text",)]:
         got = _error(lambda: machine.invoke("main", *args))  # noqa: B023
@@ -196,9 +198,7 @@ def test_a_failing_kernel_raises_the_interpreters_error_naming_the_instruction()
     exe = relay.vm.compile(mod)
     machine = vm.VirtualMachine(exe, vm.cpu())
     values = np.arange(4, dtype="float32")
-    for _ in range(2):
-        machine.invoke("main", values, np.array([0, 3]))
-    assert _tiered(machine)
+    _warm(machine, values, np.array([0, 3]))
     bad = np.array([0, 99])
     got = _error(lambda: machine.invoke("main", values, bad))
     reference = vm.VirtualMachine(exe, vm.cpu())
@@ -213,9 +213,7 @@ def test_a_failing_kernel_raises_the_interpreters_error_naming_the_instruction()
 def test_an_instrument_sees_every_call_and_removing_it_restores_the_tier():
     machine, _ = _machine(lambda x: x + x)
     (x,) = _data()
-    for _ in range(2):
-        machine.invoke("main", x)
-    assert _tiered(machine)
+    _warm(machine, x)
     seen = []
     machine.set_instrument(lambda func, name, before, *rest: seen.append((name, before)))
     machine.invoke("main", x)
@@ -236,9 +234,7 @@ def test_another_thread_does_not_share_the_owners_arena():
     exe = relay.vm.compile(relay.IRModule.from_expr(relay.Function([x], h)))
     machine = vm.VirtualMachine(exe, vm.cpu())
     inputs = [RNG.standard_normal((1, 16, 14, 14)).astype("float32") for _ in range(2)]
-    for _ in range(2):
-        machine.invoke("main", inputs[0])
-    assert _tiered(machine)
+    _warm(machine, inputs[0])
     failures = []
 
     def work(x, rounds=100):

@@ -11,8 +11,10 @@ executor makes (:mod:`vm.aot`: the symbolic run, one generated function calling 
 kernels' entry points in order on views of one arena) in the machine's form: ``invoke``
 takes the arguments as given, checks them by the machine's rules and records them as the
 machine's inputs (TVM's rule for ``invoke`` with arguments); ``call`` takes arguments
-already checked (``invoke_stateful``, ``time_evaluator``, saved functions). Results are
-allocated on every call, as the interpreter's are, so they belong to the caller.
+already checked (keyword calls, ``invoke()`` on the inputs set, ``invoke_stateful``,
+``time_evaluator``, saved functions). Results are allocated on every call, as the
+interpreter's are, so they belong to the caller; the arena stays while the machine lives
+(the compiler's planned intermediate bytes, 7.2 MB for ResNet-50).
 
 The machine keeps the interpreter as the reference and the fallback:
 
@@ -24,7 +26,8 @@ The machine keeps the interpreter as the reference and the fallback:
 - when the generated function raises (an argument of the wrong type, a kernel failing),
   the machine runs the call again in the interpreter, whose error names the argument or
   the instruction. Kernels write only memory the call allocated, so running again is
-  safe and gives the same answer;
+  safe and gives the same answer; only a kernel interrupted by Ctrl-C is not run again
+  (its ``KeyboardInterrupt`` is raised);
 - what the tracer refuses (control flow, closures, ADTs, dynamic shapes, recursion) stays
   in the interpreter, at no cost after the one refusal.
 """

@@ -534,20 +534,11 @@ def generate_source(exe: Any, plan: _Trace, machine_index: int | None = None) ->
 
 
 #: What ``make`` binds after the kernels, converters, dtypes and static tensors, in order.
-_HELPERS = (
-    "empty",
-    "tensor",
-    "ndarray",
-    "own",
-    "fail",
-    "prepare",
-    "missing",
-    "last",
-    "NOTHING",
-)
-
+#: What both flavors' ``make`` binds first among the helpers (see :func:`bound_objects`).
+_SHARED_HELPERS = ("empty", "tensor", "ndarray", "own")
+_HELPERS = (*_SHARED_HELPERS, "fail", "prepare", "missing", "last", "NOTHING")
 #: What the straight-line tier's ``make`` binds there instead (see :func:`generate_source`).
-_MACHINE_HELPERS = ("empty", "tensor", "ndarray", "own", "inputs")
+_MACHINE_HELPERS = (*_SHARED_HELPERS, "inputs")
 
 _INTERNAL = re.compile(r"(k|conv|d|t|o|u)[0-9]+")
 _RESERVED = {*_HELPERS, "B", "make", "main", "args", "kwargs", "error"}
@@ -684,7 +675,6 @@ class AotModule:
 
     def _bound(self) -> list[Any]:
         shared = self._shared
-        views = static_views(shared)
         lines = shared.generated.lines
 
         def fail(error: Exception) -> BaseException:
@@ -707,17 +697,7 @@ class AotModule:
             return value
 
         return [
-            *shared.entries,
-            *shared.converters,
-            *shared.dtypes,
-            *views,
-            # "empty" and "tensor": results are the VM's tensor type, as invoke's are.
-            # ndarray.__new__ called directly skips type.__call__: a 10x10 result took
-            # 650 ns through NDArray(shape, dtype), 390 ns this way (AMD EPYC Zen 3).
-            np.ndarray.__new__,
-            NDArray,
-            np.ndarray,
-            caller_owned,  # "own": an input or constant returned as the result
+            *bound_objects(shared),
             fail,
             prepare,
             missing,
@@ -1020,9 +1000,28 @@ def compile_function(
     )
 
 
-def static_views(shared: _Shared) -> list[Any]:
+def bound_objects(shared: _Shared) -> list[Any]:
+    """What ``make`` is given before the flavor's own helpers: the kernels' entry points,
+    the input converters, the dtypes, the static tensors (on a new arena, so every caller
+    gets its own) and the objects of :data:`_SHARED_HELPERS`."""
+    return [
+        *shared.entries,
+        *shared.converters,
+        *shared.dtypes,
+        *_static_views(shared),
+        # "empty" and "tensor": results are the VM's tensor type, as invoke's are.
+        # ndarray.__new__ called directly skips type.__call__: a 10x10 result took
+        # 650 ns through NDArray(shape, dtype), 390 ns this way (AMD EPYC Zen 3).
+        np.ndarray.__new__,
+        NDArray,
+        np.ndarray,
+        caller_owned,  # "own": an input or constant returned as the result
+    ]
+
+
+def _static_views(shared: _Shared) -> list[Any]:
     """The tensors a generated function is given once: constants, and views of a new
-    arena holding its storages (so every caller of this gets its own arena)."""
+    arena holding its storages."""
     plan = shared.trace
     arena = _arena(plan.storages)
     views: list[Any] = []

@@ -1,8 +1,8 @@
 """The virtual machine's straight-line tier: a function without control flow, called again,
 runs as one generated function instead of instruction by instruction.
 
-Runtime layer (``vm``); imports numpy and :mod:`vm.aot` (whose tracer and code generator it
-shares), never ``compiler``.
+Runtime layer (``vm``); imports :mod:`vm.aot` (whose tracer and code generator it shares),
+never ``compiler``.
 
 Most models' ``main`` is straight-line code of static shapes: nothing in it is decided at
 run time, yet the interpreter decodes and dispatches every instruction on every call, and
@@ -37,10 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from vm.aot import AotUnsupportedError, compile_function, static_views
-from vm.ndarray import NDArray, caller_owned
+from vm.aot import AotUnsupportedError, bound_objects, compile_function
 
 __all__ = ["build"]
 
@@ -69,17 +66,4 @@ def build(
         shared = compile_function(exe, name, kernels, machine_index=index)
     except AotUnsupportedError:
         return None
-    bound = [
-        *shared.entries,
-        *shared.converters,
-        *shared.dtypes,
-        *static_views(shared),
-        # As vm.aot's: results are the machine's tensor type, made without type.__call__.
-        np.ndarray.__new__,
-        NDArray,
-        np.ndarray,
-        caller_owned,
-        inputs,
-    ]
-    invoke, call = shared.make(bound)
-    return invoke, call
+    return shared.make([*bound_objects(shared), inputs])

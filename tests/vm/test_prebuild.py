@@ -16,15 +16,21 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
 
 from tests.vm.kernels.harness import Program, seed_library_cache
+from tests.vm.kernels.sharing_kernels import conv_packed_blocks
 from vm.kernels import KernelDescriptionError, load_kernel
+from vm.kernels.description import parse_description
+from vm.kernels.library import LibraryUnit, kernel_key, library_units
+from vm.kernels.runtime import symbols
 from vm.prebuild import (
     MIN_PARALLEL_KERNELS,
     PROCESSES_ENV,
+    _Schedule,
     build_in_processes,
     build_kernels,
     build_processes,
@@ -128,6 +134,74 @@ def test_new_kernels_built_by_builder_processes_load_here_from_the_disk_cache(
     again = _build_in_a_fresh_cache(tmp_path, [binary(op) for op in ops])
     assert again["from_cache"] == [True] * 4 and again["results"] == expected
     assert again["calls"] == [[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]]
+
+
+def test_a_kernel_needs_the_library_units_it_calls_and_the_units_they_call() -> None:
+    program, results = conv_packed_blocks()
+    graph = library_units(program.description(results))
+    entries = {unit.name: unit for unit in graph if unit.part == "entry"}
+    # The column blocks call the register tiles and the pixel panels by symbol.
+    blocks = entries[symbols.CONV_BLOCKS]
+    assert set(graph[blocks]) == {entries[symbols.TILE], entries[symbols.PIXEL_PANELS]}
+    assert all(set(links) <= set(graph) for links in graph.values())
+    assert all(unit.module.startswith("vm.kernels.runtime.") for unit in graph)
+    assert library_units(binary("add")) == {}
+
+
+def test_the_schedule_hands_out_each_task_once_after_what_it_needs() -> None:
+    tile, blocks = LibraryUnit("entry", "t", "m"), LibraryUnit("entry", "b", "m")
+    # Given kernels first: the order breaks ties only.
+    schedule = _Schedule(
+        {"add": (), "dense": (tile,), "conv": (tile, blocks), blocks: (tile,), tile: ()}
+    )
+    # The unit most tasks wait for first, then the one ready kernel.
+    assert schedule.take() == tile
+    assert schedule.take() == "add"
+    taken: list[object] = []
+    waiter = threading.Thread(target=lambda: taken.append(schedule.take()))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and taken == []  # nothing is ready until the tile is built
+    schedule.finish(tile)
+    waiter.join(60)
+    assert taken == [blocks]  # a kernel waits for the blocks, none for the dense one
+    assert schedule.take() == "dense"
+    schedule.finish(blocks)
+    assert schedule.take() == "conv"
+    assert schedule.take() is None
+
+
+SERVE = textwrap.dedent(
+    """
+    import vm.prebuild
+    vm.prebuild._serve()
+    """
+)
+
+
+def test_a_builder_answers_each_task_as_it_comes(tmp_path: pathlib.Path) -> None:
+    program, results = conv_packed_blocks()
+    description = program.description(results)
+    (unit,) = [u for u in library_units(description) if u.name == symbols.CONV_BLOCKS]
+    tasks = [
+        {"unit": list(unit)},
+        {"unit": ["entry", "relayvm_no_such_entry", unit.module]},
+        {"kernel": description},
+        {"kernel": {"inputs": "no"}},
+    ]
+    env = {**os.environ, "RELAYVM_CACHE_DIR": str(seed_library_cache(tmp_path))}
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE],
+        input="".join(json.dumps(task) + "\n" for task in tasks),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    key = kernel_key(parse_description(description))
+    assert done.stdout.split() == ["ok", "failed", key, "failed"]
 
 
 def test_too_few_new_kernels_start_no_builder() -> None:

@@ -23,14 +23,14 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from vm.kernels import cache, codegen
 from vm.kernels.description import Description, parse_description
 from vm.kernels.fingerprint import library_hash
-from vm.kernels.runtime import threads
+from vm.kernels.runtime import callbacks, jobs, threads
 
 
 class KernelBuildError(RuntimeError):
@@ -194,6 +194,16 @@ def built_before(key: str) -> bool:
         return False
 
 
+def _needs(source: str) -> list[jobs.Needs]:
+    """What the library functions generated ``source`` calls need (their ``NEEDS``)."""
+    found = []
+    for module, function in sorted(codegen.library_calls(source)):
+        needs = getattr(importlib.import_module(f"vm.kernels.runtime.{module}"), "NEEDS", {})
+        if function in needs:
+            found.append(needs[function])
+    return found
+
+
 def _prepare(source: str) -> None:
     """Make ready what the library functions ``source`` calls need, before the kernel is
     compiled or loaded: a C entry point it calls by symbol must be linked first (else the
@@ -201,14 +211,74 @@ def _prepare(source: str) -> None:
     alone). Runs in every process for every kernel, from the cache or not; only what this
     kernel calls is compiled (or loaded), once per process."""
     shares = False
-    for module, function in sorted(codegen.library_calls(source)):
-        needs = getattr(importlib.import_module(f"vm.kernels.runtime.{module}"), "NEEDS", {})
-        if function in needs:
-            needs[function].prepare()
-            shares = shares or bool(needs[function].kinds)
+    for needs in _needs(source):
+        needs.prepare()
+        shares = shares or bool(needs.kinds)
     if shares:
         # Workers polling from the first call on can share the kernel's first jobs.
         threads.start()
+
+
+class LibraryUnit(NamedTuple):
+    """One separately compiled part of the kernel library: a job kind's chunk code
+    (``part`` ``"job"``, ``name`` the kind's number) or a C entry point (``"entry"``, its
+    symbol), with the module whose import registers it. A kernel that calls the library
+    needs some of them compiled (or loaded) first; each is compiled once per cache."""
+
+    part: str
+    name: str
+    module: str
+
+
+def _entry_unit(symbol: str) -> LibraryUnit:
+    return LibraryUnit("entry", symbol, callbacks.entry_function(symbol).__module__)
+
+
+def _links(unit: LibraryUnit) -> tuple[LibraryUnit, ...]:
+    if unit.part == "job":
+        symbols = jobs.chunk_links(int(unit.name))
+    else:
+        symbols = callbacks.entry_links(unit.name)
+    return tuple(_entry_unit(symbol) for symbol in symbols)
+
+
+def library_units(description: object) -> dict[LibraryUnit, tuple[LibraryUnit, ...]]:
+    """The library units the kernel of ``description`` needs before it is compiled or
+    loaded, each with the units it calls (which are compiled before it).
+
+    Raises
+    ------
+    KernelDescriptionError
+        If the description is invalid.
+    """
+    desc = parse_description(description)
+    pending: list[LibraryUnit] = []
+    for needs in _needs(codegen.generate(desc, kernel_key(desc))):
+        pending += [LibraryUnit("job", str(k), jobs.OWNERS[k]) for k in needs.kinds]
+        pending += [_entry_unit(symbol) for symbol in needs.symbols]
+    graph: dict[LibraryUnit, tuple[LibraryUnit, ...]] = {}
+    while pending:
+        unit = pending.pop()
+        if unit not in graph:
+            graph[unit] = _links(unit)
+            pending.extend(graph[unit])
+    return graph
+
+
+def prepare_unit(unit: LibraryUnit) -> None:
+    """Compile ``unit`` (or load it from numba's disk cache), and the units it calls,
+    once per process.
+
+    Raises
+    ------
+    KeyError
+        If the unit's module does not register it.
+    """
+    importlib.import_module(unit.module)
+    if unit.part == "job":
+        jobs.require(int(unit.name))
+    else:
+        callbacks.link(unit.name)
 
 
 def _float16_entry(native: Callable[..., None], is_f16: list[bool]) -> Callable[..., None]:

@@ -123,6 +123,18 @@ def entry_function(symbol: str) -> Callable:
     return _ENTRIES[symbol][0]
 
 
+def entry_links(symbol: str) -> tuple[str, ...]:
+    """The symbols of the C entry points that the entry point ``symbol`` calls (linked
+    before it).
+
+    Raises
+    ------
+    KeyError
+        If no imported module registered ``symbol``.
+    """
+    return _ENTRIES[symbol][2]
+
+
 def entries() -> tuple[str, ...]:
     """The symbols of every C entry point registered so far (linked or not)."""
     return tuple(_ENTRIES)

@@ -450,6 +450,19 @@ def callback(kind: int) -> CFunc:
     return callbacks.build(function, CHUNK, links)
 
 
+def chunk_links(kind: int) -> tuple[str, ...]:
+    """The symbols of the C entry points the chunk code of ``kind`` calls (imports the
+    module that registers it).
+
+    Raises
+    ------
+    KeyError
+        If ``kind`` is not in :data:`OWNERS`.
+    """
+    importlib.import_module(OWNERS[kind])
+    return _CHUNKS[kind][1]
+
+
 def registered() -> tuple[int, ...]:
     """The kinds whose chunk code is registered in this process."""
     return tuple(kind for kind in OWNERS if SLOT[_HANDLERS + kind] != 0)

@@ -954,6 +954,26 @@ class _Shared:
     signature: Signature
 
 
+def kernel_examples(exe: Any) -> dict[int, list[tuple[tuple[int, ...], str]]]:
+    """The shapes and dtypes of one call of each primitive that a straight-line function of
+    ``exe`` calls (inputs, then outputs), by primitive index.
+
+    A builder process runs each kernel it builds once on zeros of these shapes
+    (:mod:`vm.prebuild`), so that the library code a kernel reaches through Python only for
+    some shapes (the convolution algorithms) is compiled there, into the disk cache, and
+    not by the machine's first call. Functions :func:`trace` refuses add nothing.
+    """
+    examples: dict[int, list[tuple[tuple[int, ...], str]]] = {}
+    for function in exe.functions:
+        try:
+            plan = trace(exe, function.name)
+        except AotUnsupportedError:
+            continue
+        for prim, example in _examples(plan).items():
+            examples.setdefault(prim, example)
+    return examples
+
+
 def compile_function(
     exe: Any, func_name: str, kernels: Sequence[Any] | None = None, machine_index: int | None = None
 ) -> _Shared:
@@ -978,7 +998,9 @@ def compile_function(
     # Only the kernels the function calls are built (inlined callees included).
     used = sorted({step.prim for kind, step in plan.steps if kind == "kernel"})
     if kernels is None:
-        kernels = load_kernels(_Subset(exe, used)) if used else []
+        examples = _examples(plan)
+        subset_examples = {k: examples[prim] for k, prim in enumerate(used)}
+        kernels = load_kernels(_Subset(exe, used), lambda: subset_examples) if used else []
     else:
         kernels = [kernels[i] for i in used]
     function = exe.get_function(func_name)
@@ -1039,6 +1061,16 @@ def _static_views(shared: _Shared) -> list[Any]:
         made[tid] = array
         views.append(array)
     return views
+
+
+def _examples(plan: _Trace) -> dict[int, list[tuple[tuple[int, ...], str]]]:
+    """:func:`kernel_examples` of one traced function."""
+    examples: dict[int, list[tuple[tuple[int, ...], str]]] = {}
+    for kind, step in plan.steps:
+        if kind == "kernel" and step.prim not in examples:
+            tensors = [plan.tensors[t] for t in step.args]
+            examples[step.prim] = [(t.shape, t.dtype) for t in tensors]
+    return examples
 
 
 class _Subset:

@@ -35,6 +35,7 @@ import vm
 from serialization.atomic import atomic_write
 from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
 from serialization.ndarray import DTYPE_NAMES
+from vm.aot import kernel_examples
 from vm.progress import progress_bar
 
 #: Exit status for a known failure: a bad file, bad inputs, a trap while running.
@@ -384,10 +385,15 @@ def build_kernels(exe: Any, quiet: bool = False) -> int:
     from vm.prebuild import build_kernels as build  # deferred: numba, info/bytecode never build
     from vm.shape_funcs import is_shape_func  # deferred: numba, the kernel table loads it
 
-    descriptions = [p.description for p in exe.primitives if not is_shape_func(p.description)]
+    kernels_at = [i for i, p in enumerate(exe.primitives) if not is_shape_func(p.description)]
+
+    def examples() -> list[Any]:
+        known = kernel_examples(exe)
+        return [known.get(i) for i in kernels_at]
+
     bar = progress_bar("building kernels", quiet)
     try:
-        return len(build(descriptions, bar))
+        return len(build([exe.primitives[i].description for i in kernels_at], bar, None, examples))
     finally:
         if bar is not None:
             bar.close()

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from vm.aot import kernel_examples
 from vm.args import Signature, describe_value
 from vm.decode import Decoder
 from vm.decoded import Kind, Program, with_kind_numbers
@@ -507,7 +508,7 @@ class VirtualMachine:
         self._exe = exe
         self._device = device
         self._max_call_depth = max_call_depth
-        self._kernels = load_kernels(exe)
+        self._kernels = load_kernels(exe, lambda: kernel_examples(exe))
         self._types = TypeContext(exe.functions, exe.constructor_by_tag)
         self._index: dict[str, int] = {}
         for index, function in enumerate(exe.functions):

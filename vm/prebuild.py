@@ -32,6 +32,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
 
 from vm.kernels.description import parse_description
 from vm.kernels.library import (
@@ -96,6 +99,7 @@ def build_in_processes(
     descriptions: Iterable[object],
     on_built: Callable[[str], None] | None = None,
     processes: int | None = None,
+    examples: Callable[[], Sequence[Example | None]] | None = None,
 ) -> list[str]:
     """Compile, in builder processes, the kernels of ``descriptions`` that are neither in
     this process nor built before by any process, so that loading them here is a disk
@@ -113,6 +117,13 @@ def build_in_processes(
         Called with the cache key of each kernel a builder finished, as it finishes.
     processes : int, optional
         At most this many builders; default :func:`build_processes`.
+    examples : callable, optional
+        Returns, for each description in order, the arguments of one call of its kernel
+        (``(shape, dtype)`` pairs, inputs then outputs) or None; called only if builders
+        start. A builder runs each kernel it built once on zeros of those shapes, which
+        compiles the library code the kernel reaches through Python for them (the
+        convolution algorithms chosen by shape) into the disk cache, in parallel, instead
+        of in this process at the kernel's first call.
 
     Returns
     -------
@@ -124,15 +135,35 @@ def build_in_processes(
     KernelDescriptionError
         If a description is invalid (nothing is built).
     """
-    return _build_new(_distinct(descriptions), on_built, processes)
+    descriptions = list(descriptions)
+    return _build_new(_distinct(descriptions), on_built, processes, _by_key(descriptions, examples))
+
+
+def _by_key(
+    descriptions: Sequence[object], examples: Callable[[], Sequence[Example | None]] | None
+) -> Callable[[], dict[str, Example]] | None:
+    """``examples`` keyed by the cache key of their kernels (the first of each)."""
+    if examples is None:
+        return None
+
+    def by_key() -> dict[str, Example]:
+        found: dict[str, Example] = {}
+        for description, example in zip(descriptions, examples(), strict=True):
+            if example is not None:
+                found.setdefault(kernel_key(parse_description(description)), example)
+        return found
+
+    return by_key
 
 
 def _build_new(
     distinct: dict[str, object],
     on_built: Callable[[str], None] | None,
     processes: int | None,
+    examples: Callable[[], dict[str, Example]] | None = None,
 ) -> list[str]:
-    """:func:`build_in_processes` on descriptions already keyed by :func:`_distinct`."""
+    """:func:`build_in_processes` on descriptions already keyed by :func:`_distinct`, the
+    examples by cache key."""
     if len(distinct) < MIN_PARALLEL_KERNELS:
         return []
     new = [
@@ -144,6 +175,10 @@ def _build_new(
     if count < 2 or len(new) < MIN_PARALLEL_KERNELS:
         return []
     schedule = _schedule(new)
+    rehearsals = {}
+    if examples is not None:
+        with contextlib.suppress(Exception):  # best effort: the kernels build without
+            rehearsals = examples()
     env = dict(os.environ)
     env[PROCESSES_ENV] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -167,7 +202,7 @@ def _build_new(
             while (task := schedule.take()) is not None:
                 reply = ""
                 try:
-                    builder.stdin.write(json.dumps(_message(task, distinct)) + "\n")
+                    builder.stdin.write(json.dumps(_message(task, distinct, rehearsals)) + "\n")
                     builder.stdin.flush()
                     reply = builder.stdout.readline().strip()
                 finally:
@@ -194,6 +229,8 @@ def _build_new(
     return built
 
 
+#: One call's arguments of a kernel, inputs then outputs: ``(shape, dtype)`` each.
+Example = Sequence[tuple[Sequence[int], str]]
 #: A builder's task: a library unit, or a kernel by its cache key.
 _Task = LibraryUnit | str
 
@@ -217,9 +254,12 @@ def _schedule(new: Sequence[tuple[str, object]]) -> _Schedule:
     return _Schedule(needs)
 
 
-def _message(task: _Task, distinct: dict[str, object]) -> dict[str, object]:
+def _message(
+    task: _Task, distinct: dict[str, object], rehearsals: dict[str, Example]
+) -> dict[str, object]:
     if isinstance(task, str):
-        return {"kernel": distinct[task]}
+        example = rehearsals.get(task)
+        return {"kernel": distinct[task], "example": None if example is None else list(example)}
     return {"unit": list(task)}
 
 
@@ -290,16 +330,27 @@ def _serve() -> None:
                 prepare_unit(LibraryUnit(*task["unit"]))
                 reply = "ok"
             else:
-                reply = load_kernel(task["kernel"]).key
+                kernel = load_kernel(task["kernel"])
+                reply = kernel.key
+                if task.get("example"):
+                    _rehearse(kernel, task["example"])
         except Exception:  # left to the parent, which reports it
             reply = "failed"
         print(reply, flush=True)
+
+
+def _rehearse(kernel: CompiledKernel, example: Sequence[Sequence[Any]]) -> None:
+    """Run ``kernel`` once on zeros of the shapes of ``example``, for what it compiles on
+    the way; whatever it computes or raises does not matter."""
+    with contextlib.suppress(Exception):
+        kernel(*(np.zeros(tuple(shape), dtype) for shape, dtype in example))
 
 
 def build_kernels(
     descriptions: Iterable[object],
     progress: ProgressHook | None = None,
     processes: int | None = None,
+    examples: Callable[[], Sequence[Example | None]] | None = None,
 ) -> list[CompiledKernel]:
     """Build (compile or load from the disk cache) the kernel of every description, the
     new ones in parallel processes (:func:`build_in_processes`).
@@ -315,6 +366,9 @@ def build_kernels(
         of distinct kernels. Kernels already in this process count, and report at once.
     processes : int, optional
         At most this many builder processes; default :func:`build_processes`.
+    examples : callable, optional
+        One call's arguments of each description's kernel, as for
+        :func:`build_in_processes`.
 
     Returns
     -------
@@ -328,6 +382,7 @@ def build_kernels(
     KernelBuildError
         If a valid description fails to compile.
     """
+    descriptions = list(descriptions)
     distinct = _distinct(descriptions)
     total = len(distinct)
     done = 0
@@ -342,7 +397,9 @@ def build_kernels(
             if progress is not None:
                 progress(done, total)
 
-    elsewhere = set(_build_new(distinct, built_elsewhere, processes))
+    elsewhere = set(
+        _build_new(distinct, built_elsewhere, processes, _by_key(descriptions, examples))
+    )
     kernels = []
     for key, description in distinct.items():
         kernels.append(load_kernel(description))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vm.errors import VMError
@@ -16,8 +17,15 @@ from vm.errors import VMError
 __all__ = ["interruption_of", "load_kernels"]
 
 
-def load_kernels(exe: Any) -> list[Any]:
+def load_kernels(
+    exe: Any,
+    examples: Callable[[], Mapping[int, Sequence[tuple[tuple[int, ...], str]]]] | None = None,
+) -> list[Any]:
     """The compiled kernel of every primitive of ``exe``, in primitive-index order.
+
+    ``examples`` returns, by primitive index, the arguments of one call of the primitive's
+    kernel (:func:`vm.aot.kernel_examples`); it is called only if builder processes start,
+    which then run each kernel they build once on zeros of those shapes.
 
     Raises
     ------
@@ -34,10 +42,14 @@ def load_kernels(exe: Any) -> list[Any]:
     # The kernels no process built before compile in builder processes first (one per
     # CPU); the loop below then loads them from the disk cache, and reports any error.
     # An invalid description raises here too: the loop then names its primitive.
+    kernels_at = [i for i, p in enumerate(exe.primitives) if not is_shape_func(p.description)]
+
+    def aligned() -> list[Any]:
+        known = examples() if examples is not None else {}
+        return [known.get(i) for i in kernels_at]
+
     with contextlib.suppress(Exception):
-        build_in_processes(
-            p.description for p in exe.primitives if not is_shape_func(p.description)
-        )
+        build_in_processes([exe.primitives[i].description for i in kernels_at], examples=aligned)
     kernels = []
     for index, primitive in enumerate(exe.primitives):
         try:

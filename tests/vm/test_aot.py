@@ -19,7 +19,7 @@ from tests.vm.executable_samples import (
     control_flow_executable,
     kernel_executable,
 )
-from vm.aot import AotModule, AotUnsupportedError
+from vm.aot import AotModule, AotUnsupportedError, kernel_examples
 from vm.builder import ExecutableBuilder
 from vm.isa import Opcode
 
@@ -30,6 +30,13 @@ def test_a_kernel_program_runs_and_agrees_with_the_vm():
     module = AotModule(exe, vm.cpu())
     np.testing.assert_array_equal(module.run(x, y), vm.VirtualMachine(exe).run(x, y))
     assert "k0(t0, t1, t2)" in module.source
+
+
+def test_kernel_examples_give_one_call_of_each_kernel_of_straight_line_functions():
+    # main adds its two float32[2] parameters into a fresh tensor.
+    assert kernel_examples(kernel_executable()) == {0: [((2,), "float32")] * 3}
+    # Functions with control flow, ADTs or closures give none.
+    assert kernel_examples(control_flow_executable()) == {}
 
 
 def _add_program(emit_body, *, size=8, verify=True):

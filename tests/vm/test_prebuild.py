@@ -10,6 +10,7 @@ the environment is named.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
@@ -21,6 +22,7 @@ import threading
 import numpy as np
 import pytest
 
+import vm.prebuild
 from tests.vm.kernels.harness import Program, seed_library_cache
 from tests.vm.kernels.sharing_kernels import conv_packed_blocks
 from vm.kernels import KernelDescriptionError, load_kernel
@@ -204,9 +206,35 @@ def test_a_builder_answers_each_task_as_it_comes(tmp_path: pathlib.Path) -> None
     assert done.stdout.split() == ["ok", "failed", key, "failed"]
 
 
-def test_too_few_new_kernels_start_no_builder() -> None:
+def test_too_few_new_kernels_start_no_builder_nor_ask_for_examples() -> None:
     assert MIN_PARALLEL_KERNELS > 2
-    assert build_in_processes([binary("add"), binary("multiply")], processes=8) == []
+
+    def examples() -> list:
+        raise AssertionError("examples are wanted only when builders start")
+
+    described = [binary("add"), binary("multiply")]
+    assert build_in_processes(described, processes=8, examples=examples) == []
+
+
+def test_a_builder_runs_each_kernel_it_built_once_on_zeros_of_the_example(monkeypatch) -> None:
+    calls: list[tuple] = []
+
+    class Recorder:
+        key = "k"
+
+        def __call__(self, *arrays: np.ndarray) -> None:
+            calls.append(tuple((a.shape, a.dtype.name, int(np.count_nonzero(a))) for a in arrays))
+            raise ValueError("whatever a rehearsal raises is dropped")
+
+    monkeypatch.setattr(vm.prebuild, "load_kernel", lambda description: Recorder())
+    example = [[[2, 3], "float32"], [[3], "int64"], [[2, 3], "float32"]]
+    lines = [{"kernel": {}, "example": example}, {"kernel": {}, "example": None}]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(json.dumps(t) + "\n" for t in lines)))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    vm.prebuild._serve()
+    assert out.getvalue().split() == ["k", "k"]
+    assert calls == [(((2, 3), "float32", 0), ((3,), "int64", 0), ((2, 3), "float32", 0))]
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two"])

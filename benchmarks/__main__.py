@@ -9,7 +9,8 @@ installed: ``pip install -e '.[models]'``); each judges the speed targets of iss
     python -m benchmarks [--quick] [--models mlp,lstm] [--only dispatch,models,memory]
                          [--no-fresh]
 
-``--quick`` is passed to every benchmark; ``--models`` and ``--no-fresh`` to ``bench_models``.
+``--quick`` is passed to every benchmark; ``--models`` to ``bench_models``; ``--no-fresh``
+(no cold starts in fresh processes) to ``bench_models`` and ``bench_wild``.
 The exit status is non-zero if any benchmark failed (for example an output mismatch).
 """
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds")
     parser.add_argument("--models", help="bench_models: comma-separated subset of the models")
-    parser.add_argument("--no-fresh", action="store_true", help="bench_models: no cold starts")
+    parser.add_argument("--no-fresh", action="store_true", help="no cold starts (models, wild)")
     parser.add_argument(
         "--only", help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all)"
     )
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         sub_argv = ["--quick"] if args.quick else []
         if name == "models":
             sub_argv += ["--models", args.models] if args.models else []
+        if name in ("models", "wild"):
             sub_argv += ["--no-fresh"] if args.no_fresh else []
         print(f"== bench_{name} {' '.join(sub_argv)}".rstrip())
         t0 = time.perf_counter()

@@ -56,6 +56,27 @@ print(json.dumps({"seconds": seconds}))
 """
 
 
+_RELAYVM_ONNX_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import vm
+from compiler import relay
+with open(sys.argv[1], "rb") as f:
+    mod, params = relay.frontend.from_onnx(f.read())
+with relay.transform.PassContext(opt_level=3):
+    exe = relay.vm.compile(mod, params=params)
+machine = vm.VirtualMachine(exe, vm.cpu())
+with np.load(sys.argv[2]) as f:
+    feeds = {name: f[name] for name in f.files}
+out = machine.invoke("main", **feeds)
+out = np.asarray(out[0] if isinstance(out, tuple) else out)
+seconds = time.perf_counter() - t0
+np.save(sys.argv[3], out)
+print(json.dumps({"seconds": seconds}))
+"""
+
+
 class FreshProcessError(RuntimeError):
     """The child process failed; the message carries its exit code and error output."""
 
@@ -71,11 +92,16 @@ class FreshResult:
 
 
 def _run_child(code: str, model: pathlib.Path, inputs, extra: list[str], env) -> FreshResult:
+    """Run ``code`` on ``model`` and ``inputs`` (a list, saved as ``arg0``, ``arg1``, ...,
+    or a dict saved under its names) in a new interpreter."""
     with tempfile.TemporaryDirectory(prefix="relayvm-fresh-") as tmp:
         tmp_path = pathlib.Path(tmp)
         inputs_path = tmp_path / "inputs.npz"
         output_path = tmp_path / "output.npy"
-        np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(inputs)})
+        if isinstance(inputs, dict):
+            np.savez(inputs_path, **inputs)
+        else:
+            np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(inputs)})
         command = [sys.executable, "-c", code, str(model), str(inputs_path), str(output_path)]
         t0 = time.perf_counter()
         proc = subprocess.run(command + extra, capture_output=True, text=True, env=env)
@@ -102,6 +128,22 @@ def relayvm_first_result(
     if cache_dir is not None:
         env["RELAYVM_CACHE_DIR"] = str(cache_dir)
     return _run_child(_RELAYVM_CHILD, exe_path, inputs, [], env)
+
+
+def relayvm_onnx_first_result(
+    model_path: pathlib.Path, feeds: dict[str, np.ndarray], cache_dir: pathlib.Path
+) -> FreshResult:
+    """In a new process: import an ONNX file with ``relay.frontend.from_onnx``, compile it at
+    ``opt_level=3``, make a machine and invoke ``main`` once with ``feeds`` (by name).
+
+    ``cache_dir`` is the child's ``RELAYVM_CACHE_DIR`` and, below it, ``NUMBA_CACHE_DIR``:
+    an empty directory measures a first run on a new machine (the kernel library
+    included), the same directory again a warm one.
+    """
+    env = dict(os.environ)
+    env["RELAYVM_CACHE_DIR"] = str(cache_dir)
+    env["NUMBA_CACHE_DIR"] = str(cache_dir / "numba")
+    return _run_child(_RELAYVM_ONNX_CHILD, model_path, feeds, [], env)
 
 
 def onnxruntime_first_result(

@@ -416,6 +416,7 @@ def test_benchmarks_main_runs_each_benchmark_and_reports_failures(monkeypatch, c
         "dispatch": fake("dispatch", RuntimeError("broken benchmark")),
         "models": fake("models", 0),
         "memory": None,
+        "wild": fake("wild", 0),
     }
     monkeypatch.setattr(runner, "_module_for", modules.get)
     status = runner.main(["--quick", "--models", "mlp", "--no-fresh"])
@@ -424,6 +425,7 @@ def test_benchmarks_main_runs_each_benchmark_and_reports_failures(monkeypatch, c
     assert calls == [
         ("dispatch", ["--quick"]),
         ("models", ["--quick", "--models", "mlp", "--no-fresh"]),
+        ("wild", ["--quick", "--no-fresh"]),
     ]
     assert "bench_memory: not present" in out.out
     assert "broken benchmark" in out.err

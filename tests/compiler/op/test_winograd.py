@@ -43,6 +43,24 @@ def test_the_transform_then_the_convolution_equal_nn_conv2d(
     np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_transform_is_g_w_g_transposed_for_each_kernel(tile: int, dtype: str) -> None:
+    from compiler.op.defs_winograd import _MATRICES
+
+    g = _MATRICES[tile][0]
+    w = RNG.standard_normal((5, 3, 3, 3)).astype(dtype)
+    u = ref(TRANSFORM, w, tile_size=tile)
+    assert u.dtype == w.dtype
+    want = np.array([[g @ w[o, i].astype(np.float64) @ g.T for i in range(3)] for o in range(5)])
+    want = want.transpose(2, 3, 0, 1).astype(dtype)
+    if dtype == "float32":
+        # Computed in float64 and rounded once: at most an ulp from the definition's rounding.
+        np.testing.assert_array_max_ulp(u, want, maxulp=1)
+    else:
+        np.testing.assert_allclose(u, want, rtol=1e-13, atol=1e-13)
+
+
 def test_types_follow_tvm() -> None:
     assert rel(TRANSFORM, T((64, 32, 3, 3))) == T((4, 4, 64, 32))
     assert rel(TRANSFORM, T((64, 32, 3, 3)), tile_size=4) == T((6, 6, 64, 32))

@@ -15,11 +15,20 @@ with a progress hook, and the machine then finds every kernel in the in-process 
 The hook is a plain callback: this layer never prints; the command line (:mod:`vm.cli`)
 turns the callback into a bar.
 
-A builder is a fresh interpreter reading JSON descriptions on its standard input (never
-this process's ``__main__`` run again, as a ``multiprocessing`` spawn would); it starts
-in a second or two, so kernels are built in this process alone when there are fewer than
-:data:`MIN_PARALLEL_KERNELS` new ones, one CPU, or ``RELAYVM_BUILD_PROCESSES=1``. A
-builder that fails leaves its kernels to this process, which reports any error.
+The builders take their tasks from one schedule (:class:`_Schedule`): first the library
+units the kernels need (:func:`vm.kernels.library.library_units`: a job kind's chunk
+code, a C entry point), each once and after the units it calls, then each kernel once its
+units are built; a unit one builder compiled, the others load from the disk cache. Given
+one call's shapes of a kernel (``examples``), the builder then runs it once on zeros of
+them, which compiles the library code the kernel reaches through Python for those shapes
+there too, rather than in the machine's first call.
+
+A builder is a fresh interpreter reading one JSON task a line on its standard input and
+answering each (never this process's ``__main__`` run again, as a ``multiprocessing``
+spawn would); it starts in a second or two, so kernels are built in this process alone
+when there are fewer than :data:`MIN_PARALLEL_KERNELS` new ones, one CPU, or
+``RELAYVM_BUILD_PROCESSES=1``. A builder that fails leaves its tasks to the others and
+its kernels to this process, which reports any error.
 """
 
 from __future__ import annotations
@@ -50,6 +59,9 @@ from vm.kernels.library import (
 
 #: ``progress(done, total)``: ``done`` kernels of ``total`` are built.
 ProgressHook = Callable[[int, int], None]
+
+#: One call's arguments of a kernel, inputs then outputs: ``(shape, dtype)`` each.
+Example = Sequence[tuple[Sequence[int], str]]
 
 #: How many processes build kernels the disk cache lacks; unset: one per CPU this
 #: process may run on. ``1`` builds them in this process alone.
@@ -229,8 +241,6 @@ def _build_new(
     return built
 
 
-#: One call's arguments of a kernel, inputs then outputs: ``(shape, dtype)`` each.
-Example = Sequence[tuple[Sequence[int], str]]
 #: A builder's task: a library unit, or a kernel by its cache key.
 _Task = LibraryUnit | str
 

@@ -105,11 +105,14 @@ BUILDERS = textwrap.dedent(
 )
 
 
-def _build_in_a_fresh_cache(cache: pathlib.Path, descriptions: list[dict]) -> dict:
+def _child(cache: pathlib.Path, code: str, *argv: str, stdin: str | None = None) -> str:
+    """The standard output of ``code`` run by a new interpreter whose cache directory is
+    ``cache`` (given the compiled kernel library first)."""
     env = {**os.environ, "RELAYVM_CACHE_DIR": str(seed_library_cache(cache))}
     env.pop("RELAYVM_BUILD_PROCESSES", None)
     done = subprocess.run(
-        [sys.executable, "-c", BUILDERS, json.dumps(descriptions)],
+        [sys.executable, "-c", code, *argv],
+        input=stdin,
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -117,7 +120,12 @@ def _build_in_a_fresh_cache(cache: pathlib.Path, descriptions: list[dict]) -> di
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def _build_in_a_fresh_cache(cache: pathlib.Path, descriptions: list[dict]) -> dict:
+    out = _child(cache, BUILDERS, json.dumps(descriptions))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_new_kernels_built_by_builder_processes_load_here_from_the_disk_cache(
@@ -191,19 +199,9 @@ def test_a_builder_answers_each_task_as_it_comes(tmp_path: pathlib.Path) -> None
         {"kernel": description},
         {"kernel": {"inputs": "no"}},
     ]
-    env = {**os.environ, "RELAYVM_CACHE_DIR": str(seed_library_cache(tmp_path))}
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE],
-        input="".join(json.dumps(task) + "\n" for task in tasks),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
+    out = _child(tmp_path, SERVE, stdin="".join(json.dumps(task) + "\n" for task in tasks))
     key = kernel_key(parse_description(description))
-    assert done.stdout.split() == ["ok", "failed", key, "failed"]
+    assert out.split() == ["ok", "failed", key, "failed"]
 
 
 def test_too_few_new_kernels_start_no_builder_nor_ask_for_examples() -> None:

@@ -19,14 +19,16 @@ the table, issue 15's targets are judged from the rows of the run (:func:`judge_
 from __future__ import annotations
 
 import argparse
+import pathlib
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from benchmarks import wild_models
+from benchmarks import fresh_process, wild_models
 from benchmarks.bench_depthwise_layers import cpu_description
 from benchmarks.peers import bench_threads, format_seconds, measure_interleaved
 
@@ -67,11 +69,6 @@ def first_results(wild: wild_models.WildModel) -> list[str]:
     """``wild`` from its ONNX file to its first result in fresh processes: relayvm with empty
     caches, then warm, and an onnxruntime session for comparison; one line each, relayvm's
     judged against issue 15's targets."""
-    import pathlib
-    import tempfile
-
-    from benchmarks import fresh_process
-
     data, feeds = wild_models.export(wild)
     with tempfile.TemporaryDirectory(prefix="relayvm-first-") as tmp:
         model = pathlib.Path(tmp) / f"{wild.name}.onnx"

@@ -998,9 +998,12 @@ def compile_function(
     # Only the kernels the function calls are built (inlined callees included).
     used = sorted({step.prim for kind, step in plan.steps if kind == "kernel"})
     if kernels is None:
-        examples = _examples(plan)
-        subset_examples = {k: examples[prim] for k, prim in enumerate(used)}
-        kernels = load_kernels(_Subset(exe, used), lambda: subset_examples) if used else []
+
+        def examples() -> dict[int, list[tuple[tuple[int, ...], str]]]:
+            by_prim = _examples(plan)
+            return {k: by_prim[prim] for k, prim in enumerate(used)}
+
+        kernels = load_kernels(_Subset(exe, used), examples) if used else []
     else:
         kernels = [kernels[i] for i in used]
     function = exe.get_function(func_name)

@@ -36,6 +36,7 @@ from serialization.atomic import atomic_write
 from serialization.limits import MAX_ARRAY_ELEMENTS, MAX_CONSTANT_BYTES, MAX_RANK
 from serialization.ndarray import DTYPE_NAMES
 from vm.aot import kernel_examples
+from vm.primitives import kernel_descriptions
 from vm.progress import progress_bar
 
 #: Exit status for a known failure: a bad file, bad inputs, a trap while running.
@@ -383,17 +384,11 @@ def build_kernels(exe: Any, quiet: bool = False) -> int:
     A machine made afterwards finds every kernel built. Returns the number of kernels.
     """
     from vm.prebuild import build_kernels as build  # deferred: numba, info/bytecode never build
-    from vm.shape_funcs import is_shape_func  # deferred: numba, the kernel table loads it
 
-    kernels_at = [i for i, p in enumerate(exe.primitives) if not is_shape_func(p.description)]
-
-    def examples() -> list[Any]:
-        known = kernel_examples(exe)
-        return [known.get(i) for i in kernels_at]
-
+    descriptions, examples = kernel_descriptions(exe, lambda: kernel_examples(exe))
     bar = progress_bar("building kernels", quiet)
     try:
-        return len(build([exe.primitives[i].description for i in kernels_at], bar, None, examples))
+        return len(build(descriptions, bar, None, examples))
     finally:
         if bar is not None:
             bar.close()

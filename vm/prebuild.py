@@ -99,11 +99,16 @@ def build_processes() -> int:
     return os.cpu_count() or 1
 
 
-def _distinct(descriptions: Iterable[object]) -> dict[str, object]:
-    """The descriptions by cache key, each kernel once (all validated first)."""
+def _keyed(descriptions: Iterable[object]) -> list[tuple[str, object]]:
+    """Each description with its cache key, in order (all validated first)."""
+    return [(kernel_key(parse_description(d)), d) for d in descriptions]
+
+
+def _distinct(keyed: Sequence[tuple[str, object]]) -> dict[str, object]:
+    """The descriptions by cache key, each kernel once (the first description of it)."""
     distinct: dict[str, object] = {}
-    for description in descriptions:
-        distinct.setdefault(kernel_key(parse_description(description)), description)
+    for key, description in keyed:
+        distinct.setdefault(key, description)
     return distinct
 
 
@@ -147,22 +152,23 @@ def build_in_processes(
     KernelDescriptionError
         If a description is invalid (nothing is built).
     """
-    descriptions = list(descriptions)
-    return _build_new(_distinct(descriptions), on_built, processes, _by_key(descriptions, examples))
+    keyed = _keyed(descriptions)
+    return _build_new(_distinct(keyed), on_built, processes, _by_key(keyed, examples))
 
 
 def _by_key(
-    descriptions: Sequence[object], examples: Callable[[], Sequence[Example | None]] | None
+    keyed: Sequence[tuple[str, object]], examples: Callable[[], Sequence[Example | None]] | None
 ) -> Callable[[], dict[str, Example]] | None:
-    """``examples`` keyed by the cache key of their kernels (the first of each)."""
+    """``examples`` (aligned with ``keyed``) by the cache key of their kernels, the first
+    of each."""
     if examples is None:
         return None
 
     def by_key() -> dict[str, Example]:
         found: dict[str, Example] = {}
-        for description, example in zip(descriptions, examples(), strict=True):
+        for (key, _), example in zip(keyed, examples(), strict=True):
             if example is not None:
-                found.setdefault(kernel_key(parse_description(description)), example)
+                found.setdefault(key, example)
         return found
 
     return by_key
@@ -268,8 +274,7 @@ def _message(
     task: _Task, distinct: dict[str, object], rehearsals: dict[str, Example]
 ) -> dict[str, object]:
     if isinstance(task, str):
-        example = rehearsals.get(task)
-        return {"kernel": distinct[task], "example": None if example is None else list(example)}
+        return {"kernel": distinct[task], "example": rehearsals.get(task)}
     return {"unit": list(task)}
 
 
@@ -392,8 +397,8 @@ def build_kernels(
     KernelBuildError
         If a valid description fails to compile.
     """
-    descriptions = list(descriptions)
-    distinct = _distinct(descriptions)
+    keyed = _keyed(descriptions)
+    distinct = _distinct(keyed)
     total = len(distinct)
     done = 0
     if progress is not None:
@@ -407,9 +412,7 @@ def build_kernels(
             if progress is not None:
                 progress(done, total)
 
-    elsewhere = set(
-        _build_new(distinct, built_elsewhere, processes, _by_key(descriptions, examples))
-    )
+    elsewhere = set(_build_new(distinct, built_elsewhere, processes, _by_key(keyed, examples)))
     kernels = []
     for key, description in distinct.items():
         kernels.append(load_kernel(description))

@@ -14,13 +14,32 @@ from typing import Any
 
 from vm.errors import VMError
 
-__all__ = ["interruption_of", "load_kernels"]
+__all__ = ["interruption_of", "kernel_descriptions", "load_kernels"]
+
+#: One call's arguments of each primitive's kernel, by primitive index (inputs then
+#: outputs, ``(shape, dtype)`` each): :func:`vm.aot.kernel_examples`.
+Examples = Mapping[int, Sequence[tuple[tuple[int, ...], str]]]
 
 
-def load_kernels(
-    exe: Any,
-    examples: Callable[[], Mapping[int, Sequence[tuple[tuple[int, ...], str]]]] | None = None,
-) -> list[Any]:
+def kernel_descriptions(
+    exe: Any, examples: Callable[[], Examples] | None = None
+) -> tuple[list[Any], Callable[[], list[Any]]]:
+    """The descriptions of the numba kernels of ``exe``'s primitives (shape functions run
+    in Python and are left out), and a callable that gives, aligned with them, what
+    ``examples`` gives for their primitives (None where it gives nothing), as
+    :func:`vm.prebuild.build_in_processes` takes them."""
+    from vm.shape_funcs import is_shape_func  # deferred: numba, until kernels are loaded
+
+    kernels_at = [i for i, p in enumerate(exe.primitives) if not is_shape_func(p.description)]
+
+    def aligned() -> list[Any]:
+        known = examples() if examples is not None else {}
+        return [known.get(i) for i in kernels_at]
+
+    return [exe.primitives[i].description for i in kernels_at], aligned
+
+
+def load_kernels(exe: Any, examples: Callable[[], Examples] | None = None) -> list[Any]:
     """The compiled kernel of every primitive of ``exe``, in primitive-index order.
 
     ``examples`` returns, by primitive index, the arguments of one call of the primitive's
@@ -37,19 +56,14 @@ def load_kernels(
     # Imported here so that ``import vm`` does not import numba; shape functions run in
     # Python (vm.shape_funcs), everything else is a numba kernel.
     from vm.prebuild import build_in_processes  # deferred: numba, until kernels are loaded
-    from vm.shape_funcs import is_shape_func, load_primitive  # deferred: numba, as above
+    from vm.shape_funcs import load_primitive  # deferred: numba, as above
 
     # The kernels no process built before compile in builder processes first (one per
     # CPU); the loop below then loads them from the disk cache, and reports any error.
     # An invalid description raises here too: the loop then names its primitive.
-    kernels_at = [i for i, p in enumerate(exe.primitives) if not is_shape_func(p.description)]
-
-    def aligned() -> list[Any]:
-        known = examples() if examples is not None else {}
-        return [known.get(i) for i in kernels_at]
-
     with contextlib.suppress(Exception):
-        build_in_processes([exe.primitives[i].description for i in kernels_at], examples=aligned)
+        descriptions, aligned = kernel_descriptions(exe, examples)
+        build_in_processes(descriptions, examples=aligned)
     kernels = []
     for index, primitive in enumerate(exe.primitives):
         try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from vm.kernels.runtime import jobs, packed, products, symbols
+from vm.kernels.runtime import jobs, packed, products, symbols, target
 
 _PANEL = packed.PANEL
 #: A last pixel panel of fewer pixels than this runs them as the rows of the register
@@ -43,6 +43,22 @@ SHORT_ROWS = 16
 #: its 32 to 16 channels 136-175 -> 103-121 (alternated runs; no change with the output in
 #: cache).
 WRITE_AHEAD = 2
+#: The deepest pixel panel copied into a contiguous block when its rows alias
+#: (:func:`aliasing_rows`): one that fills at most half the first-level data cache. A
+#: plane whose rows are a multiple of 4 KB apart (128x128, 64x64, 32x32: DeepLabV3's and
+#: SegFormer's 256 and 512 pixel inputs) puts every row of a pixel panel, and every output
+#: row of a tile, in the same set of L1 and L2, so the panel was read from L3 again by each
+#: tile and the lines owned ahead were evicted before their stores. Copied (once per pixel
+#: panel, for the weight panels that follow it) and with nothing owned ahead, in separate
+#: processes alternated three times, least times (AMD EPYC Zen 5, AVX-512, 2 threads, with
+#: relu6): 16 to 96 channels at 128x128 258-290 -> 180-189 us, 24 to 144 at 64x64 126-149
+#: -> 87-92, 32 to 192 at 32x32 50-54 -> 35-36; the neighbouring sizes (127, 129, 63, 65,
+#: 31, 33) unchanged. Rows a multiple of 1 KB apart (four sets) gained less alone, 16 to 96
+#: at 112x112 (49 KB) 158 -> 144 us and at 48x48 29.6 -> 27.9, and keep their lines owned
+#: ahead, which is what MobileNetV2's 112x112 layers gain by in a model (WRITE_AHEAD). A
+#: copy for a single weight panel, or one per item of a weight-major grid, cost more than
+#: it saved (144 to 24 channels at 64x64, 96 to 576 at 16x16).
+COPY_MAX_DEPTH = target.l1_data_bytes() // (2 * _PANEL * 4)
 
 
 @njit(nogil=True)
@@ -53,9 +69,11 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post):
     (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0."""
     scratch = np.zeros((0, _PANEL), np.float32)
     held = -1
+    aliased = aliasing_rows(plane)
+    copied = aliased and _PANEL < units <= plane and k <= COPY_MAX_DEPTH
     for item in range(lo, hi):
         p, u = grid(plane, units, item)
-        if item + WRITE_AHEAD < hi:
+        if item + WRITE_AHEAD < hi and not copied:
             _own_tile(pc, plane, units, item + WRITE_AHEAD)
         first = p * _PANEL
         width = min(_PANEL, plane - first)
@@ -63,14 +81,17 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post):
         if width < SHORT_ROWS:
             _short(x + first * 4, plane, k, pw, units, u, pc + first * 4, width, post)
             continue
-        if width == _PANEL:
+        if width == _PANEL and not copied:
             b = (x + first * 4, plane)
         else:
             # A short panel of many pixels: panel_product reads a whole panel of each row,
             # so the rows are copied into a zero-padded block rather than read past the
-            # input.
+            # input. Aliasing rows are copied too (see COPY_MAX_DEPTH).
             if held != p:
-                scratch = np.zeros((k, _PANEL), np.float32)
+                if scratch.shape[0] == 0:
+                    scratch = np.zeros((k, _PANEL), np.float32)
+                elif width < _PANEL:
+                    scratch[:, width:] = 0
                 source = products.view_at(x + first * 4, (k, width), (plane * 4, 4))
                 scratch[:, :width] = source
                 held = p
@@ -78,6 +99,15 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post):
         c = (pc + (unit * plane + first) * 4, plane)
         packed.panel_product(pw + unit * k * 4, k, min(_PANEL, units - unit), b, width, c, post,
                              unit)  # fmt: skip
+
+
+@njit(nogil=True)
+def aliasing_rows(plane):
+    """Whether rows ``plane`` float32s apart fall into one set of every cache whose ways
+    are 4 KB or a multiple of it (rows a multiple of 4 KB apart), so that a pixel panel's
+    rows, or a tile's output rows, evict each other before they are used again (see
+    :data:`COPY_MAX_DEPTH`)."""
+    return (plane * 4) % 4096 == 0
 
 
 @njit(nogil=True)

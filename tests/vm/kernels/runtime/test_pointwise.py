@@ -44,6 +44,7 @@ SHAPES = [
     (24, 33, 6, 11),  # units one past a panel
     (64, 70, 14, 14),
     (7, 64, 2, 3),  # fewer pixels than a panel
+    (16, 96, 32, 32),  # rows 4 KB apart: each pixel panel copied once
 ]
 
 
@@ -57,6 +58,34 @@ def test_pointwise_conv_returns_the_product(shape) -> None:
         pointwise.conv(x, n, packed(weight), out[n], True)
     np.testing.assert_allclose(
         out.reshape(2, units, height, width), reference(x, weight), **SUMS[np.dtype("float32")]
+    )
+
+
+@pytest.mark.parametrize(
+    ("plane", "aliased"),
+    [(1024, True), (4096, True), (16384, True), (256, False), (2304, False), (196, False),
+     (3136, False), (12544, False), (1056, False)],
+)  # fmt: skip
+def test_rows_a_multiple_of_4kb_apart_alias(plane, aliased) -> None:
+    assert pointwise.aliasing_rows(plane) is aliased
+
+
+def test_aliasing_rows_copied_give_the_bits_of_the_same_pixels_read_in_place() -> None:
+    # 1024 pixels: rows 4 KB apart, so each pixel panel is copied for the three weight
+    # panels; 1056 pixels are read where they lie. A pixel's sums do not depend on its
+    # neighbours, so the first 1024 must come out bit for bit the same.
+    channels, units = 16, 96
+    assert channels <= pointwise.COPY_MAX_DEPTH
+    wide = tensor(1, channels, 1, 1056)
+    aliased = np.ascontiguousarray(wide[..., :1024])
+    weight = tensor(units, channels, 1, 1)
+    jobs.require(jobs.POINTWISE)
+    got, expected = np.empty((units, 1024), "float32"), np.empty((units, 1056), "float32")
+    pointwise.conv(aliased, 0, packed(weight), got, False)
+    pointwise.conv(wide, 0, packed(weight), expected, False)
+    np.testing.assert_array_equal(got, expected[:, :1024])
+    np.testing.assert_allclose(
+        got.reshape(1, units, 1, 1024), reference(aliased, weight), **SUMS[np.dtype("float32")]
     )
 
 

@@ -2,20 +2,22 @@
 the compiler's numpy references.
 
 Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
-with stride 1 (whole planes), on strided narrow outputs (channels-last loops) and on
-strided rows of 10 or more (per-group loops),
-grouped convolutions with 2 and 4 channels per group (direct loops) and 8 and 16 (im2col
-and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per axis, symmetric,
-asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in float32, float64
-and float16; the fused epilogues of MobileNet-style blocks (bias with relu6, folded batch
-norm with hardswish, squeeze-excite's sigmoid-multiply) applied per image, and the
-plain path when a chain broadcasts the convolution beyond its shape. The generated source
-shows the direct loops and the epilogue; the groups of a big float32 image, and the bands
-of rows of its planes, shared with the polling workers give the same bits as the caller
-computing them alone; bands of output rows computed one by one give the whole plane's bits.
-Small float32 planes of 16 channels and more run in blocks of channels, channels last, the
-channels left over plane by plane: strides 1 and 2, kernels 3, 5 and 7, asymmetric padding,
-a clamp, a residual or sigmoid-multiply after them, and the same bits shared or alone.
+with stride 1 (whole planes), on strided narrow outputs (channels-last loops) and on strided
+rows of 10 or more (per-group loops), grouped convolutions with 2 and 4 channels per group
+(direct loops) and 8 to 16 (float32: each group's column matrix by its weight packed into
+panels, the groups shared with the polling workers with the same bits as alone; other
+dtypes: im2col and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per
+axis, symmetric, asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in
+float32, float64 and float16; the fused epilogues of MobileNet-style blocks (bias with
+relu6, folded batch norm with hardswish, squeeze-excite's sigmoid-multiply) applied per
+image, and the plain path when a chain broadcasts the convolution beyond its shape. The
+generated source shows the direct loops and the epilogue; the groups of a big float32 image,
+and the bands of rows of its planes, shared with the polling workers give the same bits as
+the caller computing them alone; bands of output rows computed one by one give the whole
+plane's bits. Small float32 planes of 16 channels and more run in blocks of channels,
+channels last, the channels left over plane by plane: strides 1 and 2, kernels 3, 5 and 7,
+asymmetric padding, a clamp, a residual or sigmoid-multiply after them, and the same bits
+shared or alone.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from tests.vm.kernels.harness import SUMS, Program, check
 from tests.vm.kernels.workers import assert_shared, needs_workers
 from vm.kernels import load_kernel
 from vm.kernels.emit_conv import CHANNELS_LAST_MAX_WIDTH
+from vm.kernels.runtime import conv_jobs, jobs
 from vm.kernels.runtime import depthwise as dwc
-from vm.kernels.runtime import jobs
 
 RNG = np.random.default_rng(15)
 
@@ -90,6 +92,17 @@ CASES = [
     ((1, 16, 10, 8), 4, 4, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
     ((1, 16, 7, 9), 2, 2, (5, 3), {"padding": (2, 1), "dilation": (2, 1)}),
     ((1, 32, 8, 8), 2, 8, (3, 3), {"padding": (1, 1)}),
+    # Groups of 8 to 16 channels (float32: grouped_columns): batches, a row stride, a
+    # column dilation, asymmetric padding, output channels past a panel, a 1x1 kernel.
+    (
+        (2, 24, 11, 13),
+        3,
+        5,
+        (3, 3),
+        {"padding": (1, 2, 0, 1), "strides": (2, 1), "dilation": (1, 2)},
+    ),
+    ((1, 64, 9, 9), 4, 40, (1, 1), {}),
+    ((3, 20, 6, 37), 2, 3, (2, 7), {"padding": (1, 3), "strides": (1, 2)}),
     # Equal strides on short rows: whole planes split into phases.
     ((1, 6, 14, 14), 6, 1, (3, 3), {"padding": (0, 0, 1, 1), "strides": (2, 2)}),
     ((1, 5, 13, 15), 5, 2, (5, 5), {"padding": (2, 2), "strides": (2, 2)}),
@@ -164,6 +177,36 @@ def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg
     x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
     out_shape = (2, groups * og, out_size * out_size)
     _same_bits_alone_and_shared(dwc.image_groups, x, w3, out_shape, geometry)
+
+
+@needs_workers
+def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_same_bits():
+    groups, cg, og, size = 16, 8, 8, 28
+    x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
+    geometry = (3, 3, 1, 1, 1, 1, 1, 1, size, size)
+    jobs.require(jobs.GROUPED)
+    alone = np.full((2, groups * og, size * size), np.nan, "float32")
+    jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
+    try:
+        conv_jobs.grouped_columns(x, w3, alone, 1, *geometry)
+    finally:
+        jobs.SLOT[jobs._BUSY] = 0
+    assert np.isnan(alone[0]).all()  # the other image is left alone
+    weight = w3.reshape(groups * og, cg, 3, 3).astype("float64")
+    expected = np.zeros((groups * og, size, size))
+    padded = np.pad(x[1].astype("float64"), ((0, 0), (1, 1), (1, 1)))
+    for o in range(groups * og):
+        g = o // og
+        for i in range(3):
+            for j in range(3):
+                taps = padded[g * cg : (g + 1) * cg, i : i + size, j : j + size]
+                expected[o] += np.tensordot(weight[o, :, i, j], taps, axes=1)
+    np.testing.assert_allclose(alone[1].reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
+    shared = np.full_like(alone, np.nan)
+    assert_shared(
+        lambda: conv_jobs.grouped_columns(x, w3, shared, 1, *geometry),
+        lambda: np.testing.assert_array_equal(shared[1], alone[1]),
+    )
 
 
 @pytest.mark.parametrize(

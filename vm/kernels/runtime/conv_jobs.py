@@ -19,7 +19,8 @@ import numpy as np
 from numba import carray, njit
 from numba.extending import register_jitable
 
-from vm.kernels.runtime import conv_loops, jobs, packed, symbols, winograd
+from vm.kernels.runtime import conv_loops, jobs, packed, pointwise, symbols, winograd
+from vm.kernels.runtime.conv_loops import im2col
 from vm.kernels.runtime.products import floats, view_at
 
 # The words of this module's jobs in the slot. Every job has the image and window words
@@ -120,6 +121,62 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
         return
     words = (*_window_words(x, n, window, False), np.int64(rows.ctypes.data))
     jobs.post(slot, min(2 * threads, out_h), jobs.IM2ROW, (*_WINDOW_AT, _MATRIX), words)
+
+
+@njit(nogil=True, cache=True)
+def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """Image ``n`` of a float32 grouped convolution of C-contiguous NCHW ``x`` by ``w3``
+    ``(groups, og, cg * kh * kw)`` (each group's OIHW weight flattened) into ``out3``
+    ``(images, groups * og, out_h * out_w)``, its groups shared with the polling workers
+    (:func:`_grouped_range`). A grouped convolution otherwise ran a group at a time
+    through Python, an im2col matrix and a BLAS call each: ResNeXt's and RegNet's groups
+    of 8 to 32 channels at 30-60 GFLOP/s, 2.4-9.6x onnxruntime's time (AMD EPYC Zen 5)."""
+    groups, og, k = w3.shape
+    images, channels, height, width = x.shape
+    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    i = np.int64
+    arguments = (i(x.ctypes.data), i(images), i(channels), i(height), i(width), i(w3.ctypes.data),
+                 i(groups), i(og), i(k), i(out3.ctypes.data), i(n), i(kh), i(kw), i(sh), i(sw),
+                 i(pt), i(pl), i(dh), i(dw), i(out_h), i(out_w))  # fmt: skip
+    if groups > 1 and jobs.share(jobs.GROUPED, groups, arguments, groups * og * k * out_h * out_w):
+        return
+    _grouped_range(x, w3, out3.ctypes.data, n, 0, groups, window)
+
+
+@njit(nogil=True)
+def _grouped_range(x, w3, out_at, n, lo, hi, window):
+    """Groups ``lo:hi`` of :func:`grouped_columns` (``out_at`` the address of ``out3``):
+    for each, the im2col matrix of its input channels, multiplied by its weight (packed
+    here into panels) as a pointwise convolution multiplies its input
+    (:mod:`vm.kernels.runtime.pointwise`): a group's output channels, often 8 or 16, are
+    the rows of the register tiles and its pixels their vectors, so no lane idles."""
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    groups, og, k = w3.shape
+    cg = x.shape[1] // groups
+    plane = out_h * out_w
+    cols = np.empty((1, k, 1, plane), np.float32)
+    flat = cols.reshape((k, plane))
+    weight = np.zeros((-(-og // packed.PANEL), k, packed.PANEL), np.float32)
+    for g in range(lo, hi):
+        im2col(x, n, g * cg, cg, flat, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0, out_h)
+        for u in range(og):
+            weight[u // packed.PANEL, :, u % packed.PANEL] = w3[g, u]
+        out = carray(floats(out_at + (n * groups + g) * og * plane * 4), (og, plane))
+        pointwise.conv(cols, 0, weight, out, False)
+
+
+@jobs.chunk(jobs.GROUPED, links=(symbols.TILE, symbols.PIXEL_PANELS))
+def _grouped_chunk(slot, index, parts):
+    """Groups ``index`` of ``parts`` of the convolution :func:`grouped_columns` shares."""
+    a = jobs.argument
+    groups = a(slot, 6)
+    lo, hi = groups * index // parts, groups * (index + 1) // parts
+    if hi > lo:
+        x = carray(floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
+        w3 = carray(floats(a(slot, 5)), (groups, a(slot, 7), a(slot, 8)))
+        window = (a(slot, 11), a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15), a(slot, 16),
+                  a(slot, 17), a(slot, 18), a(slot, 19), a(slot, 20))  # fmt: skip
+        _grouped_range(x, w3, a(slot, 9), a(slot, 10), lo, hi, window)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels

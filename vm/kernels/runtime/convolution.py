@@ -151,10 +151,15 @@ def conv_block(x, w3, out3, cols, n, g, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_
 
 def conv_image(x, w3, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
     """Image ``n`` of a float convolution, every group: direct loops shared between the
-    threads by groups when each group reads one input channel (depthwise), else
-    :func:`conv_block` for each group, with an im2col matrix of ``rows`` rows (0: the 1x1
-    input is its own column matrix)."""
+    threads by groups when each group reads one input channel (depthwise); float32 groups
+    of several channels in compiled code, shared by groups
+    (:func:`vm.kernels.runtime.conv_jobs.grouped_columns`); else :func:`conv_block` for
+    each group, with an im2col matrix of ``rows`` rows (0: the 1x1 input is its own column
+    matrix)."""
     groups, og = w3.shape[0], w3.shape[1]
+    if groups > 1 and cg > 1 and x.dtype == np.float32 and w3.dtype == np.float32:
+        conv_jobs.grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+        return
     plane = out_h * out_w
     cols = workspace("cols", rows * plane, x.dtype).reshape(rows, plane if rows else 0)
     if cg == 1:
@@ -564,7 +569,7 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 #: symbol. A kind left out is never shared (and counted: jobs.unregistered_posts); a
 #: symbol left out fails the kernel's link.
 NEEDS = {
-    "conv_image_into": jobs.Needs(kinds=(jobs.BLAS,)),
+    "conv_image_into": jobs.Needs((jobs.BLAS, jobs.GROUPED), (symbols.TILE, symbols.PIXEL_PANELS)),
     "conv_packed_into": jobs.Needs(
         (jobs.CONV, jobs.IM2ROW, jobs.PACKED, jobs.POINTWISE, jobs.TRANSPOSE),
         (symbols.TILE, symbols.PIXEL_PANELS, symbols.CONV_BLOCKS),

@@ -95,7 +95,7 @@ MAX_PARTS = _CHUNK_MASK
 BLAS, PACKED, IM2COL, CONV, WINOGRAD, WINOGRAD_PLANES = 0, 1, 2, 3, 4, 5
 DEPTHWISE_GROUPS, DEPTHWISE_CHANNELS, MAX_POOL, POINTWISE, BATCHED = 6, 7, 8, 9, 10
 IM2ROW, DEPTHWISE_ROWS, TRANSPOSE, ROW_SUMS = 11, 12, 13, 14
-SOFTMAX_ROWS, LAYER_NORM_ROWS, RESAMPLE = 15, 16, 17
+SOFTMAX_ROWS, LAYER_NORM_ROWS, RESAMPLE, GROUPED = 15, 16, 17, 18
 #: The module whose import registers each kind's chunk code (:func:`require` imports it).
 OWNERS = {
     BLAS: "vm.kernels.runtime.products",
@@ -115,6 +115,7 @@ OWNERS = {
     SOFTMAX_ROWS: "vm.kernels.runtime.rows",
     LAYER_NORM_ROWS: "vm.kernels.runtime.rows",
     RESAMPLE: "vm.kernels.runtime.resample",
+    GROUPED: "vm.kernels.runtime.conv_jobs",
 }
 #: The C signature of chunk code: ``(slot, index, parts)``.
 CHUNK = types.void(types.int64, types.int64, types.int64)

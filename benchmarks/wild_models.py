@@ -144,6 +144,13 @@ MODELS = (
         "ConvNeXt-T classifier",
     ),
     WildModel(
+        "regnet_y_040",
+        "transformers",
+        _transformers("RegNetConfig", "RegNetForImageClassification", "logits"),
+        _image(),
+        "RegNetY-4.0GF classifier (grouped 3x3 convolutions, squeeze-excite)",
+    ),
+    WildModel(
         "vit_base",
         "transformers",
         _transformers("ViTConfig", "ViTForImageClassification", "logits"),

@@ -103,6 +103,9 @@ CASES = [
     ),
     ((1, 64, 9, 9), 4, 40, (1, 1), {}),
     ((3, 20, 6, 37), 2, 3, (2, 7), {"padding": (1, 3), "strides": (1, 2)}),
+    # A panel of output channels a group on a small plane: pixels as the tiles' rows.
+    ((2, 64, 9, 9), 2, 32, (3, 3), {"padding": (1, 1)}),
+    ((1, 96, 15, 13), 3, 48, (3, 3), {"padding": (1, 0, 2, 1), "strides": (2, 1)}),
     # Equal strides on short rows: whole planes split into phases.
     ((1, 6, 14, 14), 6, 1, (3, 3), {"padding": (0, 0, 1, 1), "strides": (2, 2)}),
     ((1, 5, 13, 15), 5, 2, (5, 5), {"padding": (2, 2), "strides": (2, 2)}),
@@ -180,8 +183,12 @@ def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg
 
 
 @needs_workers
-def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_same_bits():
-    groups, cg, og, size = 16, 8, 8, 28
+@pytest.mark.parametrize(("groups", "cg", "og", "size"), [(16, 8, 8, 28), (8, 32, 32, 14)])
+def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_same_bits(
+    groups, cg, og, size
+) -> None:
+    # Groups of 8 output channels run by columns, of 32 on a 14x14 plane by pixel rows.
+    assert (og >= 32 and size * size < conv_jobs.GROUPED_ROWS_MAX_PLANE) == (og == 32)
     x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
     geometry = (3, 3, 1, 1, 1, 1, 1, 1, size, size)
     jobs.require(jobs.GROUPED)

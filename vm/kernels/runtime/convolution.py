@@ -569,7 +569,9 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 #: symbol. A kind left out is never shared (and counted: jobs.unregistered_posts); a
 #: symbol left out fails the kernel's link.
 NEEDS = {
-    "conv_image_into": jobs.Needs((jobs.BLAS, jobs.GROUPED), (symbols.TILE, symbols.PIXEL_PANELS)),
+    "conv_image_into": jobs.Needs(
+        (jobs.BLAS, jobs.GROUPED, jobs.PACKED, jobs.TRANSPOSE), (symbols.TILE, symbols.PIXEL_PANELS)
+    ),
     "conv_packed_into": jobs.Needs(
         (jobs.CONV, jobs.IM2ROW, jobs.PACKED, jobs.POINTWISE, jobs.TRANSPOSE),
         (symbols.TILE, symbols.PIXEL_PANELS, symbols.CONV_BLOCKS),

@@ -20,7 +20,6 @@ from numba import carray, njit
 from numba.extending import register_jitable
 
 from vm.kernels.runtime import conv_loops, jobs, packed, pointwise, products, symbols, winograd
-from vm.kernels.runtime.conv_loops import im2col
 from vm.kernels.runtime.products import floats, view_at
 
 # The words of this module's jobs in the slot. Every job has the image and window words
@@ -132,15 +131,17 @@ def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w
     through Python, an im2col matrix and a BLAS call each: ResNeXt's and RegNet's groups
     of 8 to 32 channels at 30-60 GFLOP/s, 2.4-9.6x onnxruntime's time (AMD EPYC Zen 5)."""
     groups, og, k = w3.shape
-    images, channels, height, width = x.shape
-    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    i = np.int64
-    arguments = (i(x.ctypes.data), i(images), i(channels), i(height), i(width), i(w3.ctypes.data),
-                 i(groups), i(og), i(k), i(out3.ctypes.data), i(n), i(kh), i(kw), i(sh), i(sw),
-                 i(pt), i(pl), i(dh), i(dw), i(out_h), i(out_w))  # fmt: skip
-    if groups > 1 and jobs.share(jobs.GROUPED, groups, arguments, groups * og * k * out_h * out_w):
+    pairs = ((kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w))
+    window, strided = _geometry(*pairs)
+    slot = jobs.slot()
+    threads = jobs.claim(slot, jobs.GROUPED, groups * og * k * out_h * out_w) if groups > 1 else 0
+    if threads == 0:
+        _grouped_range(x, n, window, strided, w3, out3.ctypes.data, 0, groups)
         return
-    _grouped_range(x, w3, out3.ctypes.data, n, 0, groups, window)
+    words = (*_window_words(x, n, window, strided), np.int64(w3.ctypes.data),
+             np.int64(out3.ctypes.data), np.int64(groups * og), np.int64(k))  # fmt: skip
+    at = (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH)
+    jobs.post(slot, min(2 * threads, groups), jobs.GROUPED, at, words)
 
 
 #: Output planes smaller than this, of groups of at least a panel of output channels,
@@ -154,17 +155,17 @@ GROUPED_ROWS_MAX_PLANE = 28 * 28
 
 
 @njit(nogil=True)
-def _grouped_range(x, w3, out_at, n, lo, hi, window):
+def _grouped_range(x, n, window, strided, w3, out_at, lo, hi):
     """Groups ``lo:hi`` of :func:`grouped_columns` (``out_at`` the address of ``out3``):
     for each, its weight packed into panels and multiplied by the im2col matrix of its
     input channels as a pointwise convolution multiplies its input
     (:mod:`vm.kernels.runtime.pointwise`: a group's output channels, often 8 or 16, are
     the rows of the register tiles and its pixels their vectors, so no lane idles), or by
     its im2row matrix, pixels as the rows (see :data:`GROUPED_ROWS_MAX_PLANE`)."""
-    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     groups, og, k = w3.shape
     _, channels, height, width = x.shape
     cg = channels // groups
+    out_h, out_w = window[8], window[9]
     plane = out_h * out_w
     by_rows = og >= packed.PANEL and plane < GROUPED_ROWS_MAX_PLANE
     cols = np.empty((1, 0 if by_rows else k, 1, plane), np.float32)
@@ -178,26 +179,25 @@ def _grouped_range(x, w3, out_at, n, lo, hi, window):
         if by_rows:
             first = x.ctypes.data + (n * channels + g * cg) * height * width * 4
             source = carray(floats(first), (1, cg, height, width))
-            conv_loops.im2row(source, 0, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0,
-                              out_h)  # fmt: skip
+            conv_loops.im2row(source, 0, rows, *window, 0, out_h)
             products.packed_pixel_rows(rows, weight, out)
         else:
-            im2col(x, n, g * cg, cg, flat, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 0, out_h)
+            _fill(x, n, g * cg, cg, flat, window, strided)
             pointwise.conv(cols, 0, weight, out, False)
 
 
 @jobs.chunk(jobs.GROUPED, links=(symbols.TILE, symbols.PIXEL_PANELS))
 def _grouped_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the convolution :func:`grouped_columns` shares."""
-    a = jobs.argument
-    groups = a(slot, 6)
+    x, n, channels, window, strided = _window(slot)
+    k = jobs.word(slot, _DEPTH)
+    groups = channels * window[0] * window[1] // k
     lo, hi = groups * index // parts, groups * (index + 1) // parts
     if hi > lo:
-        x = carray(floats(a(slot, 0)), (a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4)))
-        w3 = carray(floats(a(slot, 5)), (groups, a(slot, 7), a(slot, 8)))
-        window = (a(slot, 11), a(slot, 12), a(slot, 13), a(slot, 14), a(slot, 15), a(slot, 16),
-                  a(slot, 17), a(slot, 18), a(slot, 19), a(slot, 20))  # fmt: skip
-        _grouped_range(x, w3, a(slot, 9), a(slot, 10), lo, hi, window)
+        w3 = carray(
+            floats(jobs.word(slot, _WEIGHT)), (groups, jobs.word(slot, _UNITS) // groups, k)
+        )
+        _grouped_range(x, n, window, strided, w3, jobs.word(slot, _OUTPUT), lo, hi)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels

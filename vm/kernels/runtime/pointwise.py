@@ -69,8 +69,7 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post):
     (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0."""
     scratch = np.zeros((0, _PANEL), np.float32)
     held = -1
-    aliased = aliasing_rows(plane)
-    copied = aliased and _PANEL < units <= plane and k <= COPY_MAX_DEPTH
+    copied = aliasing_rows(plane) and _PANEL < units <= plane and k <= COPY_MAX_DEPTH
     for item in range(lo, hi):
         p, u = grid(plane, units, item)
         if item + WRITE_AHEAD < hi and not copied:

@@ -13,7 +13,11 @@ constants ``AlterOpLayout`` splits ``nn.conv2d`` into the two operators below an
   to ``(tile_size + 2, tile_size + 2, O, I)``;
 - ``nn.contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size=2, ...)``:
   NCHW data and a transformed weight; the attributes are ``nn.conv2d``'s, and only
-  ``kernel_size`` 3x3, strides and dilation 1 and one group are implemented.
+  ``kernel_size`` 3x3, strides and dilation 1 and one group are implemented. The weight
+  is either the transform's ``(alpha, alpha, O, I)`` or, as ``AlterOpLayout`` gives
+  float32 ones (an extension of TVM's operator), each plane's ``(O, I)`` matrix packed in
+  ``NC32n`` panels: ``(alpha * alpha * ceil(O / 32), I, 32)``, with ``channels`` saying
+  ``O``.
 
 Tile sizes 2 (F(2x2, 3x3), 16 products) and 4 (F(4x4, 3x3): 4x4 output tiles from 6x6
 input tiles, 36 products, 2.25 times fewer multiplications again, slightly less exact)
@@ -44,6 +48,7 @@ from compiler.op.defs_window import (
 )
 from compiler.op.registry import OpPattern, OpTypeError
 from compiler.op.typerel import fmt_type, require_dtype, require_same_dtype, tensor_arg
+from vm.kernels.runtime.panels import PANEL
 
 TRANSFORM = "nn.contrib_conv2d_winograd_weight_transform"
 CONV = "nn.contrib_conv2d_winograd_without_weight_transform"
@@ -145,19 +150,24 @@ def _conv_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
     if attrs["out_dtype"] not in ("", dtype):
         raise OpTypeError(f"{op}: attribute out_dtype={attrs['out_dtype']} must be {dtype}")
     alpha = attrs["tile_size"] + 2  # type: ignore[operator]
-    if weight.ndim != 4 or any(not isinstance(d, Any) and d != alpha for d in weight.shape[:2]):
+    if weight.ndim == 3:
+        out_channels = _panels_channels(op, weight, alpha, attrs["channels"])
+        weight_channels = weight.shape[1]
+    elif weight.ndim != 4 or any(not isinstance(d, Any) and d != alpha for d in weight.shape[:2]):
         raise OpTypeError(
             f"{op}: argument weight must be a transformed ({alpha}, {alpha}, out_channels, "
-            f"in_channels) tensor, found {fmt_type(weight)}"
+            f"in_channels) tensor, or its planes packed as ({alpha * alpha} * "
+            f"ceil(channels / {PANEL}), in_channels, {PANEL}), found {fmt_type(weight)}"
         )
-    in_channels, weight_channels = data.shape[1], weight.shape[3]
+    else:
+        out_channels, weight_channels = weight.shape[2], weight.shape[3]
+    in_channels = data.shape[1]
     known = not isinstance(in_channels, Any) and not isinstance(weight_channels, Any)
     if known and in_channels != weight_channels:
         raise OpTypeError(
             f"{op}: data {fmt_type(data)} has {in_channels} channels, but weight "
             f"{fmt_type(weight)} takes {weight_channels}"
         )
-    out_channels = weight.shape[2]
     channels = attrs["channels"]
     if channels is not None and not isinstance(out_channels, Any) and channels != out_channels:
         raise OpTypeError(
@@ -169,14 +179,32 @@ def _conv_rel(arg_types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType([data.shape[0], out_channels, out_h, out_w], dtype)
 
 
+def _panels_channels(op: str, weight: TensorType, alpha: int, channels: object) -> object:
+    """The output channels of a weight whose planes are packed in panels (see the module's
+    docstring): the ``channels`` attribute, checked against the weight's shape."""
+    expected = None if channels is None else alpha * alpha * -(-channels // PANEL)
+    first, lanes = weight.shape[0], weight.shape[2]
+    if (
+        channels is None
+        or (not isinstance(lanes, Any) and lanes != PANEL)
+        or (not isinstance(first, Any) and first != expected)
+    ):
+        wanted = "an attribute channels" if channels is None else f"({expected}, in_channels, 32)"
+        raise OpTypeError(f"{op}: a weight packed in panels, {fmt_type(weight)}, needs {wanted}")
+    return channels
+
+
 def _conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, weight = args
     out_type = _conv_rel([TensorType(a.shape, a.dtype.name) for a in args], attrs)
-    _, _, out_h, out_w = out_type.shape
+    _, out_channels, out_h, out_w = out_type.shape
     top, left, bottom, right = padding4(CONV, attrs)
     tile: int = attrs["tile_size"]  # type: ignore[assignment]
     _, bt, at = _MATRICES[tile]
     alpha = tile + 2
+    if weight.ndim == 3:
+        rows = weight.transpose(0, 2, 1).reshape(alpha, alpha, -1, weight.shape[1])
+        weight = rows[:, :, :out_channels]
     tiles_h, tiles_w = -(-out_h // tile), -(-out_w // tile)
     # Pad so that every tile (stepping by ``tile``) lies inside; extra rows are cropped later.
     height, width = data.shape[2] + top + bottom, data.shape[3] + left + right
@@ -201,5 +229,5 @@ define(
     _conv_rel,
     _conv,
     OpPattern.OUT_ELEMWISE_FUSABLE,
-    doc="3x3 stride-1 convolution of NCHW data with Winograd-transformed (4, 4, O, I) weights",
+    doc="3x3 stride-1 convolution of NCHW data by Winograd-transformed weights, plain or packed",
 )

@@ -18,7 +18,8 @@ weights:
   with ``t`` 4 if the output has at least :data:`MIN_TILES` 4x4 tiles, else 2 if it has
   that many 2x2 tiles (else the call stays as it is). Folding computes the transform
   once (about 0.4 ms per call for 256x256 channels); smaller convolutions keep the im2col
-  and BLAS path, which wins there.
+  and BLAS path, which wins there. A float32 transformed weight is then packed, each of
+  its planes in ``NC32n`` panels (:func:`_winograd_panels`), for the register tiles.
 * Any other float32 ``nn.conv2d`` of that kind (any kernel, strides and dilation) whose
   outputs take at least :data:`MIN_PACKED_DEPTH` multiply-adds each, or whose input is
   a single pixel, becomes::
@@ -72,6 +73,9 @@ MIN_CHANNELS = 8
 #: layers: F(4x4, 3x3) wins at 28x28 outputs and above, 49 tiles; F(2x2, 3x3) at 14x14,
 #: 49 tiles; 7x7 outputs stay with im2col and BLAS).
 MIN_TILES = 40
+#: Fewest input and output channels for which a float32 Winograd convolution's transformed
+#: weight is packed in panels for the register tiles (see :func:`_panels_pay`).
+WINOGRAD_PANELS_MIN = 64
 #: Fewest multiply-adds per output element (input channels times kernel taps) for which a
 #: convolution's product runs by its packed weight: every ResNet-18 layer gains, and so do
 #: MobileNet's thin layers (16 to 96 channels 1x1, 3 to 32 channels 3x3), 1.3-4x, once
@@ -139,15 +143,40 @@ def _winograd_call(call: Call, data_type: object) -> Call | None:
     tile = next((t for t in (4, 2) if -(-out_h // t) * -(-out_w // t) >= MIN_TILES), None)
     if out_h < 1 or out_w < 1 or tile is None:
         return None
+    transformed = nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=tile)
+    if data_type.dtype == "float32" and _panels_pay(out_channels, in_channels):
+        transformed = _winograd_panels(transformed, tile + 2, out_channels, in_channels)
     return nn.contrib_conv2d_winograd_without_weight_transform(
         call.args[0],
-        nn.contrib_conv2d_winograd_weight_transform(weight, tile_size=tile),
+        transformed,
         tile_size=tile,
         padding=(top, left, bottom, right),
         channels=out_channels,
         kernel_size=(3, 3),
         out_dtype=attrs["out_dtype"],
     )
+
+
+def _panels_pay(out_channels: int, in_channels: int) -> bool:
+    """Whether a Winograd convolution's planes multiply faster by the register tiles than
+    by OpenBLAS: whole panels of output channels, and at least :data:`WINOGRAD_PANELS_MIN`
+    of each. AMD EPYC Zen 5 with AVX-512, one thread, a plane's product by the tiles
+    against OpenBLAS with ``OPENBLAS_CORETYPE=Haswell`` and without: 256 by 256 channels
+    and 49 tiles 27 against 57 and 34 us, 64 by 64 and 784 tiles 31 against 55 and 31; but
+    32 by 32 and 784 tiles 9 against 15 and 7, and 40 by 40 channels no faster than BLAS
+    (a short panel of 8 wastes three quarters of its tiles)."""
+    whole = out_channels % panels.PANEL == 0
+    return whole and min(out_channels, in_channels) >= WINOGRAD_PANELS_MIN
+
+
+def _winograd_panels(transformed: Node, alpha: int, out_channels: int, in_channels: int) -> Node:
+    """The ``(alpha, alpha, O, I)`` transformed weight as each plane's ``(O, I)`` matrix
+    packed in ``NC32n`` panels (``O`` a multiple of 32): ``(alpha * alpha *
+    O / 32, I, 32)``, which the runtime's register tiles multiply by each plane of
+    transformed input tiles (OpenBLAS re-packs a plane on every call, and runs it at half
+    the tiles' speed where ``OPENBLAS_CORETYPE`` holds it to AVX2)."""
+    flat = call_op("reshape", [transformed], newshape=(alpha * alpha * out_channels, in_channels))
+    return call_op("layout_transform", [flat], src_layout="NC", dst_layout=panels.LAYOUT)
 
 
 def _packed_conv_call(call: Call, data_type: object) -> Call | None:

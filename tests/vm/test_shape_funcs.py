@@ -196,6 +196,11 @@ CASES: dict[str, list[tuple[list[tuple[tuple[int, ...], str]], dict[str, Any]]]]
     "nn.contrib_conv2d_winograd_without_weight_transform": [
         ([((1, 4, 9, 9), F), ((4, 4, 8, 4), F)], {"padding": [1, 1], "kernel_size": [3, 3]}),
         ([((2, 3, 7, 6), F), ((4, 4, 5, 3), F)], {"padding": [0, 1, 2, 0], "kernel_size": [3, 3]}),
+        # Each plane packed in panels of 32 output channels.
+        (
+            [((1, 4, 9, 9), F), ((32, 4, 32), F)],
+            {"padding": [1, 1], "kernel_size": [3, 3], "channels": 40},
+        ),
     ],
     "nn.conv2d_transpose": [
         ([((1, 4, 5, 5), F), ((4, 3, 3, 3), F)], {"strides": [2, 2], "padding": [1, 1]}),

@@ -317,10 +317,14 @@ def _winograd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
     dtype = require_same_dtype(["data", "weight"], args)
     require_kind("data", args[0], "float")
     require_rank("data", args[0], 4, 4)
-    require_rank("weight", args[1], 4, 4)
+    require_rank("weight", args[1], 3, 4)
     check_layout(attrs, "data_layout", (NCHW,))
     check_layout(attrs, "kernel_layout", ("OIHW",))
     check_layout(attrs, "out_layout", _OUT_LAYOUTS)
+    if args[1].ndim == 3 and (dtype != "float32" or attrs["channels"] is None):
+        raise RuleError(
+            "a weight packed in panels (rank 3) needs float32 and an attribute channels"
+        )
     if attrs["tile_size"] not in (2, 4):
         raise RuleError(
             f"attribute tile_size={attrs['tile_size']} is not supported; only 2 and 4 are"
@@ -339,13 +343,23 @@ def _winograd_infer(args: tuple[Spec, ...], attrs: dict, declared: tuple) -> tup
 
 
 def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
-    (n, c, h, w), (a, b, o, ci) = ctx.arg_dims
-    alpha = str(ctx.attrs["tile_size"] + 2)
-    ctx.expect(a, alpha, "first dimension of the transformed weight (tile size + 2)")
-    ctx.expect(b, alpha, "second dimension of the transformed weight (tile size + 2)")
-    ctx.expect(ci, c, "input channels of data (the transformed weight's last dimension)")
-    if ctx.attrs["channels"] is not None:
-        ctx.expect(o, str(ctx.attrs["channels"]), "output channels (attribute channels)")
+    (n, c, h, w), weight = ctx.arg_dims
+    alpha = ctx.attrs["tile_size"] + 2
+    if len(weight) == 3:
+        # Each plane packed in panels: (alpha * alpha * ceil(O / 32), I, 32).
+        planes, ci, lanes = weight
+        o = str(ctx.attrs["channels"])
+        panels = -(-ctx.attrs["channels"] // PANEL)
+        ctx.expect(planes, str(alpha * alpha * panels), "panels of the packed weight's planes")
+        ctx.expect(lanes, str(PANEL), "panel width of the packed weight")
+        ctx.expect(ci, c, "input channels of data (the packed weight's second dimension)")
+    else:
+        a, b, o, ci = weight
+        ctx.expect(a, str(alpha), "first dimension of the transformed weight (tile size + 2)")
+        ctx.expect(b, str(alpha), "second dimension of the transformed weight (tile size + 2)")
+        ctx.expect(ci, c, "input channels of data (the transformed weight's last dimension)")
+        if ctx.attrs["channels"] is not None:
+            ctx.expect(o, str(ctx.attrs["channels"]), "output channels (attribute channels)")
     top, left, bottom, right = padding4(ctx.attrs["padding"])
     out_h = window_output(ctx, 0, h, "3", 1, 1, top, bottom, "kernel")
     out_w = window_output(ctx, 1, w, "3", 1, 1, left, right, "kernel")
@@ -354,11 +368,17 @@ def _winograd_shape(ctx: ShapeCtx) -> list[list[str]]:
 
 def _winograd_emit(ctx: EmitCtx) -> None:
     s = ctx.src
-    (_, c, _, _), (a, _, o, _) = ctx.arg_dims
-    _, _, out_h, out_w = ctx.out_dims[0]
+    (_, c, _, _), weight = ctx.arg_dims
+    _, o, out_h, out_w = ctx.out_dims[0]
     top, left, _, _ = padding4(ctx.attrs["padding"])
     u = s.fresh("u")
-    s.line(f"{u} = {ctx.args[1]}.reshape(({a} * {a}, {o}, {c}))")
+    alpha = ctx.attrs["tile_size"] + 2
+    if len(weight) == 3:
+        # (planes, panels, in channels, 32): the runtime tells the packed form by its rank.
+        panels = -(-ctx.attrs["channels"] // PANEL)
+        s.line(f"{u} = {ctx.args[1]}.reshape(({alpha * alpha}, {panels}, {c}, {PANEL}))")
+    else:
+        s.line(f"{u} = {ctx.args[1]}.reshape(({alpha * alpha}, {o}, {c}))")
     post = _post_array(ctx)
     _per_image(
         ctx,
@@ -722,10 +742,21 @@ def _run_winograd_conv2d(
 ) -> list[sr.Shape]:
     data, weight = shapes
     sr.rank(data, 4, 4, "data")
-    sr.rank(weight, 4, 4, "weight")
-    c, (a, b, o, ci) = data[1], weight
+    sr.rank(weight, 3, 4, "weight")
     strides, dilation, _, groups = _run_conv_attrs(attrs)
     alpha = attrs["tile_size"] + 2
+    c = data[1]
+    if len(weight) == 3:
+        o = attrs.get("channels")
+        if o is None:
+            raise RuleError("attribute channels is required with a weight packed in panels")
+        planes = alpha * alpha * -(-o // panels.PANEL)
+        sr.expect(weight[0], planes, f"panels of the packed weight {sr.fmt_shape(weight)}")
+        sr.expect(weight[2], panels.PANEL, f"panel width of weight {sr.fmt_shape(weight)}")
+        sr.expect(weight[1], c, f"input channels of weight {sr.fmt_shape(weight)}")
+        a, b, ci = alpha, alpha, c
+    else:
+        a, b, o, ci = weight
     if (a, b) != (alpha, alpha) or ci != c:
         raise RuleError(
             f"data {sr.fmt_shape(data)} has {c} input channels, but the transformed weight "

@@ -61,12 +61,31 @@ def test_the_transform_is_g_w_g_transposed_for_each_kernel(tile: int, dtype: str
         np.testing.assert_allclose(u, want, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("tile", [2, 4])
+def test_a_weight_with_its_planes_in_panels_gives_the_same_convolution(tile: int) -> None:
+    from compiler.op.defs_packed import pack
+
+    x = RNG.standard_normal((1, 8, 10, 10)).astype("float32")
+    w = RNG.standard_normal((40, 8, 3, 3)).astype("float32")
+    u = ref(TRANSFORM, w, tile_size=tile)
+    planes = u.reshape(-1, 40, 8)
+    panels = np.concatenate([pack(plane, 32) for plane in planes])  # 40 -> 2 panels each
+    assert panels.shape == ((tile + 2) ** 2 * 2, 8, 32)
+    attrs = {"padding": (1, 1), "kernel_size": (3, 3), "tile_size": tile}
+    got = ref(CONV, x, panels, channels=40, **attrs)
+    np.testing.assert_array_equal(got, ref(CONV, x, u, **attrs))
+
+
 def test_types_follow_tvm() -> None:
     assert rel(TRANSFORM, T((64, 32, 3, 3))) == T((4, 4, 64, 32))
     assert rel(TRANSFORM, T((64, 32, 3, 3)), tile_size=4) == T((6, 6, 64, 32))
     assert rel(TRANSFORM, T((None, 32, 3, 3), "float64")) == T((4, 4, None, 32), "float64")
     out = rel(CONV, T((None, 32, 14, 14)), T((4, 4, 64, 32)), padding=(1, 1), kernel_size=(3, 3))
     assert out == T((None, 64, 14, 14))
+    # Each plane packed in panels of 32 output channels (relayvm's extension).
+    packed = rel(CONV, T((1, 32, 14, 14)), T((32, 32, 32)), channels=40, padding=(1, 1),
+                 kernel_size=(3, 3))  # fmt: skip
+    assert packed == T((1, 40, 14, 14))
 
 
 # ---- invalid ----------------------------------------------------------------------------------
@@ -96,6 +115,10 @@ def test_the_transform_refuses_what_it_cannot_do(args, attrs, message) -> None:
         (T((4, 4, 16, 8)), {"tile_size": 4}, r"transformed \(6, 6"),
         (T((4, 4, 16, 4)), {}, "has 8 channels, but weight"),
         (T((4, 4, 16, 8)), {"channels": 32}, "channels=32 does not match"),
+        (T((16, 8, 32)), {}, "needs an attribute channels"),
+        (T((16, 8, 32)), {"channels": 40}, r"needs \(32, in_channels, 32\)"),
+        (T((16, 8, 16)), {"channels": 16}, r"needs \(16, in_channels, 32\)"),
+        (T((16, 4, 32)), {"channels": 16}, "has 8 channels, but weight"),
     ],
 )
 def test_the_convolution_refuses_what_it_cannot_do(weight, attrs, message) -> None:

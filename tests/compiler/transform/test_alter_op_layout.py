@@ -81,6 +81,49 @@ def test_opt_level_3_compiles_and_runs_it_like_the_reference(size: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("size", "tile"), [(14, 2), (28, 4)])
+def test_a_float32_winograd_weight_is_folded_into_panels_of_each_plane(size, tile) -> None:
+    after = alter(conv_module(channels=64, out_channels=96, size=size))
+    folded = relay.transform.FoldConstant()(after)
+    (conv,) = calls(folded["main"], WINOGRAD)
+    weight = conv.args[1]
+    planes = (tile + 2) ** 2
+    assert isinstance(weight, relay.Constant) and weight.data.shape == (planes * 3, 64, 32)
+    assert conv.attrs["channels"] == 96
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"channels": 64, "out_channels": 40},  # a short last panel would waste its tiles
+        {"channels": 32, "out_channels": 64},  # BLAS keeps up with few channels
+        {"channels": 64, "out_channels": 64, "dtype": "float64"},
+    ],
+)
+def test_other_winograd_weights_stay_as_the_transform_gives_them(changes: dict) -> None:
+    folded = relay.transform.FoldConstant()(alter(conv_module(**changes)))
+    (conv,) = calls(folded["main"], WINOGRAD)
+    assert conv.args[1].data.shape == (4, 4, changes["out_channels"], changes["channels"])
+
+
+@pytest.mark.parametrize(("size", "images"), [(14, 1), (15, 2), (28, 1), (30, 2)])
+def test_opt_level_3_runs_winograd_planes_in_panels_like_the_reference(size, images) -> None:
+    x = relay.var("x", shape=(images, 64, size, size), dtype="float32")
+    w = RNG.standard_normal((64, 64, 3, 3)).astype("float32") * 0.1
+    bias = RNG.standard_normal(64).astype("float32")
+    conv = relay.nn.conv2d(x, relay.const(w), padding=(1, 1))
+    mod = relay.IRModule.from_expr(
+        relay.Function([x], relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias))))
+    )
+    with relay.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod)
+    assert any(WINOGRAD.replace(".", "_") in p.name for p in exe.primitives)
+    data = RNG.standard_normal((images, 64, size, size)).astype("float32")
+    want = relay.create_executor("debug", mod).evaluate()(data)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", data)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_the_default_opt_level_takes_winograd_too() -> None:
     # TVM keeps AlterOpLayout for opt_level 3; relay.vm.compile runs it at the default level
     # as well, so a user who keeps the default context gets the fast kernels.

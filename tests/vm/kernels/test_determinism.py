@@ -138,6 +138,39 @@ def test_a_winograd_convolution_has_the_same_bits_shared_or_done_alone(channels,
     assert_shared(run, check)
 
 
+@needs_workers
+@pytest.mark.parametrize(("channels", "size", "planes"), [(64, 56, 36), (96, 14, 16)])
+def test_winograd_planes_in_panels_have_the_same_bits_shared_or_done_alone(channels, size, planes):
+    from compiler.op.defs_packed import pack
+
+    x = RNG.standard_normal((1, channels, size, size)).astype("float32")
+    u = RNG.standard_normal((planes, channels, channels)).astype("float32")
+    panels = np.stack([pack(plane, 32) for plane in u])
+    alone = np.full((1, channels, size, size), np.nan, "float32")
+    with _slot_held():
+        convolution.conv_winograd_transformed(
+            x, panels, alone.reshape(1, channels, -1), 0, 1, 1, size, size, 0
+        )
+    # The same products as OpenBLAS gives by the plain planes, to rounding.
+    plain = np.empty_like(alone)
+    convolution.conv_winograd_transformed(
+        x, u, plain.reshape(1, channels, -1), 0, 1, 1, size, size, 0
+    )
+    np.testing.assert_allclose(alone, plain, rtol=1e-4, atol=1e-3 * np.abs(plain).max())
+    shared = np.full_like(alone, np.nan)
+
+    def run() -> None:
+        shared[...] = np.nan
+        convolution.conv_winograd_transformed(
+            x, panels, shared.reshape(1, channels, -1), 0, 1, 1, size, size, 0
+        )
+
+    def check() -> None:
+        np.testing.assert_array_equal(_bits(shared), _bits(alone))
+
+    assert_shared(run, check)
+
+
 def _digests(threads: int) -> dict[str, list[str]]:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "RELAYVM_NUM_THREADS": str(threads), "PYTHONPATH": path}

@@ -6,7 +6,8 @@ A 3x3, stride-1 convolution computes each 2x2 output tile from a 4x4 input tile 
 multiplications per (input, output) channel pair instead of 36: with ``U = G g G^T`` the transformed
 3x3 kernel, ``V = B^T d B`` the transformed input tile and ``A^T (U * V) A`` the output tile, the
 sum over input channels becomes 16 independent matrix products ``M[k] = U[k] @ V[k]`` ((out, in) @
-(in, tiles)), done by BLAS in :mod:`vm.kernels.runtime.convolution`. The matrices are Lavin and
+(in, tiles)), done in :mod:`vm.kernels.runtime.convolution` by OpenBLAS, or by the register
+tiles where the compiler packed each plane of ``U`` in panels. The matrices are Lavin and
 Gray's (2016)::
 
     B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]

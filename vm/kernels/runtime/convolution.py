@@ -332,7 +332,7 @@ def conv_winograd_transformed(x, u, out3, n, pt, pl, out_h, out_w, post) -> None
     out channels, in channels: F(2x2, 3x3) or F(4x4, 3x3)), as
     ``nn.contrib_conv2d_winograd_without_weight_transform`` takes them; or, float32, each
     plane packed in ``NC32n`` panels, ``(planes, panels, in channels, 32)``, for the
-    register tiles (:func:`_panel_products`)."""
+    register tiles (:func:`_products`)."""
     _winograd(x, None, u, out3, n, pt, pl, out_h, out_w, post)
 
 
@@ -366,9 +366,10 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w, post) -> None:
         if in_panels:
             if not float32:
                 raise TypeError("conv_winograd: a weight packed in panels must be float32")
-            _winograd_panels(x, n, u, v, m, out3, *window, shared, post)
-            return
-        if float32 and _winograd_compiled(x, n, u, v, m, out3, *window, shared, post):
+            # Each plane's panels as one (panels * in channels, 32) matrix: the plain
+            # planes' rank, so that one compiled function takes both.
+            u = u.reshape(planes, -1, packed.PANEL)
+        if float32 and _winograd_compiled(x, n, u, v, m, out3, *window, shared, post, in_panels):
             return
         threads.run([_call(transform_input, x, n, lo, hi, pt, pl, tiles_h, tiles_w, v)
                      for lo, hi in _ranges(channels, flops)])  # fmt: skip
@@ -386,26 +387,18 @@ def _winograd(x, w, u, out3, n, pt, pl, out_h, out_w, post) -> None:
 
 
 @njit(nogil=True, cache=True)
-def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share, post):
+def _winograd_compiled(x, n, u, v, m, out3, pad, tiles, out, share, post, in_panels):
     """The float32 transforms and products of :func:`_winograd` in compiled code, each
     shared with the polling workers without the GIL (:func:`conv_jobs.winograd_transform`),
     the output's epilogue applied with its transform; False, doing nothing, if BLAS cannot
-    read the planes in place."""
-    if not _planes_fit(u, v, m):
+    read plain planes in place. ``in_panels``: ``u`` holds each plane's weight packed in
+    panels (see :func:`_products`)."""
+    if not in_panels and not _planes_fit(u, v, m):
         return False
     conv_jobs.winograd_transform(0, x, n, v, m, out3, pad, tiles, out, share)
-    _products(u, v, m, share)
+    _products(u, v, m, share, in_panels)
     conv_jobs.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share, post)
     return True
-
-
-@njit(nogil=True, cache=True)
-def _winograd_panels(x, n, u, v, m, out3, pad, tiles, out, share, post):
-    """:func:`_winograd_compiled` for weight planes packed in panels (``u`` ``(planes,
-    panels, in channels, 32)``), multiplied by the register tiles (:func:`_panel_products`)."""
-    conv_jobs.winograd_transform(0, x, n, v, m, out3, pad, tiles, out, share)
-    _panel_products(u, v, m, share)
-    conv_jobs.winograd_transform(1, x, n, v, m, out3, pad, tiles, out, share, post)
 
 
 @njit(nogil=True, cache=True)
@@ -415,79 +408,64 @@ def _apply_post(out, post):
 
 
 @njit(nogil=True)
-def _products(u, v, m, share):
-    """``m[k] = u[k] @ v[k]`` for every float32 plane ``k``, each one whole OpenBLAS call
-    (:func:`vm.kernels.runtime.products.whole`), the planes shared with the polling workers without
-    the GIL when ``share``. A plane is never cut, so its bits do not depend on who
-    computes it; the caller retries sharing after each plane it did alone, for workers
-    that wake late."""
-    planes = u.shape[0]
-    k = 0
-    while k < planes:
-        if share and planes - k > 1:
-            words = (k, planes, u.shape[1], u.shape[2], v.shape[2],
-                     np.int64(u.ctypes.data), u.strides[0], u.strides[1],
-                     np.int64(v.ctypes.data), v.strides[0], v.strides[1],
-                     np.int64(m.ctypes.data), m.strides[0], m.strides[1], 0)  # fmt: skip
-            work = (planes - k) * u.shape[1] * u.shape[2] * v.shape[2]
-            if jobs.share(jobs.WINOGRAD_PLANES, planes - k, words, work):
-                return
-        products.whole(u[k], v[k], m[k])
-        k += 1
+def _products(u, v, m, share, in_panels):
+    """``m[k] = u[k] @ v[k]`` for every float32 plane ``k``, the planes shared with the
+    polling workers without the GIL when ``share``; the caller retries sharing after each
+    plane it did alone, for workers that wake late.
 
-
-@njit(nogil=True)
-def _panel_products(u, v, m, share):
-    """``m[k] = u[k] @ v[k]`` for every plane ``k`` of weights packed in panels (``u``
-    ``(planes, panels, in channels, 32)``), each by the register tiles with the tiles
-    (pixels) as their rows (:func:`vm.kernels.runtime.products.packed_columns`), the
-    planes shared with the polling workers as :func:`_products` shares them.
-
-    Planes of 256 by 256 channels and 49 tiles (ResNet-50's at 14x14) took 57 us each
-    through OpenBLAS, which re-packs the weight on every call and ran its AVX2 kernels
-    where ``OPENBLAS_CORETYPE=Haswell`` is set, and 27 us by the tiles; 64 by 64 channels
-    and 784 tiles 55 -> 31 us, 128 by 128 and 196 tiles 55 -> 28 us (AMD EPYC Zen 5, AVX-512,
-    one thread). Each output element is one tile's sum in order, so the bits do not depend
-    on who computes a plane, or on a plane being cut."""
+    Plain planes (``u`` ``(planes, out, in)``) are each one whole OpenBLAS call
+    (:func:`vm.kernels.runtime.products.whole`), never cut, so that their bits do not
+    depend on who computes them. Planes packed in panels (``in_panels``: ``u`` ``(planes,
+    panels * in, 32)``) are multiplied by the register tiles with the tiles (pixels) as
+    their rows (:func:`vm.kernels.runtime.products.packed_columns`), each output element
+    one tile's sum in order. Planes of 256 by 256 channels and 49 tiles (ResNet-50's at
+    14x14) took 57 us each through OpenBLAS, which re-packs the weight on every call and
+    ran its AVX2 kernels where ``OPENBLAS_CORETYPE=Haswell`` is set, and 27 us by the
+    tiles; 64 by 64 channels and 784 tiles 55 -> 31 us, 128 by 128 and 196 tiles 55 -> 28
+    us (AMD EPYC Zen 5, AVX-512, one thread)."""
     planes = u.shape[0]
     k = 0
     while k < planes:
         if share and planes - k > 1:
             words = (k, planes, m.shape[1], v.shape[1], v.shape[2],
-                     np.int64(u.ctypes.data), u.strides[0], u.shape[1],
+                     np.int64(u.ctypes.data), u.strides[0], u.strides[1], u.shape[1],
                      np.int64(v.ctypes.data), v.strides[0], v.strides[1],
-                     np.int64(m.ctypes.data), m.strides[0], m.strides[1], 1)  # fmt: skip
+                     np.int64(m.ctypes.data), m.strides[0], m.strides[1],
+                     np.int64(in_panels))  # fmt: skip
             work = (planes - k) * m.shape[1] * v.shape[1] * v.shape[2]
             if jobs.share(jobs.WINOGRAD_PLANES, planes - k, words, work):
                 return
-        products.packed_columns(v[k], u[k], m[k])
+        _plane(u, v, m, k, in_panels)
         k += 1
+
+
+@njit(nogil=True)
+def _plane(u, v, m, k, in_panels):
+    """Plane ``k`` of :func:`_products` (``u``'s planes C-contiguous where ``in_panels``)."""
+    if in_panels:
+        depth, lanes = v.shape[1], u.shape[2]
+        shape = (u.shape[1] // depth, depth, lanes)
+        at = np.int64(u.ctypes.data) + k * u.strides[0]
+        weight = products.view_at(at, shape, (depth * lanes * 4, lanes * 4, 4))
+        products.packed_columns(v[k], weight, m[k])
+    else:
+        products.whole(u[k], v[k], m[k])
 
 
 @jobs.chunk(jobs.WINOGRAD_PLANES, links=(symbols.TILE,))
 def _planes_chunk(slot, index, parts):
-    """Planes ``index`` of ``parts`` of the products :func:`_products` or
-    :func:`_panel_products` shares through :func:`vm.kernels.runtime.jobs.share` (their
-    words, strides in bytes; the last says whether the weight planes are in panels, and
-    then the seventh and eighth are a plane's stride and its panel count)."""
+    """Planes ``index`` of ``parts`` of the products :func:`_products` shares through
+    :func:`vm.kernels.runtime.jobs.share` (its words, strides in bytes)."""
     a = jobs.argument
     first, planes = a(slot, 0), a(slot, 1)
     rows, depth, cols = a(slot, 2), a(slot, 3), a(slot, 4)
-    v = products.view_at(a(slot, 8), (planes, depth, cols), (a(slot, 9), a(slot, 10), 4))
-    m = products.view_at(a(slot, 11), (planes, rows, cols), (a(slot, 12), a(slot, 13), 4))
+    u_shape = (planes, a(slot, 8), depth if a(slot, 15) == 0 else packed.PANEL)
+    u = products.view_at(a(slot, 5), u_shape, (a(slot, 6), a(slot, 7), 4))
+    v = products.view_at(a(slot, 9), (planes, depth, cols), (a(slot, 10), a(slot, 11), 4))
+    m = products.view_at(a(slot, 12), (planes, rows, cols), (a(slot, 13), a(slot, 14), 4))
     extent = planes - first
-    lo, hi = first + extent * index // parts, first + extent * (index + 1) // parts
-    if a(slot, 14):
-        count = a(slot, 7)
-        lanes = packed.PANEL
-        strides = (a(slot, 6), depth * lanes * 4, lanes * 4, 4)
-        u = products.view_at(a(slot, 5), (planes, count, depth, lanes), strides)
-        for k in range(lo, hi):
-            products.packed_columns(v[k], u[k], m[k])
-        return
-    w = products.view_at(a(slot, 5), (planes, rows, depth), (a(slot, 6), a(slot, 7), 4))
-    for k in range(lo, hi):
-        products.whole(w[k], v[k], m[k])
+    for k in range(first + extent * index // parts, first + extent * (index + 1) // parts):
+        _plane(u, v, m, k, a(slot, 15) != 0)
 
 
 @njit(nogil=True, cache=True)

@@ -115,27 +115,35 @@ def test_a_product_has_the_same_bits_shared_or_done_alone(m, n, k, ta, tb):
     assert_shared(lambda: _gemm(a, b, shared, ta, tb), check)
 
 
+def _winograd_same_bits_alone_and_shared(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The Winograd convolution of ``x`` by the transformed weight ``u`` (square channels,
+    plain or packed in panels) on the calling thread alone, after checking that sharing it
+    with the polling workers gives the same bits."""
+    channels, size = x.shape[1], x.shape[2]
+
+    def run(out: np.ndarray) -> None:
+        out[...] = np.nan
+        convolution.conv_winograd_transformed(
+            x, u, out.reshape(1, channels, -1), 0, 1, 1, size, size, 0
+        )
+
+    alone = np.empty((1, channels, size, size), "float32")
+    with _slot_held():
+        run(alone)
+    shared = np.empty_like(alone)
+    assert_shared(
+        lambda: run(shared),
+        lambda: np.testing.assert_array_equal(_bits(shared), _bits(alone)),
+    )
+    return alone
+
+
 @needs_workers
 @pytest.mark.parametrize(("channels", "size"), [(64, 56), (32, 40)])
 def test_a_winograd_convolution_has_the_same_bits_shared_or_done_alone(channels, size):
     x = RNG.standard_normal((1, channels, size, size)).astype("float32")
     u = RNG.standard_normal((36, channels, channels)).astype("float32")
-    alone = np.full((1, channels, size, size), np.nan, "float32")
-    out3 = alone.reshape(1, channels, -1)
-    with _slot_held():
-        convolution.conv_winograd_transformed(x, u, out3, 0, 1, 1, size, size, 0)
-    shared = np.full_like(alone, np.nan)
-
-    def run() -> None:
-        shared[...] = np.nan
-        convolution.conv_winograd_transformed(
-            x, u, shared.reshape(1, channels, -1), 0, 1, 1, size, size, 0
-        )
-
-    def check() -> None:
-        np.testing.assert_array_equal(_bits(shared), _bits(alone))
-
-    assert_shared(run, check)
+    _winograd_same_bits_alone_and_shared(x, u)
 
 
 @needs_workers
@@ -146,29 +154,13 @@ def test_winograd_planes_in_panels_have_the_same_bits_shared_or_done_alone(chann
     x = RNG.standard_normal((1, channels, size, size)).astype("float32")
     u = RNG.standard_normal((planes, channels, channels)).astype("float32")
     panels = np.stack([pack(plane, 32) for plane in u])
-    alone = np.full((1, channels, size, size), np.nan, "float32")
-    with _slot_held():
-        convolution.conv_winograd_transformed(
-            x, panels, alone.reshape(1, channels, -1), 0, 1, 1, size, size, 0
-        )
+    alone = _winograd_same_bits_alone_and_shared(x, panels)
     # The same products as OpenBLAS gives by the plain planes, to rounding.
     plain = np.empty_like(alone)
     convolution.conv_winograd_transformed(
         x, u, plain.reshape(1, channels, -1), 0, 1, 1, size, size, 0
     )
     np.testing.assert_allclose(alone, plain, rtol=1e-4, atol=1e-3 * np.abs(plain).max())
-    shared = np.full_like(alone, np.nan)
-
-    def run() -> None:
-        shared[...] = np.nan
-        convolution.conv_winograd_transformed(
-            x, panels, shared.reshape(1, channels, -1), 0, 1, 1, size, size, 0
-        )
-
-    def check() -> None:
-        np.testing.assert_array_equal(_bits(shared), _bits(alone))
-
-    assert_shared(run, check)
 
 
 def _digests(threads: int) -> dict[str, list[str]]:

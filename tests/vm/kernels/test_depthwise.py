@@ -103,6 +103,17 @@ CASES = [
     ),
     ((1, 64, 9, 9), 4, 40, (1, 1), {}),
     ((3, 20, 6, 37), 2, 3, (2, 7), {"padding": (1, 3), "strides": (1, 2)}),
+    # Planes of several bands of output rows a group (the last one short), the windows
+    # of each band shifted by its first row: a row stride with asymmetric padding and a
+    # row dilation, and the strided copy (kw > 2 * sw).
+    (
+        (1, 16, 61, 45),
+        2,
+        8,
+        (3, 3),
+        {"padding": (1, 2, 0, 1), "strides": (2, 1), "dilation": (2, 1)},
+    ),
+    ((1, 16, 40, 50), 2, 8, (3, 7), {"padding": (1, 3), "strides": (2, 2)}),
     # A panel of output channels a group on a small plane: pixels as the tiles' rows.
     ((2, 64, 9, 9), 2, 32, (3, 3), {"padding": (1, 1)}),
     ((1, 96, 15, 13), 3, 48, (3, 3), {"padding": (1, 0, 2, 1), "strides": (2, 1)}),
@@ -183,12 +194,16 @@ def test_the_groups_of_a_big_image_shared_with_the_workers_give_the_same_bits(cg
 
 
 @needs_workers
-@pytest.mark.parametrize(("groups", "cg", "og", "size"), [(16, 8, 8, 28), (8, 32, 32, 14)])
+@pytest.mark.parametrize(
+    ("groups", "cg", "og", "size"), [(16, 8, 8, 28), (8, 32, 32, 14), (3, 64, 64, 28)]
+)
 def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_same_bits(
     groups, cg, og, size
 ) -> None:
-    # Groups of 8 output channels run by columns, of 32 on a 14x14 plane by pixel rows.
+    # Groups of 8 output channels run by columns, of 32 on a 14x14 plane by pixel rows;
+    # at 28x28 both by columns in bands of rows, three groups of 64 shared as their bands.
     assert (og >= 32 and size * size < conv_jobs.GROUPED_ROWS_MAX_PLANE) == (og == 32)
+    assert (conv_jobs._grouped_bands(og, size, size)[1] > 1) == (size == 28)
     x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
     geometry = (3, 3, 1, 1, 1, 1, 1, 1, size, size)
     jobs.require(jobs.GROUPED)

@@ -62,23 +62,24 @@ COPY_MAX_DEPTH = target.l1_data_bytes() // (2 * _PANEL * 4)
 
 
 @njit(nogil=True)
-def _items(x, plane, k, pw, units, pc, lo, hi, post):
+def _items(x, plane, k, pw, units, pc, lo, hi, post, ldc):
     """Items ``lo:hi`` of the (pixel panel, weight panel) grid of one image: ``x``, ``pw``
     and ``pc`` are the byte addresses of the image's ``(k, plane)`` input, the packed
-    weight and the ``(units, plane)`` output; ``post`` the epilogue the tiles apply
-    (:func:`vm.kernels.runtime.packed.post_epilogue`), or 0."""
+    weight and the ``(units, plane)`` output, whose rows are ``ldc`` floats apart;
+    ``post`` the epilogue the tiles apply (:func:`vm.kernels.runtime.packed.post_epilogue`),
+    or 0."""
     scratch = np.zeros((0, _PANEL), np.float32)
     held = -1
     copied = aliasing_rows(plane) and _PANEL < units <= plane and k <= COPY_MAX_DEPTH
     for item in range(lo, hi):
         p, u = grid(plane, units, item)
         if item + WRITE_AHEAD < hi and not copied:
-            _own_tile(pc, plane, units, item + WRITE_AHEAD)
+            _own_tile(pc, plane, units, item + WRITE_AHEAD, ldc)
         first = p * _PANEL
         width = min(_PANEL, plane - first)
         unit = u * _PANEL
         if width < SHORT_ROWS:
-            _short(x + first * 4, plane, k, pw, units, u, pc + first * 4, width, post)
+            _short(x + first * 4, plane, k, pw, units, u, pc + first * 4, width, post, ldc)
             continue
         if width == _PANEL and not copied:
             b = (x + first * 4, plane)
@@ -95,7 +96,7 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post):
                 scratch[:, :width] = source
                 held = p
             b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))
-        c = (pc + (unit * plane + first) * 4, plane)
+        c = (pc + (unit * ldc + first) * 4, ldc)
         packed.panel_product(pw + unit * k * 4, k, min(_PANEL, units - unit), b, width, c, post,
                              unit)  # fmt: skip
 
@@ -129,7 +130,7 @@ def grid(plane, units, item):
 
 
 @njit(nogil=True)
-def _own_tile(pc, plane, units, item):
+def _own_tile(pc, plane, units, item, ldc):
     """Prefetch for writing the output lines of grid item ``item`` if its pixel panel is
     whole (a short one is stored through scratch or by rows, and is rare)."""
     p, u = grid(plane, units, item)
@@ -137,16 +138,16 @@ def _own_tile(pc, plane, units, item):
     if plane - first < _PANEL:
         return
     unit = u * _PANEL
-    row = pc + (unit * plane + first) * 4
+    row = pc + (unit * ldc + first) * 4
     for _ in range(min(_PANEL, units - unit)):
         # A panel of 32 float32 pixels: two 64-byte lines, three when unaligned.
         for line in range(row - row % 64, row + _PANEL * 4, 64):
             packed.prefetch_write(line)
-        row += plane * 4
+        row += ldc * 4
 
 
 @njit(nogil=True)
-def _short(x, plane, k, pw, units, u, pc, width, post):
+def _short(x, plane, k, pw, units, u, pc, width, post, ldc):
     """The last ``width`` (fewer than :data:`SHORT_ROWS`) pixels of a plane by weight
     panel ``u``: ``x`` and ``pc`` the addresses of the first of them in the input and the
     output.
@@ -156,12 +157,11 @@ def _short(x, plane, k, pw, units, u, pc, width, post):
     register tiles (:func:`vm.kernels.runtime.packed.product_range`), a tile
     of ``width`` rows by the panel's output channels, then the epilogue on that block.
     Each element is the same sum in the same order, so the bits are those of the panel."""
-    packed.product_range((x, 1, plane), pw, k, units, (pc, 1, plane), (0, width), (u, u + 1), 0)
+    packed.product_range((x, 1, plane), pw, k, units, (pc, 1, ldc), (0, width), (u, u + 1), 0)
     if post != 0:
         unit = u * _PANEL
         block = (min(_PANEL, units - unit), width)
-        packed.apply_post(products.view_at(pc + unit * plane * 4, block, (plane * 4, 4)), post,
-                          unit)  # fmt: skip
+        packed.apply_post(products.view_at(pc + unit * ldc * 4, block, (ldc * 4, 4)), post, unit)
 
 
 @njit(nogil=True)
@@ -198,7 +198,18 @@ def conv(x, n, weight, out, share, post=0):
         arguments = (base, plane, k, pw, units, pc, items, np.int64(post))
         if jobs.share(jobs.POINTWISE, items, arguments, units * k * plane):
             return
-    _items(base, plane, k, pw, units, pc, 0, items, np.int64(post))
+    _items(base, plane, k, pw, units, pc, 0, items, np.int64(post), plane)
+
+
+@njit(nogil=True)
+def strip(x, plane, k, pw, units, c, ldc):
+    """The whole 1x1 product of a ``(k, plane)`` float32 input at byte address ``x`` by the
+    packed weight at ``pw`` (``units`` output channels) into output rows ``ldc`` floats
+    apart from byte address ``c``, on this thread, without an epilogue: a strip of
+    output pixels of a bigger plane, such as one band of a grouped convolution's rows
+    (:func:`vm.kernels.runtime.conv_jobs.grouped_columns`)."""
+    items = -(-plane // _PANEL) * -(-units // _PANEL)
+    _items(x, plane, k, pw, units, c, 0, items, np.int64(0), ldc)
 
 
 @jobs.chunk(jobs.POINTWISE, links=(symbols.TILE, symbols.PIXEL_PANELS))
@@ -209,4 +220,4 @@ def _chunk(slot, index, parts):
     lo, hi = items * index // parts, items * (index + 1) // parts
     if hi > lo:
         _items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi,
-               a(slot, 7))  # fmt: skip
+               a(slot, 7), a(slot, 1))  # fmt: skip

@@ -490,9 +490,12 @@ def _transposed(m, k, a, weight, out, post):
     The tiles store whole rows of 32 output channels into a pixel-major buffer; the
     epilogue's bias and activation are applied to each strip of it while it is in cache
     (:func:`vm.kernels.runtime.packed.post_columns`), and the buffer is transposed into
-    ``out`` by register tiles (:func:`vm.kernels.runtime.transpose.batched_f32`); a
-    residual, laid out as ``out``, is added after that. Stored into ``out`` directly, a
-    tile's 32 columns were 32 floats written to 32 rows, each alone."""
+    ``out`` by register tiles (:func:`vm.kernels.runtime.transpose.batched_f32`). An
+    epilogue with a residual, laid out as ``out``, is applied by the transpose's tiles to
+    what each stored, shared as they are: applied after the transpose on the calling
+    thread alone, it took a fifth of RegNetY's 512-channel 1x1 layers at 14x14 (623
+    against 516 us without the residual; AMD EPYC Zen 4, two threads). Stored into
+    ``out`` directly, a tile's 32 columns were 32 floats written to 32 rows, each alone."""
     units = out.shape[0]
     if k >= packed.BLOCKED_MIN_DEPTH:
         # The blocks of a deep product already go through a buffer of their own.
@@ -508,9 +511,7 @@ def _transposed(m, k, a, weight, out, post):
         return
     buffer = np.empty((m, units), np.float32)
     _packed(m, k, units, a, weight, (buffer.ctypes.data, units, 1), fused)
-    transpose.batched_f32(buffer, out, 1, m, units)
-    if fused != post:
-        packed.apply_post(out, post)
+    transpose.batched_f32(buffer, out, 1, m, units, post - fused)
 
 
 @njit(nogil=True)

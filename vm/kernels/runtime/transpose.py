@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.extending import intrinsic
 
 from vm.kernels.runtime import jobs, packed
@@ -79,11 +79,14 @@ def tile_count(batches, rows, cols):
 
 
 @njit(nogil=True, cache=True)
-def tiles_range(source, target, batches, rows, cols, first, last):
+def tiles_range(source, target, batches, rows, cols, first, last, post=0):
     """Tiles ``first:last`` of ``target[b, j, i] = source[b, i, j]`` (float32 arrays of
     ``batches * rows * cols`` elements at byte addresses), numbered by batch, then by
     column of the source, then by row, so that a range of tiles writes a run of the
-    target's rows."""
+    target's rows. ``post``, when not 0, is the address of a convolution's epilogue
+    (:func:`vm.kernels.runtime.packed.post_epilogue`) whose unit ``j`` is the target's row
+    ``j`` (one batch): each tile applies it to the block it stored, while that is in
+    cache."""
     row_tiles = (rows + TILE - 1) // TILE
     per_batch = row_tiles * ((cols + TILE - 1) // TILE)
     for t in range(first, last):
@@ -94,27 +97,34 @@ def tiles_range(source, target, batches, rows, cols, first, last):
         at_target = base + c0 * rows + r0
         if r0 + TILE <= rows and c0 + TILE <= cols:
             tile16(source + at_source * 4, cols, target + at_target * 4, rows)
-            continue
-        for c in range(min(TILE, cols - c0)):
-            for r in range(min(TILE, rows - r0)):
-                packed.store(target, at_target + c * rows + r,
-                             packed.load(source, at_source + r * cols + c))  # fmt: skip
+        else:
+            for c in range(min(TILE, cols - c0)):
+                for r in range(min(TILE, rows - r0)):
+                    packed.store(target, at_target + c * rows + r,
+                                 packed.load(source, at_source + r * cols + c))  # fmt: skip
+        if post != 0:
+            block = carray(packed.floats(target + at_target * 4), (min(TILE, cols - c0), rows))
+            packed.apply_post(block[:, : min(TILE, rows - r0)], post, c0)
 
 
 @njit(nogil=True)
-def batched_f32(x, out, batches, rows, cols):
+def batched_f32(x, out, batches, rows, cols, post=0):
     """``out[b, j, i] = x[b, i, j]`` for the C-contiguous float32 ``x`` of ``batches *
     rows * cols`` elements and ``out`` of as many, shared with the polling workers by
-    tiles when it is big enough."""
+    tiles when it is big enough. ``post``: 0, or with one batch the address of an
+    epilogue to apply to ``out`` as its tiles are stored (see :func:`tiles_range`)."""
     if x.size != batches * rows * cols or out.size != x.size:
         raise ValueError("transpose: the arrays do not hold batches * rows * cols elements")
+    if post != 0 and batches != 1:
+        raise ValueError("transpose: an epilogue needs a single batch")
     source, target = np.int64(x.ctypes.data), np.int64(out.ctypes.data)
     tiles = tile_count(batches, rows, cols)
     if x.size >= SPLIT_ELEMENTS:
-        arguments = (source, target, np.int64(batches), np.int64(rows), np.int64(cols))
+        arguments = (source, target, np.int64(batches), np.int64(rows), np.int64(cols),
+                     np.int64(post))  # fmt: skip
         if jobs.share(jobs.TRANSPOSE, tiles, arguments, x.size):
             return
-    tiles_range(source, target, batches, rows, cols, 0, tiles)
+    tiles_range(source, target, batches, rows, cols, 0, tiles, np.int64(post))
 
 
 @jobs.chunk(jobs.TRANSPOSE)
@@ -124,7 +134,7 @@ def _tiles_chunk(slot, index, parts):
     batches, rows, cols = a(slot, 2), a(slot, 3), a(slot, 4)
     tiles = tile_count(batches, rows, cols)
     first, last = tiles * index // parts, tiles * (index + 1) // parts
-    tiles_range(a(slot, 0), a(slot, 1), batches, rows, cols, first, last)
+    tiles_range(a(slot, 0), a(slot, 1), batches, rows, cols, first, last, a(slot, 5))
 
 
 #: What the entry point generated kernels call needs before such a kernel is compiled or

@@ -29,7 +29,7 @@ from tests.vm.kernels.harness import SUMS, Program, check
 from tests.vm.kernels.workers import assert_shared, needs_workers
 from vm.kernels import load_kernel
 from vm.kernels.emit_conv import CHANNELS_LAST_MAX_WIDTH
-from vm.kernels.runtime import conv_jobs, jobs
+from vm.kernels.runtime import conv_jobs, jobs, packed
 from vm.kernels.runtime import depthwise as dwc
 
 RNG = np.random.default_rng(15)
@@ -158,6 +158,33 @@ def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue(dtype, entry) 
     check(program, [value], tolerances=SUMS)
 
 
+@pytest.mark.parametrize(("dtype", "entry"), [("float32", True), ("float64", False)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((1, 16, 61, 45), 2, 8, (3, 3), {"padding": (1, 1), "strides": (2, 1)}),
+        ((2, 64, 9, 9), 2, 32, (3, 3), {"padding": (1, 1)}),
+    ],
+    ids=["bands", "pixel_rows"],
+)
+def test_wide_groups_apply_bias_residual_and_relu_as_they_store(case, dtype, entry) -> None:
+    # As RegNet's grouped layers (batch norm folded into a bias) and ResNeXt's. float32
+    # reaches grouped_columns through its entry point, which applies the chain; float64
+    # goes through Python, the chain after each image.
+    plain, value = make(case, dtype)
+    shape = plain.values[value].shape
+    data, weight = plain.inputs
+    program = Program([data, weight, tensor(dtype, shape[1]), tensor(dtype, *shape)])
+    (value,) = program.add("nn.conv2d", [0, 1], groups=case[1], **case[4])
+    (value,) = program.add("nn.bias_add", [value, 2])
+    (value,) = program.add("add", [value, 3])
+    (value,) = program.add("nn.relu", [value])
+    source = load_kernel(program.description([value])).path.read_text()
+    assert ("convolution.grouped_f32(" in source) == entry
+    assert ("convolution.post_epilogue(" in source) == entry
+    check(program, [value], tolerances=SUMS)
+
+
 def _same_bits_alone_and_shared(run, x, w3, out_shape, geometry) -> None:
     """``run`` (image_groups or image_channels_last) gives the same bits on the calling
     thread alone as when the polling workers share the image."""
@@ -204,13 +231,39 @@ def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_sa
     # at 28x28 both by columns in bands of rows, three groups of 64 shared as their bands.
     assert (og >= 32 and size * size < conv_jobs.GROUPED_ROWS_MAX_PLANE) == (og == 32)
     assert (conv_jobs._grouped_bands(og, size, size)[1] > 1) == (size == 28)
+    _grouped_alone_shared_and_reference(groups, cg, og, size, epilogue=False)
+
+
+@needs_workers
+@pytest.mark.parametrize(("groups", "cg", "og", "size"), [(8, 32, 32, 14), (3, 64, 64, 28)])
+def test_a_grouped_convolution_applies_its_epilogue_to_each_band_alone_and_shared(
+    groups, cg, og, size
+) -> None:
+    # Bias, residual and relu, by pixel rows (one band a group) and by bands of columns.
+    _grouped_alone_shared_and_reference(groups, cg, og, size, epilogue=True)
+
+
+def _grouped_alone_shared_and_reference(groups, cg, og, size, epilogue) -> None:
+    """grouped_columns on image 1 of two, 3x3 with padding 1, with the epilogue (bias,
+    residual, relu) or none: the calling thread alone matches float64 loops, and the
+    polling workers sharing it give the same bits."""
     x, w3 = tensor("float32", 2, groups * cg, size, size), tensor("float32", groups, og, cg * 9)
     geometry = (3, 3, 1, 1, 1, 1, 1, 1, size, size)
     jobs.require(jobs.GROUPED)
-    alone = np.full((2, groups * og, size * size), np.nan, "float32")
+    shape = (2, groups * og, size * size)
+    bias, residual = tensor("float32", groups * og), tensor("float32", *shape)
+
+    def run(out: np.ndarray) -> None:
+        if not epilogue:
+            conv_jobs.grouped_columns(x, w3, out, 1, *geometry)
+            return
+        post = packed.post_epilogue(groups * og, bias, 0.0, np.inf, packed.RELU, residual, out)
+        conv_jobs.grouped_columns(x, w3, out, 1, *geometry, packed.post_address(post))
+
+    alone = np.full(shape, np.nan, "float32")
     jobs.SLOT[jobs._BUSY] = 1  # as while another job holds the slot: the caller works alone
     try:
-        conv_jobs.grouped_columns(x, w3, alone, 1, *geometry)
+        run(alone)
     finally:
         jobs.SLOT[jobs._BUSY] = 0
     assert np.isnan(alone[0]).all()  # the other image is left alone
@@ -223,10 +276,13 @@ def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_sa
             for j in range(3):
                 taps = padded[g * cg : (g + 1) * cg, i : i + size, j : j + size]
                 expected[o] += np.tensordot(weight[o, :, i, j], taps, axes=1)
+    if epilogue:
+        expected += bias[:, None, None] + residual[1].reshape(expected.shape)
+        expected = np.maximum(expected, 0.0)
     np.testing.assert_allclose(alone[1].reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
     shared = np.full_like(alone, np.nan)
     assert_shared(
-        lambda: conv_jobs.grouped_columns(x, w3, shared, 1, *geometry),
+        lambda: run(shared),
         lambda: np.testing.assert_array_equal(shared[1], alone[1]),
     )
 

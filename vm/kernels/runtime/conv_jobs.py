@@ -40,8 +40,9 @@ _X, _IMAGES, _IMAGE, _CHANNELS, _SIZE, _KERNEL, _STRIDE, _PAD, _DILATION, _OUT, 
 )
 # An im2row job (im2row): its matrix of pixel rows.
 _MATRIX = jobs.FIRST_ARGUMENT + 11
-# A convolution job (packed_conv): the packed weight, the output, its channels, the
-# weight's depth, the output rows of a chunk and the tiles' epilogue.
+# A convolution job (packed_conv; grouped_columns without the block): the packed (grouped:
+# flattened) weight, the output, its channels, the weight's depth, the output rows of a
+# chunk and the epilogue.
 _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _BLOCK, _POST = range(
     jobs.FIRST_ARGUMENT + 11, jobs.FIRST_ARGUMENT + 17
 )
@@ -133,13 +134,15 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
 
 
 @njit(nogil=True, cache=True)
-def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post=0):
     """Image ``n`` of a float32 grouped convolution of C-contiguous NCHW ``x`` by ``w3``
     ``(groups, og, cg * kh * kw)`` (each group's OIHW weight flattened) into ``out3``
     ``(images, groups * og, out_h * out_w)``, its groups shared with the polling workers
-    (:func:`_grouped_range`). A grouped convolution otherwise ran a group at a time
-    through Python, an im2col matrix and a BLAS call each: ResNeXt's and RegNet's groups
-    of 8 to 32 channels at 30-60 GFLOP/s, 2.4-9.6x onnxruntime's time (AMD EPYC Zen 5).
+    (:func:`_grouped_range`); ``post``, when not 0, the address of the epilogue to apply
+    (:func:`vm.kernels.runtime.packed.post_epilogue`, a unit an output channel). A
+    grouped convolution otherwise ran a group at a time through Python, an im2col matrix
+    and a BLAS call each: ResNeXt's and RegNet's groups of 8 to 32 channels at 30-60
+    GFLOP/s, 2.4-9.6x onnxruntime's time (AMD EPYC Zen 5).
 
     The shared units are bands of a group's output rows (:func:`_grouped_bands`), so that
     three groups keep two threads busy, and each band's columns stay in the second-level
@@ -151,11 +154,12 @@ def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w
     slot = jobs.slot()
     threads = jobs.claim(slot, jobs.GROUPED, groups * og * k * out_h * out_w) if units > 1 else 0
     if threads == 0:
-        _grouped_range(x, n, window, strided, w3, out3.ctypes.data, 0, units)
+        _grouped_range(x, n, window, strided, w3, out3.ctypes.data, np.int64(post), 0, units)
         return
     words = (*_window_words(x, n, window, strided), np.int64(w3.ctypes.data),
-             np.int64(out3.ctypes.data), np.int64(groups * og), np.int64(k))  # fmt: skip
-    at = (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH)
+             np.int64(out3.ctypes.data), np.int64(groups * og), np.int64(k),
+             np.int64(post))  # fmt: skip
+    at = (*_WINDOW_AT, _WEIGHT, _OUTPUT, _UNITS, _DEPTH, _POST)
     jobs.post(slot, min(2 * threads, units), jobs.GROUPED, at, words)
 
 
@@ -185,16 +189,19 @@ def _grouped_bands(og, out_h, out_w):
 
 
 @njit(nogil=True)
-def _grouped_range(x, n, window, strided, w3, out_at, lo, hi):
-    """Units ``lo:hi`` of :func:`grouped_columns` (``out_at`` the address of ``out3``), a
-    unit a band of a group's output rows (:func:`_grouped_bands`), group by group. Each
+def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
+    """Units ``lo:hi`` of :func:`grouped_columns` (``out_at`` the address of ``out3``,
+    ``post`` its epilogue or 0), a unit a band of a group's output rows
+    (:func:`_grouped_bands`), group by group. Each
     group's weight is packed into panels and multiplied by the im2col matrix of a band of
     its input channels' windows as a pointwise convolution multiplies its input
     (:func:`vm.kernels.runtime.pointwise.strip`: a group's output channels, often 8 or 16,
     are the rows of the register tiles and its pixels their vectors, so no lane idles),
     or, in one band, by its im2row matrix, pixels as the rows (see
     :data:`GROUPED_ROWS_MAX_PLANE`). A band is the convolution of rows ``r0:r1`` alone:
-    its window starts ``r0`` strides lower, the top padding less that much."""
+    its window starts ``r0`` strides lower, the top padding less that much. The epilogue
+    is applied to each band as soon as it is stored, while it is in cache, on the thread
+    that stored it."""
     groups, og, k = w3.shape
     _, channels, height, width = x.shape
     cg = channels // groups
@@ -218,6 +225,7 @@ def _grouped_range(x, n, window, strided, w3, out_at, lo, hi):
             source = carray(floats(first), (1, cg, height, width))
             conv_loops.im2row(source, 0, rows, *window, 0, out_h)
             products.packed_pixel_rows(rows, weight, out)
+            packed.apply_post(out, post, g * og)
             continue
         r0 = band * block
         r1 = min(out_h, r0 + block)
@@ -225,8 +233,13 @@ def _grouped_range(x, n, window, strided, w3, out_at, lo, hi):
         flat = cols[: k * pixels].reshape((k, pixels))
         part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
         _fill(x, n, g * cg, cg, flat, part, strided)
+        at = out_at_g + r0 * out_w * 4
         pointwise.strip(np.int64(cols.ctypes.data), pixels, k, np.int64(weight.ctypes.data), og,
-                        out_at_g + r0 * out_w * 4, plane)  # fmt: skip
+                        at, plane)  # fmt: skip
+        if post != 0:
+            # Rows a plane apart, of which the band's pixels are the first.
+            band_out = carray(floats(at), (og, plane))[:, :pixels]
+            packed.apply_post(band_out, post, g * og)
 
 
 @njit(nogil=True)
@@ -264,7 +277,8 @@ def _grouped_chunk(slot, index, parts):
     lo, hi = units * index // parts, units * (index + 1) // parts
     if hi > lo:
         w3 = carray(floats(jobs.word(slot, _WEIGHT)), (groups, og, k))
-        _grouped_range(x, n, window, strided, w3, jobs.word(slot, _OUTPUT), lo, hi)
+        out_at, post = jobs.word(slot, _OUTPUT), jobs.word(slot, _POST)
+        _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi)
 
 
 #: Pixels of the column block :func:`packed_conv` builds at a time, about: seven panels

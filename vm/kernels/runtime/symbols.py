@@ -33,15 +33,16 @@ WRITE = "relayvm_write"
 KERNEL_CALLBACK = "relayvm_kernel_callback"
 #: C entry points compiled on first need (:func:`vm.kernels.runtime.callbacks.entry`): a
 #: product, a stack of products, the packed dense product, the float32 convolution's
-#: column blocks, float32 depthwise images by groups and channels-last, the register
-#: tiles of a panel that every product by a packed weight runs, and a convolution's
-#: products by pixel panels.
+#: column blocks, float32 depthwise images by groups and channels-last, float32 grouped
+#: convolutions of wider groups, the register tiles of a panel that every product by a
+#: packed weight runs, and a convolution's products by pixel panels.
 PRODUCT = "relayvm_product"
 BATCHED = "relayvm_batched"
 PACKED = "relayvm_packed"
 CONV_BLOCKS = "relayvm_conv_blocks"
 DEPTHWISE_GROUPS = "relayvm_depthwise_groups"
 DEPTHWISE_CHANNELS = "relayvm_depthwise_channels"
+GROUPED = "relayvm_grouped"
 TILE = "relayvm_tile"
 PIXEL_PANELS = "relayvm_pixel_panels"
 
@@ -59,6 +60,7 @@ SYMBOLS = (
     CONV_BLOCKS,
     DEPTHWISE_GROUPS,
     DEPTHWISE_CHANNELS,
+    GROUPED,
     TILE,
     PIXEL_PANELS,
 )

@@ -236,10 +236,8 @@ def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
         at = out_at_g + r0 * out_w * 4
         pointwise.strip(np.int64(cols.ctypes.data), pixels, k, np.int64(weight.ctypes.data), og,
                         at, plane)  # fmt: skip
-        if post != 0:
-            # Rows a plane apart, of which the band's pixels are the first.
-            band_out = carray(floats(at), (og, plane))[:, :pixels]
-            packed.apply_post(band_out, post, g * og)
+        # Rows a plane apart, of which the band's pixels are the first.
+        packed.apply_post(carray(floats(at), (og, plane))[:, :pixels], post, g * og)
 
 
 @njit(nogil=True)

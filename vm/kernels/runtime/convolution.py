@@ -43,6 +43,7 @@ from vm.kernels.runtime import (
     threads,
     winograd,
 )
+from vm.kernels.runtime import depthwise as dwc
 
 #: The epilogue array generated kernels pass to :func:`conv_packed_into`, and its
 #: activations.
@@ -305,21 +306,15 @@ def _conv_blocks_entry(address):
 
 _conv_blocks_symbol = types.ExternalFunction(symbols.CONV_BLOCKS, _ENTRY)
 
-#: The words of a grouped convolution's block (:func:`grouped_f32`): the input's address
-#: and shape, the weight's address and ``(groups, og, k)``, the output's address and
-#: ``(images, channels, pixels)``, the image, the window and the epilogue's address.
-_GROUPED_WORDS = 5 + 4 + 4 + 1 + 10 + 1
-
 
 @callbacks.entry(symbols.GROUPED, _ENTRY, links=(symbols.TILE, symbols.PIXEL_PANELS))
 def _grouped_entry(address):
-    """:func:`vm.kernels.runtime.conv_jobs.grouped_columns` on the block of :func:`grouped_f32`."""
-    b = carray(products.int64s(address), (_GROUPED_WORDS,))
-    x = carray(products.floats(b[0]), (b[1], b[2], b[3], b[4]))
-    w3 = carray(products.floats(b[5]), (b[6], b[7], b[8]))
-    out3 = carray(products.floats(b[9]), (b[10], b[11], b[12]))
-    conv_jobs.grouped_columns(x, w3, out3, b[13], b[14], b[15], b[16], b[17], b[18], b[19],
-                              b[20], b[21], b[22], b[23], b[24])  # fmt: skip
+    """:func:`vm.kernels.runtime.conv_jobs.grouped_columns` on the block of :func:`grouped_f32`
+    (the depthwise entry points' block, :func:`vm.kernels.runtime.depthwise.entry_block`)."""
+    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = dwc.entry_arguments(
+        address
+    )
+    conv_jobs.grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, post)
     return 1
 
 
@@ -554,19 +549,7 @@ def grouped_f32(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, po
     out_h * out_w)``, ``post`` the epilogue to apply as each band of output rows is stored
     (:func:`vm.kernels.runtime.packed.post_epilogue`) or an empty array (an argument, so
     that it lives until the convolution is done)."""
-    x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
-    if not out3.flags.c_contiguous:
-        raise ValueError("grouped convolution: the output must be C-contiguous")
-    block = np.empty(_GROUPED_WORDS, np.int64)
-    block[0], block[5], block[9] = x.ctypes.data, w3.ctypes.data, out3.ctypes.data
-    for i in range(4):
-        block[1 + i] = x.shape[i]
-    for i in range(3):
-        block[6 + i], block[10 + i] = w3.shape[i], out3.shape[i]
-    block[13], block[24] = n, packed.post_address(post)
-    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
-    for i in range(10):
-        block[14 + i] = window[i]
+    block = dwc.entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _grouped_symbol(block.ctypes.data)
 
 

@@ -802,6 +802,13 @@ def _block_word(block, i):
 
 
 @njit(nogil=True)
+def entry_arguments(address):
+    """The arrays and geometry that :func:`entry_block` put in the block at ``address``, in
+    the order of its parameters."""
+    return _unpack(_block_word, carray(products.int64s(address), (WORDS,)))
+
+
+@njit(nogil=True)
 def image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post=0):
     """Image ``n`` of a depthwise convolution (one input channel per group, any channel
     multiplier), vectorized across channels; split between threads by channels when the
@@ -1045,20 +1052,14 @@ _ENTRY = types.int64(types.int64)
 @callbacks.entry(symbols.DEPTHWISE_GROUPS, _ENTRY)
 def _groups_entry(address):
     """:func:`image_groups` on the block of :func:`image_groups_f32`."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _unpack(
-        _block_word, carray(products.int64s(address), (WORDS,))
-    )
-    image_groups(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    image_groups(*entry_arguments(address))
     return 1
 
 
 @callbacks.entry(symbols.DEPTHWISE_CHANNELS, _ENTRY)
 def _channels_entry(address):
     """:func:`image_channels_last` on the block of :func:`image_channels_last_f32`."""
-    x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post = _unpack(
-        _block_word, carray(products.int64s(address), (WORDS,))
-    )
-    image_channels_last(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    image_channels_last(*entry_arguments(address))
     return 1
 
 
@@ -1067,12 +1068,15 @@ _channels_symbol = types.ExternalFunction(symbols.DEPTHWISE_CHANNELS, _ENTRY)
 
 
 @njit(nogil=True)
-def _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
-    """The words of :func:`_words` in an array, for an entry point; the arrays C-contiguous,
-    ``post`` an epilogue array (:func:`vm.kernels.runtime.packed.post_epilogue`) or empty."""
+def entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
+    """The words of :func:`_words` in an array, for the entry point of a float32
+    convolution by a ``(groups, og, k)`` weight (these and
+    :func:`vm.kernels.runtime.convolution.grouped_f32`); the arrays C-contiguous, ``post``
+    an epilogue array (:func:`vm.kernels.runtime.packed.post_epilogue`) or empty. The
+    entry point reads them back with :func:`entry_arguments`."""
     x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
     if not out3.flags.c_contiguous:
-        raise ValueError("depthwise: the output must be C-contiguous")
+        raise ValueError("convolution entry point: the output must be C-contiguous")
     address = packed.post_address(post)
     words = _words(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, address)
     block = np.empty(WORDS, np.int64)
@@ -1086,7 +1090,7 @@ def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 
     """:func:`image_groups` for float32 arrays, through its entry point; ``post`` is the
     epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`) or an empty array
     (an argument, so that it lives until the convolution is done)."""
-    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    block = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _groups_symbol(block.ctypes.data)
 
 
@@ -1094,7 +1098,7 @@ def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 
 def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
     """:func:`image_channels_last` for float32 arrays, through its entry point (``post`` as
     for :func:`image_groups_f32`)."""
-    block = _block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    block = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _channels_symbol(block.ctypes.data)
 
 

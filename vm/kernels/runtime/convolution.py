@@ -228,7 +228,7 @@ def column_blocks_take(weight_bytes, out_h, out_w):
 #: (:func:`vm.kernels.runtime.products.packed_columns`) when its output plane is smaller than one
 #: panel of :data:`POINTWISE_MIN_PLANE` pixels (a squeeze-excite block's single pixel); smaller
 #: than :data:`POINTWISE_SMALL_PLANE` (7x7) and read from more than :data:`POINTWISE_SMALL_DEPTH`
-#: channels; or smaller than :data:`POINTWISE_DEEP_PLANE` and read from more than
+#: channels; or smaller than :data:`POINTWISE_DEEP_PLANE` (up to 9x9) and read from more than
 #: :data:`POINTWISE_DEEP_DEPTH`. All others run in the pixel panels of
 #: :func:`vm.kernels.runtime.pointwise.conv`. Those spend a whole panel on a short last one (17
 #: pixels of 49, 4 of 196); pixels as rows need a buffer and a transpose, which cost more than that
@@ -236,12 +236,17 @@ def column_blocks_take(weight_bytes, out_h, out_w):
 #: clamp, a swish or a residual, by pixels against by pixel panels, the least and the median of
 #: five runs (us): at 7x7 160 to 960 76/88 against 90/90, 192 to 1152 with a swish 119/133 against
 #: 159/163, 2048 to 512 480/500 against 538/545, but 96 to 576 43/59 against 40/41 and 40 to 240
-#: 18/19 against 16/17; at 14x14 even from 576 channels (576 to 96 100/116 against 109/111, 1024 to
-#: 256 422/493 against 440/444), and 96 to 576 142 against 105, 64 to 384 79-95 against 57.
+#: 18/19 against 16/17; at 14x14 alone even (1024 to 256 422/493 against 440/444). From 10x10 the
+#: panels win inside a model, where the buffer's transpose applies a residual on one thread, and
+#: on another Xeon alone too (with AMX, family 6 model 167 under KVM), 2 threads, 1024 to
+#: 256 with relu6 alone at 14x14 487 -> 347 us, at 10x10 275 -> 199 (at 9x9 576 to 96 lost, 46 ->
+#: 64); in a chain of MobileNetV2's 14x14 blocks the 576 to 96 projection with its residual
+#: 150-165 -> 126-134; in ResNet-50's profile 1024 to 256 at 14x14 636 -> 532 us a layer, in
+#: EfficientNet-B0's 672 to 112 228 -> 191.
 POINTWISE_MIN_PLANE = 32
 POINTWISE_SMALL_PLANE = 64
 POINTWISE_SMALL_DEPTH = 128
-POINTWISE_DEEP_PLANE = 256
+POINTWISE_DEEP_PLANE = 100
 POINTWISE_DEEP_DEPTH = 256
 
 

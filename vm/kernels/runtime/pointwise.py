@@ -15,7 +15,7 @@ channels in order, so the bits do not depend on the number of threads.
 
 MobileNet's expansions (16 to 96 channels at 112x112, 64 to 384 at 14x14) are this shape;
 through OpenBLAS from Python they ran at 25-60 GFLOP/s in a model. Planes of 7x7 read
-from more than 128 channels, and of 14x14 from more than 256, run with pixels as the rows
+from more than 128 channels, and up to 9x9 from more than 256, run with pixels as the rows
 of the tiles instead (:func:`vm.kernels.runtime.products.packed_columns`), which waste no
 pixel on a short panel (see :data:`vm.kernels.runtime.convolution.POINTWISE_MIN_PLANE`).
 """

@@ -236,13 +236,13 @@ def column_blocks_take(weight_bytes, out_h, out_w):
 #: clamp, a swish or a residual, by pixels against by pixel panels, the least and the median of
 #: five runs (us): at 7x7 160 to 960 76/88 against 90/90, 192 to 1152 with a swish 119/133 against
 #: 159/163, 2048 to 512 480/500 against 538/545, but 96 to 576 43/59 against 40/41 and 40 to 240
-#: 18/19 against 16/17; at 14x14 alone even (1024 to 256 422/493 against 440/444). From 10x10 the
-#: panels win inside a model, where the buffer's transpose applies a residual on one thread, and
-#: on another Xeon alone too (with AMX, family 6 model 167 under KVM), 2 threads, 1024 to
-#: 256 with relu6 alone at 14x14 487 -> 347 us, at 10x10 275 -> 199 (at 9x9 576 to 96 lost, 46 ->
-#: 64); in a chain of MobileNetV2's 14x14 blocks the 576 to 96 projection with its residual
-#: 150-165 -> 126-134; in ResNet-50's profile 1024 to 256 at 14x14 636 -> 532 us a layer, in
-#: EfficientNet-B0's 672 to 112 228 -> 191.
+#: 18/19 against 16/17; at 14x14 alone even (1024 to 256 422/493 against 440/444). From 10x10
+#: the panels win in a model, where the buffer's transpose applies a residual on the calling
+#: thread alone (outputs below transpose.SPLIT_ELEMENTS), and on another Xeon (with AMX, family 6
+#: model 167 under KVM, 2 threads) alone too: 1024 to 256 with relu6 at 14x14 487 -> 347 us, at
+#: 10x10 275 -> 199, but at 9x9 576 to 96 46 -> 64. There, in a chain of MobileNetV2's 14x14
+#: blocks, the 576 to 96 projection with its residual 150-165 -> 126-134 us; in ResNet-50's
+#: profile 1024 to 256 at 14x14 636 -> 532 a layer, in EfficientNet-B0's 672 to 112 228 -> 191.
 POINTWISE_MIN_PLANE = 32
 POINTWISE_SMALL_PLANE = 64
 POINTWISE_SMALL_DEPTH = 128

@@ -492,10 +492,12 @@ def _transposed(m, k, a, weight, out, post):
     (:func:`vm.kernels.runtime.packed.post_columns`), and the buffer is transposed into
     ``out`` by register tiles (:func:`vm.kernels.runtime.transpose.batched_f32`). An
     epilogue with a residual, laid out as ``out``, is applied by the transpose's tiles to
-    what each stored, shared as they are: applied after the transpose on the calling
-    thread alone, it took a fifth of RegNetY's 512-channel 1x1 layers at 14x14 (623
-    against 516 us without the residual; AMD EPYC Zen 4, two threads). Stored into
-    ``out`` directly, a tile's 32 columns were 32 floats written to 32 rows, each alone."""
+    what each stored, shared as they are from :data:`vm.kernels.runtime.transpose.SPLIT_ELEMENTS`:
+    applied after the transpose on the calling thread alone, it took a fifth of RegNetY's
+    512-channel 1x1 layers at 14x14 (623 against 516 us without the residual; AMD EPYC
+    Zen 4, two threads; such planes now run by pixel panels, see
+    :data:`vm.kernels.runtime.convolution.POINTWISE_DEEP_PLANE`). Stored into ``out``
+    directly, a tile's 32 columns were 32 floats written to 32 rows, each alone."""
     units = out.shape[0]
     if k >= packed.BLOCKED_MIN_DEPTH:
         # The blocks of a deep product already go through a buffer of their own.

@@ -40,6 +40,12 @@ their intervals overlap (inclusive, so a kernel never writes its output over one
 own inputs) unless they are defined in different branches of the same ``if`` / ``match``,
 which never both run. Escaping buffers get intervals that never end.
 
+One exception to that inclusive rule: a kernel call whose output may be written over an
+argument (:func:`compiler.backend.in_place.in_place_argument`: a pointwise convolution
+and its residual) gets that argument's bytes when the argument is a buffer of the same
+size that dies at the call and neither escapes (``MemoryObject.over``); the two are then
+one block from the argument's call to the output's last use.
+
 Storage layout
 --------------
 Non-escaping buffers form the *pool*; escaping ones the *result* arena. A function whose
@@ -85,6 +91,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from compiler.backend.in_place import in_place_argument
 from compiler.backend.match_compiler import is_irrefutable
 from compiler.backend.views import is_view_primitive
 from compiler.ir.expr import (
@@ -267,7 +274,9 @@ class MemoryObject:
     ``nbytes`` is ``None`` when the size is not static. ``start`` is the position of the
     call that makes it, ``last_use`` the last position where a value referring to it is
     used, ``escapes`` whether it outlives the frame's control. ``storage`` and ``offset``
-    place a buffer (``None`` for foreign objects and dynamic shapes).
+    place a buffer (``None`` for foreign objects and dynamic shapes). ``over`` is the
+    buffer whose bytes this one is written over, at the kernel call where that one dies
+    (:mod:`compiler.backend.in_place`), or None.
     """
 
     index: int
@@ -281,6 +290,7 @@ class MemoryObject:
     shape: tuple[int, ...] | None = None
     storage: int | None = None
     offset: int | None = None
+    over: int | None = None
     # Where the object was made and last used (scope tree nodes), for kill placement.
     _home: AnyT = field(default=None, repr=False, compare=False)
     _last_at: AnyT = field(default=None, repr=False, compare=False)
@@ -401,6 +411,8 @@ class FunctionPlan:
         for o in self.buffers:
             end = "escapes" if o.escapes else str(o.last_use)
             where = "dynamic" if o.storage is None else f"storage {o.storage} @ {o.offset}"
+            if o.over is not None:
+                where += f" over buffer {o.over}"
             lines.append(
                 f"  buffer {o.index}: {o.dtype}{list(o.shape or ())} {o.nbytes} B "
                 f"[{o.start}, {end}] {where}"
@@ -587,6 +599,9 @@ class _Liveness:
         self.tasks: list[tuple[AnyT, AnyT]] = []
         self.objects: list[MemoryObject] = []
         self.calls: list[KernelCall] = []
+        # (output, argument's object, position) of each kernel call that may write its
+        # output over an argument (compiler.backend.in_place).
+        self.over: list[tuple[int, int, int]] = []
         self.bindings: list[Var] = []
         self.binding_objects: list[_Binding] = []
         self.var_alias: dict[Var, frozenset[int]] = {}
@@ -782,6 +797,11 @@ class _Liveness:
             nbytes = _nbytes(shape, leaf.dtype) if static else None
             outputs.append(self._new(BUFFER, nbytes, dtype=leaf.dtype, shape=shape))
         self.calls.append(KernelCall(call, tuple(outputs)))
+        if len(outputs) == 1:
+            at = in_place_argument(call)
+            if at is not None and len(args[at][0]) == 1:
+                (source,) = args[at][0]
+                self.over.append((outputs[0], source, self.last_work))
         if leaves is None:
             self._result(call, _EMPTY)  # the code generator reports the missing type
         else:
@@ -950,6 +970,7 @@ def _finish(walk: _Liveness, planned: bool) -> FunctionPlan:
             o.storage, o.offset = 0, offset
         storages: tuple[int, ...] = (unplanned,) if static else ()
     else:
+        _write_over(walk)
         storages = _layout(static)
         if not walk.shared:
             kills = _kills(walk, storages)
@@ -966,28 +987,53 @@ def _finish(walk: _Liveness, planned: bool) -> FunctionPlan:
     )
 
 
-def _blocks(objs: Sequence[MemoryObject]) -> list[Block]:
-    return [Block(o.nbytes or 0, o.start, o.end, o.arms) for o in objs]
+def _write_over(walk: _Liveness) -> None:
+    """Set ``over`` on each output that may be written over an argument dying at its call:
+    a static buffer of the same size, neither of them escaping (both stay in the pool)."""
+    objects = walk.objects
+    for output, source, position in walk.over:
+        out, arg = objects[output], objects[source]
+        if (
+            arg.kind == BUFFER
+            and arg.nbytes is not None
+            and arg.nbytes == out.nbytes
+            and arg.last_use == position
+            and not arg.escapes
+            and not out.escapes
+        ):
+            out.over = source
+
+
+def _place(objs: Sequence[MemoryObject], storage: int) -> int:
+    """Place ``objs`` in one storage; returns its size. An object written over another's
+    bytes (``MemoryObject.over``) takes the offset of the first of its chain, whose block
+    then spans the whole chain."""
+    head: dict[int, int] = {}
+    end: dict[int, int] = {}
+    for o in objs:  # in evaluation order: ``over`` names an earlier object
+        first = head.get(o.over, o.index) if o.over is not None else o.index
+        head[o.index] = first
+        end[first] = max(end.get(first, o.end), o.end)
+    heads = [o for o in objs if head[o.index] == o.index]
+    offsets, size = assign_offsets(
+        [Block(o.nbytes or 0, o.start, end[o.index], o.arms) for o in heads]
+    )
+    placed = dict(zip((o.index for o in heads), offsets))
+    for o in objs:
+        o.storage, o.offset = storage, placed[head[o.index]]
+    return size
 
 
 def _layout(static: Sequence[MemoryObject]) -> tuple[int, ...]:
     """Place every static buffer; returns the storage sizes (see "Storage layout")."""
     if not static:
         return ()
-    offsets, size = assign_offsets(_blocks(static))
     pool = [o for o in static if not o.escapes]
     results = [o for o in static if o.escapes]
+    size = _place(static, 0)
     if not pool or not results or size <= SHARED_STORAGE_BYTES:
-        for o, offset in zip(static, offsets):
-            o.storage, o.offset = 0, offset
         return (size,)
-    pool_offsets, pool_size = assign_offsets(_blocks(pool))
-    result_offsets, result_size = assign_offsets(_blocks(results))
-    for o, offset in zip(pool, pool_offsets):
-        o.storage, o.offset = 0, offset
-    for o, offset in zip(results, result_offsets):
-        o.storage, o.offset = 1, offset
-    return (pool_size, result_size)
+    return (_place(pool, 0), _place(results, 1))
 
 
 def _kill_anchor(walk: _Liveness, home: _Scope, last_at: tuple) -> _Binding | None:

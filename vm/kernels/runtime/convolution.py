@@ -191,6 +191,13 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
     thread, the products of ResNet-50's deep 3x3 convolutions: 135-164 GFLOP/s against
     101-118)."""
     plane = out_h * out_w
+    kept = None
+    if post and packed.writes_over_residual(post):
+        # Pixel rows store before they add (see _conv_blocks); these stay referenced here
+        # until the loops are done.
+        kept = out3[n].copy()
+        kept_post = packed.moved_residual(post, out3.shape[1], kept, out3[n])
+        post = int(kept_post.ctypes.data)
     source = workspace("cols", rows * plane, x.dtype).reshape(plane, rows)
     share = out3.shape[1] * rows * plane >= SMALL_CONV_FLOPS
     window = ((kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w))
@@ -250,8 +257,55 @@ POINTWISE_DEEP_PLANE = 100
 POINTWISE_DEEP_DEPTH = 256
 
 
+@register_jitable
+def pointwise_panels_take(plane, depth):
+    """Whether a pointwise convolution of an output plane of ``plane`` pixels read from
+    ``depth`` channels runs in pixel panels (:func:`vm.kernels.runtime.pointwise.conv`)
+    rather than with pixels as the tiles' rows (see :data:`POINTWISE_MIN_PLANE`). Only the
+    panels write an output over its residual, so the memory plan asks too (in plain
+    Python, :mod:`compiler.backend.in_place`)."""
+    return not (
+        plane < POINTWISE_MIN_PLANE
+        or (plane < POINTWISE_SMALL_PLANE and depth > POINTWISE_SMALL_DEPTH)
+        or (plane < POINTWISE_DEEP_PLANE and depth > POINTWISE_DEEP_DEPTH)
+    )
+
+
+@register_jitable
+def written_over_pays(plane, depth):
+    """Whether a pointwise convolution of an output plane of ``plane`` pixels read from
+    ``depth`` channels gains by writing its output over its residual, as the memory plan
+    may arrange (:mod:`compiler.backend.in_place`, which asks in plain Python): pixel
+    panels (:func:`pointwise_panels_take`) whose product runs as one block of ``k``. A
+    product in blocks of ``k`` then keeps its partial sums in scratch tiles and copies
+    them out, which cost more than the residual's second buffer saved.
+
+    ResNet-50's 64 to 256 channels at 56x56 with its residual, profiled in the model
+    (AMD EPYC Zen 4, 32 KB L1, 2 threads, least of twelve runs, two pairs of runs): 605
+    -> 545 and 671 -> 546 us a layer written over; its 128 to 512 at 28x28, in two
+    blocks of k there, 609 -> 653 (see benchmarks/NOTES.md)."""
+    return pointwise_panels_take(plane, depth) and packed.one_k_block(depth)
+
+
 @njit(nogil=True, cache=True)
 def _conv_blocks(x, w, out3, rows, window, post):
+    """:func:`_conv_paths`, given a copy of the residual when the output is to be written
+    over it (:func:`vm.kernels.runtime.packed.writes_over_residual`) and the path taken is
+    not the pixel panels, which alone can: an executable planned so by a version whose
+    paths differ still computes the right values."""
+    n, out_h, out_w = window[0], window[9], window[10]
+    panels = rows == 0 and pointwise_panels_take(out_h * out_w, w.shape[1])
+    if post == 0 or panels or not packed.writes_over_residual(post):
+        return _conv_paths(x, w, out3, rows, window, post)
+    kept = out3[n].copy()
+    moved = packed.moved_residual(post, out3.shape[1], kept, out3[n])
+    done = _conv_paths(x, w, out3, rows, window, packed.post_address(moved))
+    # Read after the call, so that neither is freed while the loops read them.
+    return done and kept.size + moved.size >= 0
+
+
+@njit(nogil=True)
+def _conv_paths(x, w, out3, rows, window, post):
     """A pointwise convolution (``rows`` 0: the 1x1 input is its own column matrix) in
     tiles by pixel panels or by pixels (see :data:`POINTWISE_MIN_PLANE`), without the
     GIL; :func:`vm.kernels.runtime.conv_jobs.packed_conv` for one that
@@ -262,11 +316,7 @@ def _conv_blocks(x, w, out3, rows, window, post):
     n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     if rows == 0:
         plane, depth = out_h * out_w, w.shape[1]
-        if (
-            plane < POINTWISE_MIN_PLANE
-            or (plane < POINTWISE_SMALL_PLANE and depth > POINTWISE_SMALL_DEPTH)
-            or (plane < POINTWISE_DEEP_PLANE and depth > POINTWISE_DEEP_DEPTH)
-        ):
+        if not pointwise_panels_take(plane, depth):
             products.packed_columns(x[n].reshape(depth, plane), w, out3[n], post)
         else:
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS

@@ -35,7 +35,7 @@ import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 from vm.kernels.runtime import callbacks, symbols, target
 from vm.kernels.runtime import vecmath as vx
@@ -602,6 +602,14 @@ def _pixel_k_block() -> int:
 
 PIXEL_K_BLOCK = _pixel_k_block()
 
+
+@register_jitable
+def one_k_block(k):
+    """Whether the pixel panels run a product of depth ``k`` as one block of it (a ``k``
+    within half a block of one runs so, not as a full block and a scrap)."""
+    return k <= PIXEL_K_BLOCK * 3 // 2
+
+
 #: float32 words of an epilogue's header (:func:`post_epilogue`) before its biases: lo,
 #: hi, the activation (:data:`CLAMP`, :data:`RELU` or :data:`SWISH`), whether a residual
 #: is added, and the residual's distance from the output in bytes (an int64 in words 4
@@ -618,7 +626,11 @@ def post_epilogue(units, bias, lo, hi, activation, residual, out):
     element by element, or an empty one for none (the loops find an element's residual
     at a fixed distance from it); ``activation`` is :data:`CLAMP` (to ``[lo, hi]``, NaN
     kept as ``clip`` keeps it), :data:`RELU` (the clamp turning NaN into ``lo``, as
-    ``nn.relu`` does) or :data:`SWISH`."""
+    ``nn.relu`` does) or :data:`SWISH`. ``residual`` may be ``out`` itself (the memory
+    plan writes a pointwise convolution's output over its residual when the residual
+    dies there, :mod:`compiler.backend.in_place`); the delta is then 0 and the loops
+    that support it read each element's residual just before they store it
+    (:func:`writes_over_residual`)."""
     post = np.empty(POST_HEADER + units, np.float32)
     post[0], post[1], post[2] = lo, hi, activation
     post[3] = 1.0 if residual.size else 0.0
@@ -635,6 +647,25 @@ def post_address(post):
     """The address compiled loops take for the epilogue array ``post``: 0 when it is
     empty (no epilogue)."""
     return np.int64(post.ctypes.data) if post.size else np.int64(0)
+
+
+@njit(nogil=True)
+def writes_over_residual(post):
+    """Whether the epilogue at address ``post`` (not 0) adds a residual that is the output
+    itself: an output the memory plan put in place of its residual (delta 0), which the
+    loops must read at each element before they store it, and never store a partial sum
+    into."""
+    return load(post, 3) != 0 and load_word(post, 2) == 0
+
+
+@njit(nogil=True)
+def moved_residual(post, units, residual, out):
+    """A copy of the epilogue at address ``post`` (``units`` biases) that reads its
+    residual from ``residual``, laid out as ``out``: for a loop that cannot write over
+    the residual (:func:`writes_over_residual`), given a copy of it."""
+    moved = carray(floats(post), (POST_HEADER + units,)).copy()
+    store_word(moved.ctypes.data, 2, np.int64(residual.ctypes.data) - np.int64(out.ctypes.data))
+    return moved
 
 
 @njit(nogil=True)
@@ -729,14 +760,17 @@ def _pixel_panels_entry(pa, k, rows, pb, ldb, columns, pc, ldc, post, unit):
         lo, hi, activation, residual, delta = post_fields(post)
         bias = post + (POST_HEADER + unit) * 4
     tiles = -(-rows // ROWS)
-    # A k within half a block of one runs as one block, not as a full one and a scrap.
-    block = PIXEL_K_BLOCK if k > PIXEL_K_BLOCK * 3 // 2 else k
+    block = k if one_k_block(k) else PIXEL_K_BLOCK
+    # An output written over its own residual (delta 0, see post_epilogue) must not hold
+    # a block's partial sums: they would replace the residual before the last block adds
+    # it. Those sums then stay in the scratch tiles too.
+    in_place = residual != 0 and delta == 0 and block < k
     for first in range(0, columns, PANEL):
         width = min(PANEL, columns - first)
         # A short last panel: its extra columns hold whatever follows b's rows, and go
         # through the scratch tiles so they do not reach c.
         base, ld = pc + first * 4, ldc
-        short = width < PANEL
+        short = width < PANEL or in_place
         if short:
             # The tiles add the bias; the residual and the activation come with the copy
             # out.

@@ -71,6 +71,9 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post, ldc):
     scratch = np.zeros((0, _PANEL), np.float32)
     held = -1
     copied = aliasing_rows(plane) and _PANEL < units <= plane and k <= COPY_MAX_DEPTH
+    # _short stores the product before it adds the residual: over the residual itself (an
+    # output planned in place of it, see packed.post_epilogue) it would add the product.
+    in_place = post != 0 and packed.writes_over_residual(post)
     for item in range(lo, hi):
         p, u = grid(plane, units, item)
         if item + WRITE_AHEAD < hi and not copied:
@@ -78,7 +81,7 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post, ldc):
         first = p * _PANEL
         width = min(_PANEL, plane - first)
         unit = u * _PANEL
-        if width < SHORT_ROWS:
+        if width < SHORT_ROWS and not in_place:
             _short(x + first * 4, plane, k, pw, units, u, pc + first * 4, width, post, ldc)
             continue
         if width == _PANEL and not copied:

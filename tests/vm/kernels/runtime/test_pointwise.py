@@ -185,3 +185,35 @@ def test_a_short_last_pixel_panel_gives_the_bits_of_a_whole_one(
     post = tiles.post_epilogue(units, bias, 0.0, 6.0, activation, short_residual, out)
     pointwise.conv(x, 0, weight, out, False, post.ctypes.data)
     np.testing.assert_array_equal(out, padded[:, :plane])
+
+
+# (plane, channels): whole panels from one block of k; a short last panel of 4 pixels (the
+# tiles' rows when written beside the residual); whole panels from blocks of k (on any
+# first-level cache up to 64 KB); pixels as the tiles' rows, which store before they add.
+OVER = [(64, 40), (196, 40), (128, 400), (49, 300)]
+
+
+@pytest.mark.parametrize(("plane", "channels"), OVER, ids=[f"{p}px_{c}ch" for p, c in OVER])
+def test_an_output_written_over_its_residual_gives_the_bits_of_one_beside_it(
+    plane: int, channels: int
+) -> None:
+    # The memory plan may put a pointwise convolution's output in place of its residual
+    # (compiler.backend.in_place): the epilogue's residual is then the output itself.
+    from vm.kernels.runtime import convolution
+
+    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    jobs.require(jobs.POINTWISE)
+    units = 45
+    x = tensor(1, channels, 1, plane)
+    weight = packed(tensor(units, channels, 1, 1))
+    bias = tensor(units)
+    residual = tensor(1, units, plane)
+    beside = np.full((1, units, plane), np.nan, np.float32)
+    window = (0, 1, 1, 1, 1, 0, 0, 1, 1, 1, plane)
+    post = tiles.post_epilogue(units, bias, 0.0, 6.0, tiles.CLAMP, residual[0], beside[0])
+    assert convolution._conv_blocks(x, weight, beside, 0, window, post.ctypes.data)
+    over = residual.copy()
+    post = tiles.post_epilogue(units, bias, 0.0, 6.0, tiles.CLAMP, over[0], over[0])
+    assert tiles.writes_over_residual(post.ctypes.data)
+    assert convolution._conv_blocks(x, weight, over, 0, window, post.ctypes.data)
+    np.testing.assert_array_equal(over, beside)

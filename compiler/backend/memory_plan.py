@@ -801,7 +801,10 @@ class _Liveness:
             at = in_place_argument(call)
             if at is not None and len(args[at][0]) == 1:
                 (source,) = args[at][0]
-                self.over.append((outputs[0], source, self.last_work))
+                # Bound to another parameter too, it is read as that while it is written.
+                others = (a[0] for i, a in enumerate(args) if i != at)
+                if not any(source in objects for objects in others):
+                    self.over.append((outputs[0], source, self.last_work))
         if leaves is None:
             self._result(call, _EMPTY)  # the code generator reports the missing type
         else:

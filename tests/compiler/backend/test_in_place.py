@@ -4,9 +4,9 @@ that places them.
 Returns group: a residual block's last 1x1 convolution writes its output over the
 residual, in whole pixel panels and with a short last one, and computes what the
 reference interpreter computes, through the VM's interpreter, its straight-line tier and
-the AOT executor alike. Not written over (and still right): a residual needed
-after the call, an output the function returns, a 3x3 window, a plane whose pixels are
-the tiles' rows, a product in blocks of k.
+the AOT executor alike. Not written over (and still right): a residual needed after the
+call or bound to another of the call's parameters, an output the function returns, a 3x3
+window, a plane whose pixels are the tiles' rows, a product in blocks of k.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 import vm
 from compiler import relay
 from compiler.backend.in_place import in_place_argument
-from compiler.backend.memory_plan import plan_function
+from compiler.backend.memory_plan import plan_body, plan_function
+from compiler.ir.visitor import let_chain
 from compiler.relay.vm import optimize
 
 RNG = np.random.default_rng(5)
@@ -134,6 +135,26 @@ def test_a_residual_still_needed_after_the_call_is_not_written_over() -> None:
     x = RNG.standard_normal((1, 32, 8, 8)).astype("float32")
     for got, want in zip(_run(mod, x), _reference(mod, x)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_residual_that_is_also_another_argument_of_the_call_is_not_written_over() -> None:
+    # conv(r) + r with r bound to two parameters of the kernel: written over, the
+    # convolution would read its input while the output replaced it.
+    with relay.transform.PassContext(opt_level=3):
+        lowered, _ = optimize(residual_block(32, 32, 8))
+    bindings, tail = let_chain(lowered["main"].body)
+    ((index, call, at),) = [
+        (i, let.value, at)
+        for i, let in enumerate(bindings)
+        if isinstance(let.value, relay.Call) and (at := in_place_argument(let.value)) is not None
+    ]
+    assert plan_body(lowered["main"].body).buffers[index].over is not None
+    shared = relay.Call(call.op, [call.args[at], *call.args[1:]], call.attrs)
+    shared._checked_type = call.checked_type
+    body = tail
+    for i, let in reversed(list(enumerate(bindings))):
+        body = relay.Let(let.var, shared if i == index else let.value, body)
+    assert all(o.over is None for o in plan_body(body).buffers)
 
 
 def test_an_output_the_function_returns_is_not_written_over_its_residual() -> None:

@@ -224,7 +224,7 @@ def column_blocks_take(weight_bytes, out_h, out_w):
     """Whether a float32 convolution by a packed weight of ``weight_bytes`` bytes with an
     ``out_h`` by ``out_w`` output plane (not a pointwise one) runs by column blocks
     (:func:`vm.kernels.runtime.conv_jobs.packed_conv`), each built and multiplied in cache:
-    a weight that stays in cache, and enough blocks to share. :func:`_conv_blocks` decides
+    a weight that stays in cache, and enough blocks to share. :func:`_conv_paths` decides
     by it, and so does ``compiler.transform.alter_op_layout`` (in plain Python)."""
     if weight_bytes > packed.CACHED_WEIGHT_BYTES:
         return False

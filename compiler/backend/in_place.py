@@ -67,7 +67,7 @@ def in_place_argument(call: Call) -> int | None:
         if known_type(residual) != out_type:
             continue
         conv = _bias_input(rest)
-        if conv is not None and _pointwise_by_panels(conv) and residual not in conv.args:
+        if conv is not None and _pays_to_write_over(conv) and residual not in conv.args:
             return func.params.index(residual)
     return None
 
@@ -93,7 +93,7 @@ def _bias_input(node: Expr) -> Call | None:
     return node if _is_op(node, {_CONV}) else None  # type: ignore[return-value]
 
 
-def _pointwise_by_panels(conv: Call) -> bool:
+def _pays_to_write_over(conv: Call) -> bool:
     """Whether ``conv`` is a 1x1, stride-1, unpadded packed convolution of float32 NCHW
     data that gains by writing over its residual (see the module docstring)."""
     from vm.kernels.runtime import convolution  # deferred: numba, only when planning

@@ -150,9 +150,14 @@ def test_a_kernel_needs_the_library_units_it_calls_and_the_units_they_call() -> 
     program, results = conv_packed_blocks()
     graph = library_units(program.description(results))
     entries = {unit.name: unit for unit in graph if unit.part == "entry"}
-    # The column blocks call the register tiles and the pixel panels by symbol.
+    # The column blocks call by symbol the register tiles, the pixel panels, a pointwise
+    # convolution's items and a product stored transposed; those two call the first two.
     blocks = entries[symbols.CONV_BLOCKS]
-    assert set(graph[blocks]) == {entries[symbols.TILE], entries[symbols.PIXEL_PANELS]}
+    tiles = {entries[symbols.TILE], entries[symbols.PIXEL_PANELS]}
+    items, transposed = entries[symbols.POINTWISE_ITEMS], entries[symbols.TRANSPOSED]
+    assert set(graph[blocks]) == tiles | {items, transposed}
+    assert set(graph[items]) == tiles
+    assert set(graph[transposed]) == {entries[symbols.TILE]}
     assert all(set(links) <= set(graph) for links in graph.values())
     assert all(unit.module.startswith("vm.kernels.runtime.") for unit in graph)
     assert library_units(binary("add")) == {}

@@ -191,26 +191,36 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
     thread, the products of ResNet-50's deep 3x3 convolutions: 135-164 GFLOP/s against
     101-118)."""
     plane = out_h * out_w
-    kept = None
-    if post and packed.writes_over_residual(post):
-        # Pixel rows store before they add (see _conv_blocks); these stay referenced here
-        # until the loops are done.
-        kept = out3[n].copy()
-        kept_post = packed.moved_residual(post, out3.shape[1], kept, out3[n])
-        post = int(kept_post.ctypes.data)
     source = workspace("cols", rows * plane, x.dtype).reshape(plane, rows)
     share = out3.shape[1] * rows * plane >= SMALL_CONV_FLOPS
     window = ((kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w))
-    _pixel_rows_conv(x, n, source, w, out3[n], window, share, post)
+    _pixel_rows_conv(x, n, source, w, out3, window, share, post)
 
 
 @njit(nogil=True, cache=True)
-def _pixel_rows_conv(x, n, source, weight, out, window, share, post):
-    """:func:`conv_packed`'s im2row, product and epilogue in compiled code, cached on disk
-    (called from Python)."""
+def _pixel_rows_conv(x, n, source, weight, out3, window, share, post):
+    """:func:`conv_packed`'s im2row, product and epilogue of image ``n`` in compiled code,
+    cached on disk (called from Python); given a copy of the residual if the output is to
+    be written over it, since pixel rows store before they add (see :func:`_conv_blocks`)."""
     kernel, stride, pad, dilation, size = window
     conv_jobs.im2row(x, n, source, kernel, stride, pad, dilation, size, share)
-    products.packed_pixel_rows(source, weight, out, post)
+    if post == 0 or not packed.writes_over_residual(post):
+        products.packed_pixel_rows(source, weight, out3[n], post)
+        return True
+    kept, moved = _residual_kept(out3, n, post)
+    products.packed_pixel_rows(source, weight, out3[n], packed.post_address(moved))
+    # Read after the call, so that neither is freed while the loops read them.
+    return kept.size + moved.size >= 0
+
+
+@njit(nogil=True)
+def _residual_kept(out3, n, post):
+    """A copy of image ``n`` of ``out3``, the residual its output is to be written over,
+    and a copy of the epilogue at ``post`` that reads the residual from that copy
+    (:func:`vm.kernels.runtime.packed.moved_residual`): for a path that stores before it
+    adds."""
+    kept = out3[n].copy()
+    return kept, packed.moved_residual(post, out3.shape[1], kept, out3[n])
 
 
 #: Column blocks from which :func:`vm.kernels.runtime.conv_jobs.packed_conv` pays: with one or two
@@ -262,8 +272,8 @@ def pointwise_panels_take(plane, depth):
     """Whether a pointwise convolution of an output plane of ``plane`` pixels read from
     ``depth`` channels runs in pixel panels (:func:`vm.kernels.runtime.pointwise.conv`)
     rather than with pixels as the tiles' rows (see :data:`POINTWISE_MIN_PLANE`). Only the
-    panels write an output over its residual, so the memory plan asks too (in plain
-    Python, :mod:`compiler.backend.in_place`)."""
+    panels write an output over its residual: :func:`written_over_pays` asks it for the
+    memory plan."""
     return not (
         plane < POINTWISE_MIN_PLANE
         or (plane < POINTWISE_SMALL_PLANE and depth > POINTWISE_SMALL_DEPTH)
@@ -297,8 +307,7 @@ def _conv_blocks(x, w, out3, rows, window, post):
     panels = rows == 0 and pointwise_panels_take(out_h * out_w, w.shape[1])
     if post == 0 or panels or not packed.writes_over_residual(post):
         return _conv_paths(x, w, out3, rows, window, post)
-    kept = out3[n].copy()
-    moved = packed.moved_residual(post, out3.shape[1], kept, out3[n])
+    kept, moved = _residual_kept(out3, n, post)
     done = _conv_paths(x, w, out3, rows, window, packed.post_address(moved))
     # Read after the call, so that neither is freed while the loops read them.
     return done and kept.size + moved.size >= 0
@@ -345,7 +354,11 @@ _ENTRY = types.int64(types.int64)
 _WINDOW_AT = 1 + 7 + 6 + 6
 
 
-@callbacks.entry(symbols.CONV_BLOCKS, _ENTRY, links=(symbols.TILE, symbols.PIXEL_PANELS))
+@callbacks.entry(
+    symbols.CONV_BLOCKS,
+    _ENTRY,
+    links=(symbols.TILE, symbols.PIXEL_PANELS, symbols.POINTWISE_ITEMS, symbols.TRANSPOSED),
+)
 def _conv_blocks_entry(address):
     """:func:`_conv_blocks` on a float32 convolution's block (:func:`_conv_block`): 1
     if it computed the convolution, 0 if it left it to the caller."""
@@ -362,7 +375,7 @@ def _conv_blocks_entry(address):
 _conv_blocks_symbol = types.ExternalFunction(symbols.CONV_BLOCKS, _ENTRY)
 
 
-@callbacks.entry(symbols.GROUPED, _ENTRY, links=(symbols.TILE, symbols.PIXEL_PANELS))
+@callbacks.entry(symbols.GROUPED, _ENTRY, links=(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED))
 def _grouped_entry(address):
     """:func:`vm.kernels.runtime.conv_jobs.grouped_columns` on the block of :func:`grouped_f32`
     (the depthwise entry points' block, :func:`vm.kernels.runtime.depthwise.entry_block`)."""
@@ -522,7 +535,7 @@ def _plane(u, v, m, k, in_panels):
         products.whole(u[k], v[k], m[k])
 
 
-@jobs.chunk(jobs.WINOGRAD_PLANES, links=(symbols.TILE,))
+@jobs.chunk(jobs.WINOGRAD_PLANES, links=(symbols.TRANSPOSED,))
 def _planes_chunk(slot, index, parts):
     """Planes ``index`` of ``parts`` of the products :func:`_products` shares through
     :func:`vm.kernels.runtime.jobs.share` (its words, strides in bytes)."""
@@ -689,19 +702,29 @@ def conv_transpose_image_into(x, w, out, n, groups, kh, kw, sh, sw, pt, pl, dh, 
 #: symbol left out fails the kernel's link.
 NEEDS = {
     "conv_image_into": jobs.Needs(
-        (jobs.BLAS, jobs.GROUPED, jobs.PACKED, jobs.TRANSPOSE), (symbols.TILE, symbols.PIXEL_PANELS)
+        (jobs.BLAS, jobs.GROUPED, jobs.PACKED, jobs.TRANSPOSE),
+        (symbols.TILE, symbols.PIXEL_PANELS, symbols.POINTWISE_ITEMS, symbols.TRANSPOSED),
     ),
     "grouped_f32": jobs.Needs(
         (jobs.GROUPED, jobs.PACKED, jobs.TRANSPOSE),
-        (symbols.TILE, symbols.PIXEL_PANELS, symbols.GROUPED),
+        (symbols.POINTWISE_ITEMS, symbols.TRANSPOSED, symbols.GROUPED),
     ),
     "conv_packed_into": jobs.Needs(
         (jobs.CONV, jobs.IM2ROW, jobs.PACKED, jobs.POINTWISE, jobs.TRANSPOSE),
-        (symbols.TILE, symbols.PIXEL_PANELS, symbols.CONV_BLOCKS),
+        (
+            symbols.TILE,
+            symbols.PIXEL_PANELS,
+            symbols.TRANSPOSED,
+            symbols.IM2ROW_RANGE,
+            symbols.CONV_BLOCKS,
+        ),
     ),
-    "conv_winograd_into": jobs.Needs(kinds=(jobs.WINOGRAD, jobs.WINOGRAD_PLANES)),
+    "conv_winograd_into": jobs.Needs(
+        (jobs.WINOGRAD, jobs.WINOGRAD_PLANES), (symbols.TRANSPOSED, symbols.WINOGRAD_RANGE)
+    ),
     "conv_winograd_transformed_into": jobs.Needs(
-        (jobs.PACKED, jobs.TRANSPOSE, jobs.WINOGRAD, jobs.WINOGRAD_PLANES), (symbols.TILE,)
+        (jobs.PACKED, jobs.TRANSPOSE, jobs.WINOGRAD, jobs.WINOGRAD_PLANES),
+        (symbols.TILE, symbols.TRANSPOSED, symbols.WINOGRAD_RANGE),
     ),
     "conv_transpose_image_into": jobs.Needs(),
 }

@@ -23,9 +23,9 @@ pixel on a short panel (see :data:`vm.kernels.runtime.convolution.POINTWISE_MIN_
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
-from vm.kernels.runtime import jobs, packed, products, symbols, target
+from vm.kernels.runtime import callbacks, jobs, packed, products, symbols, target
 
 _PANEL = packed.PANEL
 #: A last pixel panel of fewer pixels than this runs them as the rows of the register
@@ -96,7 +96,11 @@ def _items(x, plane, k, pw, units, pc, lo, hi, post, ldc):
                 elif width < _PANEL:
                     scratch[:, width:] = 0
                 source = products.view_at(x + first * 4, (k, width), (plane * 4, 4))
-                scratch[:, :width] = source
+                # Element by element: an array assignment compiles numba's shape-mismatch
+                # message (4-6 s of this loop's compile) for a case that cannot happen.
+                for row in range(k):
+                    for j in range(width):
+                        scratch[row, j] = source[row, j]
                 held = p
             b = (np.int64(scratch.ctypes.data), np.int64(_PANEL))
         c = (pc + (unit * ldc + first) * 4, ldc)
@@ -201,7 +205,7 @@ def conv(x, n, weight, out, share, post=0):
         arguments = (base, plane, k, pw, units, pc, items, np.int64(post))
         if jobs.share(jobs.POINTWISE, items, arguments, units * k * plane):
             return
-    _items(base, plane, k, pw, units, pc, 0, items, np.int64(post), plane)
+    run_items(base, plane, k, pw, units, pc, 0, items, post, plane)
 
 
 @njit(nogil=True)
@@ -212,15 +216,34 @@ def strip(x, plane, k, pw, units, c, ldc):
     output pixels of a bigger plane, such as one band of a grouped convolution's rows
     (:func:`vm.kernels.runtime.conv_jobs.grouped_columns`)."""
     items = -(-plane // _PANEL) * -(-units // _PANEL)
-    _items(x, plane, k, pw, units, c, 0, items, np.int64(0), ldc)
+    run_items(x, plane, k, pw, units, c, 0, items, 0, ldc)
 
 
-@jobs.chunk(jobs.POINTWISE, links=(symbols.TILE, symbols.PIXEL_PANELS))
+# The items' loop is a C entry point compiled once, which everything that runs a pointwise
+# product calls by symbol: numba optimises each compiled function with all it calls linked
+# in, so the column blocks' entry point, the grouped convolutions' and the job's chunk code
+# each compiled these loops again (7 s each with an empty cache on an AMD EPYC Zen 4), and
+# two builder processes compiled them at once (see vm.prebuild). A call per range of items
+# costs nanoseconds against the range's tiles.
+_ITEMS = types.void(*([types.int64] * 10))
+
+
+@callbacks.entry(symbols.POINTWISE_ITEMS, _ITEMS, links=(symbols.TILE, symbols.PIXEL_PANELS))
+def _items_entry(x, plane, k, pw, units, pc, lo, hi, post, ldc):
+    """:func:`_items`, the arguments the same."""
+    _items(x, plane, k, pw, units, pc, lo, hi, post, ldc)
+
+
+#: :func:`_items` by symbol, for compiled code (link ``symbols.POINTWISE_ITEMS`` first).
+run_items = types.ExternalFunction(symbols.POINTWISE_ITEMS, _ITEMS)
+
+
+@jobs.chunk(jobs.POINTWISE, links=(symbols.POINTWISE_ITEMS,))
 def _chunk(slot, index, parts):
     """Items ``index`` of ``parts`` of the convolution :func:`conv` shares."""
     a = jobs.argument
     items = a(slot, 6)
     lo, hi = items * index // parts, items * (index + 1) // parts
     if hi > lo:
-        _items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi,
-               a(slot, 7), a(slot, 1))  # fmt: skip
+        run_items(a(slot, 0), a(slot, 1), a(slot, 2), a(slot, 3), a(slot, 4), a(slot, 5), lo, hi,
+                  a(slot, 7), a(slot, 1))  # fmt: skip

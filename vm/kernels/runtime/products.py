@@ -469,7 +469,7 @@ def packed_columns(columns, weight, out, post=0):
     (:func:`vm.kernels.runtime.packed.post_epilogue`) or 0: a convolution whose pixels
     are the rows of the register tiles (see :func:`_transposed`)."""
     k, m = columns.shape
-    _transposed(m, k, (columns.ctypes.data, 1, leading(columns)), weight, out, post)
+    _by_symbol(m, k, (columns.ctypes.data, 1, leading(columns)), weight, out, post)
 
 
 @njit(nogil=True)
@@ -479,7 +479,24 @@ def packed_pixel_rows(rows, weight, out, post=0):
     tiles read each pixel along ``k`` (see
     :func:`vm.kernels.runtime.convolution.conv_packed`)."""
     m, k = rows.shape
-    _transposed(m, k, (rows.ctypes.data, leading(rows), 1), weight, out, post)
+    _by_symbol(m, k, (rows.ctypes.data, leading(rows), 1), weight, out, post)
+
+
+@njit(nogil=True)
+def _by_symbol(m, k, a, weight, out, post):
+    """:func:`_transposed` through its C entry point (:data:`run_transposed`), which takes
+    the weight and the output by address: both must be C-contiguous."""
+    panels = weight.shape[0]
+    if weight.shape[1] != k or weight.shape[2] != packed.PANEL or out.shape[1] != m:
+        raise ValueError("packed product: the weight, the data and the output do not agree")
+    lanes = packed.PANEL * 4
+    if (panels > 1 and weight.strides[0] != k * lanes) or (k > 1 and weight.strides[1] != lanes):
+        raise ValueError("packed product: the packed weight must be C-contiguous")
+    if weight.strides[2] != 4 or (out.shape[0] > 1 and leading(out) != m):
+        raise ValueError("packed product: the weight and the output must be C-contiguous")
+    pa, a_rows, a_cols = a
+    run_transposed(m, k, pa, a_rows, a_cols, weight.ctypes.data, panels, out.ctypes.data,
+                   out.shape[0], post)  # fmt: skip
 
 
 @njit(nogil=True)
@@ -696,6 +713,26 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
     for i in range(16):
         block[i] = words[i]
     _batched_symbol(block.ctypes.data)
+
+
+# A product stored transposed is a C entry point compiled once: the column blocks' entry
+# point, the grouped convolutions', the Winograd planes' chunk code and the pixel rows of
+# a convolution each compiled it again (10-12 s with an empty cache on an AMD EPYC Zen 4,
+# the biggest part of the column blocks' 37 s), in each builder process that needed it.
+_TRANSPOSED = types.void(*([types.int64] * 10))
+
+
+@callbacks.entry(symbols.TRANSPOSED, _TRANSPOSED, links=(symbols.TILE,))
+def _transposed_entry(m, k, pa, a_rows, a_cols, pw, panels, pc, units, post):
+    """:func:`_transposed` of ``m`` rows of ``a`` (address, row and column strides in
+    elements) by the C-contiguous packed weight of ``panels`` panels at ``pw`` into the
+    C-contiguous ``(units, m)`` output at ``pc``; ``post`` as there."""
+    weight = carray(floats(pw), (panels, k, packed.PANEL))
+    _transposed(m, k, (pa, a_rows, a_cols), weight, carray(floats(pc), (units, m)), post)
+
+
+#: :func:`_transposed` by symbol, for compiled code (link ``symbols.TRANSPOSED`` first).
+run_transposed = types.ExternalFunction(symbols.TRANSPOSED, _TRANSPOSED)
 
 
 # numba optimises each kernel's whole module with the code of every function it calls

@@ -35,7 +35,10 @@ KERNEL_CALLBACK = "relayvm_kernel_callback"
 #: product, a stack of products, the packed dense product, the float32 convolution's
 #: column blocks, float32 depthwise images by groups and channels-last, float32 grouped
 #: convolutions of wider groups, the register tiles of a panel that every product by a
-#: packed weight runs, and a convolution's products by pixel panels.
+#: packed weight runs, a convolution's products by pixel panels, a range of a pointwise
+#: convolution's (pixel panel, weight panel) items, a product by a packed weight stored
+#: transposed (pixels as the tiles' rows, channels as the output's rows), and ranges of
+#: an im2row copy's output rows and of a Winograd transform's channels.
 PRODUCT = "relayvm_product"
 BATCHED = "relayvm_batched"
 PACKED = "relayvm_packed"
@@ -45,6 +48,10 @@ DEPTHWISE_CHANNELS = "relayvm_depthwise_channels"
 GROUPED = "relayvm_grouped"
 TILE = "relayvm_tile"
 PIXEL_PANELS = "relayvm_pixel_panels"
+POINTWISE_ITEMS = "relayvm_pointwise_items"
+TRANSPOSED = "relayvm_transposed"
+IM2ROW_RANGE = "relayvm_im2row_range"
+WINOGRAD_RANGE = "relayvm_winograd_range"
 
 #: Every symbol above.
 SYMBOLS = (
@@ -63,6 +70,10 @@ SYMBOLS = (
     GROUPED,
     TILE,
     PIXEL_PANELS,
+    POINTWISE_ITEMS,
+    TRANSPOSED,
+    IM2ROW_RANGE,
+    WINOGRAD_RANGE,
 )
 
 # --- bridge handlers ---------------------------------------------------------------------------

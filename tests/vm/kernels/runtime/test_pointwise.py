@@ -169,7 +169,7 @@ def test_a_short_last_pixel_panel_gives_the_bits_of_a_whole_one(
     # as a pixel panel through scratch tiles; the same plane padded to whole panels runs
     # them in a whole pixel panel: the same sums in the same order, the same epilogue.
     assert (plane % 32 < pointwise.SHORT_ROWS) == (plane == 196)  # both paths
-    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    callbacks.link(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED)
     channels, units = 40, 45
     x = tensor(1, channels, 1, plane)
     weight = packed(tensor(units, channels, 1, 1))
@@ -201,7 +201,7 @@ def test_an_output_written_over_its_residual_gives_the_bits_of_one_beside_it(
     # (compiler.backend.in_place): the epilogue's residual is then the output itself.
     from vm.kernels.runtime import convolution
 
-    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    callbacks.link(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED)
     jobs.require(jobs.POINTWISE)
     units = 45
     x = tensor(1, channels, 1, plane)

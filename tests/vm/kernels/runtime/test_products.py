@@ -439,7 +439,7 @@ def test_a_convolution_by_pixels_gives_the_bits_of_the_pixel_panels(
     # same epilogue, so a model's bits do not depend on which one its shapes take.
     from tests.vm.kernels.harness import packed as pack
 
-    callbacks.link(symbols.TILE, symbols.PIXEL_PANELS)
+    callbacks.link(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED)
     rng = np.random.default_rng(9)
     units = 33  # a whole panel of output channels and a short one
     columns = np.zeros(k * pixels + packed.PANEL, np.float32)
@@ -516,6 +516,25 @@ def test_a_shared_winograd_transform_matches_the_one_thread_one(planes, tile, ph
 @njit(nogil=True)
 def _share(kind, extent, arguments):
     return jobs.share(kind, extent, arguments, 0)
+
+
+def test_a_product_stored_transposed_into_an_output_with_gaps_between_rows_traps() -> None:
+    # Its entry point takes the output by address as C-contiguous (units, pixels): rows
+    # further apart would be written at the wrong places, so the call refuses them.
+    from tests.vm.kernels.harness import packed as pack
+
+    callbacks.link(symbols.TRANSPOSED)
+    columns = np.ones((8, 40), np.float32)
+    weight = pack(np.ones((5, 8), np.float32))
+    wide = np.zeros((5, 48), np.float32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        products.packed_columns(columns, weight, wide[:, :40])
+    with pytest.raises(ValueError, match="do not agree"):
+        products.packed_columns(columns, weight, wide)
+    assert not wide.any()  # nothing written
+    out = np.zeros((5, 40), np.float32)
+    products.packed_columns(columns, weight, out)
+    np.testing.assert_array_equal(out, np.full((5, 40), 8.0, np.float32))
 
 
 def test_a_job_with_more_arguments_than_the_slot_holds_traps():

@@ -164,6 +164,9 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
     With ``share``, split by output rows with the polling workers without the GIL."""
     window, _ = _geometry(kernel, stride, pad, dilation, out)
     out_h = window[8]
+    shape = (window[8] * window[9], x.shape[1] * window[0] * window[1])
+    if not (x.flags.c_contiguous and rows.flags.c_contiguous and rows.shape == shape):
+        raise ValueError("im2row: the input and the matrix must be C-contiguous, one row a pixel")
     words = (*_window_words(x, n, window, False), np.int64(rows.ctypes.data))
     at = (*_WINDOW_AT, _MATRIX)
     slot = jobs.slot()
@@ -404,6 +407,9 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share, post=0):
     channels with the polling workers without the GIL (each Python task would cost GIL
     hand-overs)."""
     extent = x.shape[1] if phase == 0 else out3.shape[1]
+    if not (x.flags.c_contiguous and out3.flags.c_contiguous and _rows_contiguous(v)
+            and _rows_contiguous(m)):  # fmt: skip
+        raise ValueError("winograd transform: the arrays must be C-contiguous (planes apart)")
     window = (3, 3, 1, 1, pad[0], pad[1], 1, 1, out[0], out[1])
     words = (*_window_words(x, n, window, False), np.int64(v.ctypes.data),
              np.int64(v.strides[0] // 4), np.int64(m.ctypes.data), np.int64(m.strides[0] // 4),
@@ -419,6 +425,13 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share, post=0):
         _hold(block)
         return
     jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
+
+
+@njit(nogil=True)
+def _rows_contiguous(planes):
+    """Whether each plane of the 3-D ``planes`` is C-contiguous (the planes may lie
+    further apart), as the job's words describe them."""
+    return planes.strides[2] == 4 and planes.strides[1] == planes.shape[2] * 4
 
 
 @callbacks.entry(symbols.WINOGRAD_RANGE, _RANGE)

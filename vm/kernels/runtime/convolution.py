@@ -201,7 +201,8 @@ def conv_packed(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, 
 def _pixel_rows_conv(x, n, source, weight, out3, window, share, post):
     """:func:`conv_packed`'s im2row, product and epilogue of image ``n`` in compiled code,
     cached on disk (called from Python); given a copy of the residual if the output is to
-    be written over it, since pixel rows store before they add (see :func:`_conv_blocks`)."""
+    be written over it, since pixel rows store before they add (see :func:`_conv_blocks`).
+    Returns True."""
     kernel, stride, pad, dilation, size = window
     conv_jobs.im2row(x, n, source, kernel, stride, pad, dilation, size, share)
     if post == 0 or not packed.writes_over_residual(post):

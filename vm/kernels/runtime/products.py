@@ -489,11 +489,8 @@ def _by_symbol(m, k, a, weight, out, post):
     panels = weight.shape[0]
     if weight.shape[1] != k or weight.shape[2] != packed.PANEL or out.shape[1] != m:
         raise ValueError("packed product: the weight, the data and the output do not agree")
-    lanes = packed.PANEL * 4
-    if (panels > 1 and weight.strides[0] != k * lanes) or (k > 1 and weight.strides[1] != lanes):
-        raise ValueError("packed product: the packed weight must be C-contiguous")
-    if weight.strides[2] != 4 or (out.shape[0] > 1 and leading(out) != m):
-        raise ValueError("packed product: the weight and the output must be C-contiguous")
+    if not (weight.flags.c_contiguous and out.flags.c_contiguous):
+        raise ValueError("packed product: the packed weight and the output must be C-contiguous")
     pa, a_rows, a_cols = a
     run_transposed(m, k, pa, a_rows, a_cols, weight.ctypes.data, panels, out.ctypes.data,
                    out.shape[0], post)  # fmt: skip

@@ -87,6 +87,7 @@ LIBRARY_ALIASES = {
     "tr": "transpose",
     "rw": "rows",
     "pk": "packed",
+    "cb": "callbacks",
 }
 _REFERENCE = re.compile(r"(?<![\w.])(" + "|".join(LIBRARY_ALIASES) + r")\.([A-Za-z_]\w*)")
 

@@ -308,6 +308,9 @@ def _transpose_pairs(ctx: EmitCtx, perm: list[int]) -> None:
             rows = [index([*full[:across], phase, *full[across + 1 : last]]) for phase in "01"]
             even, odd = (f"{out}[{r}].ctypes.data" for r in rows)
             src.line(f"pk.split_pairs({x}[{index(row)}].ctypes.data, {even}, {odd}, {dims[last]})")
+        # Without a loop around it (a 2-D input), the line above is the input's last
+        # use, and a temporary would be freed before the split reads it.
+        src.line(f"cb.alive({x})")
     with src.block("else:"):
         _transpose_moving_last(ctx, perm)
 

@@ -173,6 +173,17 @@ def test_space_to_depth_transposes_split_each_row_into_its_even_and_odd_elements
     assert "pk.split_pairs" in load_kernel(program.description(results)).path.read_text()
 
 
+def test_a_two_column_temporary_transposed_by_shuffles_is_read_before_it_is_freed() -> None:
+    # A 2-D pair split has no loop around it, so it is the temporary's last use: the
+    # kernel must keep the temporary alive until the split has read it.
+    program = Program([arange((37, 2), "float32")])
+    (doubled,) = program.add("add", [0, 0])
+    (moved,) = program.add("transpose", [doubled], axes=(1, 0))
+    check(program, [moved])
+    source = load_kernel(program.description([moved])).path.read_text()
+    assert "pk.split_pairs" in source and "cb.alive" in source
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
 @pytest.mark.parametrize("width", [1, 2, 31, 32, 33, 64, 65])
 def test_strided_slice_by_twos_along_rows_keeps_every_other_element(dtype: str, width: int) -> None:

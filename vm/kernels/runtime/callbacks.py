@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from numba import cfunc
+from numba import cfunc, njit
 from numba.core.ccallback import CFunc
 
 from vm.kernels.runtime.symbols import export
@@ -110,6 +110,16 @@ def link(*symbols: str) -> None:
         with _LOCK:
             export(symbol, callback.address)
             _LINKED.add(symbol)
+
+
+@njit(nogil=True)
+def alive(*arrays):
+    """Nothing, but a use of ``arrays`` that keeps them allocated until here: compiled
+    code that hands an array it made to an entry point by address calls this after the
+    entry point returns. numba frees a local array after the statement that last names
+    it, and ``f(block.ctypes.data)`` names ``block`` only to take its address (the
+    unoptimised IR frees it before ``f`` runs; whether the optimiser moves the free later
+    is luck). Arguments need none: their caller holds them."""
 
 
 def entry_function(symbol: str) -> Callable:

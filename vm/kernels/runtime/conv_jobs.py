@@ -17,7 +17,7 @@ The splits cut no sum, so the chunks may follow the number of threads.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
+from numba import carray, njit
 from numba.extending import register_jitable
 
 from vm.kernels.runtime import (
@@ -106,54 +106,16 @@ def _geometry(kernel, stride, pad, dilation, out):
     return window, kernel[1] > 2 * stride[1] > 2
 
 
-# The copies and the transforms below are C entry points compiled once, called by symbol
-# from their jobs' chunk code and from the functions that run them on the calling thread:
-# compiled into both, the im2row loops took 2 s of the chunk code and again 4-5 s of a
-# model's first call, the Winograd transforms 9 s and 7 s (AMD EPYC Zen 4, empty cache),
-# in whichever processes needed them. Each takes the address of its job's words, laid out
-# as in the slot, and a range of the job's extent.
-_RANGE = types.void(types.int64, types.int64, types.int64)
-
-
-@njit(nogil=True)
-def _words_block(at, words):
-    """A block holding ``words[i]`` at word ``at[i]``, where the slot would hold them: for
-    a job done on this thread alone."""
-    size = 0
-    for i in range(len(at)):
-        size = max(size, at[i] + 1)
-    block = np.zeros(size, np.int64)
-    for i in range(len(at)):
-        block[at[i]] = words[i]
-    return block
-
-
-@njit(nogil=True)
-def _hold(block):
-    """Nothing: a use of ``block`` after a call that reads it by address, since numba frees
-    an array after its last use in the function."""
-
-
-@callbacks.entry(symbols.IM2ROW_RANGE, _RANGE)
-def _im2row_entry(words, lo, hi):
-    """Output rows ``lo:hi`` of the im2row job whose words are at address ``words``."""
-    x, n, channels, window, _ = _window(words)
-    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
-    rows = carray(floats(jobs.word(words, _MATRIX)), (out_h * out_w, channels * kh * kw))
-    conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, lo, hi)
-
-
-#: :func:`_im2row_entry` by symbol (link ``symbols.IM2ROW_RANGE`` first).
-run_im2row_range = types.ExternalFunction(symbols.IM2ROW_RANGE, _RANGE)
-
-
-@jobs.chunk(jobs.IM2ROW, links=(symbols.IM2ROW_RANGE,))
+@jobs.chunk(jobs.IM2ROW)
 def _im2row_chunk(slot, index, parts):
-    """Output rows ``index`` of ``parts`` of the im2row job in the slot."""
-    out_h = jobs.pair(slot, _OUT)[0]
+    """Output rows ``index`` of ``parts`` of the im2row job in the slot (or in a block
+    laid out as it: :func:`vm.kernels.runtime.jobs.run_here`)."""
+    x, n, channels, window, _ = _window(slot)
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     lo, hi = out_h * index // parts, out_h * (index + 1) // parts
     if hi > lo:
-        run_im2row_range(slot, lo, hi)
+        rows = carray(floats(jobs.word(slot, _MATRIX)), (out_h * out_w, channels * kh * kw))
+        conv_loops.im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, lo, hi)
 
 
 @njit(nogil=True)
@@ -161,22 +123,15 @@ def im2row(x, n, rows, kernel, stride, pad, dilation, out, share):
     """The float32 matrix ``rows`` of image ``n`` of NCHW ``x``, a row per output pixel
     (see :func:`vm.kernels.runtime.conv_loops.im2row`; ``kernel``, ``stride``, ``pad`` (top,
     left), ``dilation`` and ``out`` are (height, width) pairs); both C-contiguous.
-    With ``share``, split by output rows with the polling workers without the GIL."""
+    With ``share``, split by output rows with the polling workers without the GIL. The
+    job's chunk code does the copy on this thread too, so its kind must be required
+    (:func:`vm.kernels.runtime.jobs.require`)."""
     window, _ = _geometry(kernel, stride, pad, dilation, out)
-    out_h = window[8]
     shape = (window[8] * window[9], x.shape[1] * window[0] * window[1])
     if not (x.flags.c_contiguous and rows.flags.c_contiguous and rows.shape == shape):
         raise ValueError("im2row: the input and the matrix must be C-contiguous, one row a pixel")
     words = (*_window_words(x, n, window, False), np.int64(rows.ctypes.data))
-    at = (*_WINDOW_AT, _MATRIX)
-    slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.IM2ROW, 0) if share and out_h > 1 else 0
-    if threads == 0:
-        block = _words_block(at, words)
-        run_im2row_range(block.ctypes.data, 0, out_h)
-        _hold(block)
-        return
-    jobs.post(slot, min(2 * threads, out_h), jobs.IM2ROW, at, words)
+    jobs.run(jobs.IM2ROW, (*_WINDOW_AT, _MATRIX), words, window[8], 0, share)
 
 
 @njit(nogil=True, cache=True)
@@ -394,6 +349,7 @@ def _conv_rows(x, n, window, strided, pw, k, units, pc, r0, block, post):
         c = (pc + (first * plane + r0 * out_w) * 4, plane)
         packed.panel_product(pw + first * k * 4, k, min(packed.PANEL, units - first), b, pixels, c,
                              post, first)  # fmt: skip
+    callbacks.alive(cols)
 
 
 @njit(nogil=True)
@@ -405,7 +361,8 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share, post=0):
     rows, tiles)`` views whose planes may lie further apart than their size; ``pad`` (top,
     left), ``tiles`` and ``out`` are (height, width) pairs. With ``share``, split by
     channels with the polling workers without the GIL (each Python task would cost GIL
-    hand-overs)."""
+    hand-overs). The job's chunk code does the transform on this thread too, so its kind
+    must be required (:func:`vm.kernels.runtime.jobs.require`)."""
     extent = x.shape[1] if phase == 0 else out3.shape[1]
     if not (x.flags.c_contiguous and out3.flags.c_contiguous and _rows_contiguous(v)
             and _rows_contiguous(m)):  # fmt: skip
@@ -417,14 +374,7 @@ def winograd_transform(phase, x, n, v, m, out3, pad, tiles, out, share, post=0):
              _two(tiles[0], tiles[1]), np.int64(phase), np.int64(post))  # fmt: skip
     at = (*_WINDOW_AT, _V, _V_STRIDE, _M_PLANES, _M_STRIDE, _OUT3, _PLANES, _OUT_CHANNELS,
           _TILES, _PHASE, _W_POST)  # fmt: skip
-    slot = jobs.slot()
-    threads = jobs.claim(slot, jobs.WINOGRAD, 0) if share and extent > 1 else 0
-    if threads == 0:
-        block = _words_block(at, words)
-        run_winograd_range(block.ctypes.data, 0, extent)
-        _hold(block)
-        return
-    jobs.post(slot, min(2 * threads, extent), jobs.WINOGRAD, at, words)
+    jobs.run(jobs.WINOGRAD, at, words, extent, 0, share)
 
 
 @njit(nogil=True)
@@ -432,29 +382,6 @@ def _rows_contiguous(planes):
     """Whether each plane of the 3-D ``planes`` is C-contiguous (the planes may lie
     further apart), as the job's words describe them."""
     return planes.strides[2] == 4 and planes.strides[1] == planes.shape[2] * 4
-
-
-@callbacks.entry(symbols.WINOGRAD_RANGE, _RANGE)
-def _winograd_entry(words, lo, hi):
-    """Channels ``lo:hi`` of the Winograd transform whose job words are at address
-    ``words``, laid out as in the slot (see :func:`winograd_transform`)."""
-    x, n, channels, window, _ = _window(words)
-    planes, out_channels = jobs.word(words, _PLANES), jobs.word(words, _OUT_CHANNELS)
-    tiles_h, tiles_w = jobs.pair(words, _TILES)
-    tiles = tiles_h * tiles_w
-    out_h, out_w = window[8], window[9]
-    v = view_at(jobs.word(words, _V), (planes, channels, tiles),
-                (jobs.word(words, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    m = view_at(jobs.word(words, _M_PLANES), (planes, out_channels, tiles),
-                (jobs.word(words, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
-    out3 = carray(floats(jobs.word(words, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
-    phase, post = jobs.word(words, _PHASE), jobs.word(words, _W_POST)
-    _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
-                    (out_h, out_w), lo, hi, post)  # fmt: skip
-
-
-#: :func:`_winograd_entry` by symbol (link ``symbols.WINOGRAD_RANGE`` first).
-run_winograd_range = types.ExternalFunction(symbols.WINOGRAD_RANGE, _RANGE)
 
 
 @njit(nogil=True)
@@ -474,14 +401,27 @@ def _winograd_range(phase, x, n, v, m, out3, pad, tiles, out, lo, hi, post):
     packed.apply_post(out3[n, lo:hi], post, lo)
 
 
-@jobs.chunk(jobs.WINOGRAD, links=(symbols.WINOGRAD_RANGE,))
+@jobs.chunk(jobs.WINOGRAD)
 def _winograd_chunk(slot, index, parts):
-    """Channels ``index`` of ``parts`` of the Winograd transform job in the slot."""
-    phase = jobs.word(slot, _PHASE)
-    extent = jobs.word(slot, _CHANNELS) if phase == 0 else jobs.word(slot, _OUT_CHANNELS)
+    """Channels ``index`` of ``parts`` of the Winograd transform job in the slot (or in a
+    block laid out as it: :func:`vm.kernels.runtime.jobs.run_here`)."""
+    x, n, channels, window, _ = _window(slot)
+    phase, out_channels = jobs.word(slot, _PHASE), jobs.word(slot, _OUT_CHANNELS)
+    extent = channels if phase == 0 else out_channels
     lo, hi = extent * index // parts, extent * (index + 1) // parts
-    if hi > lo:
-        run_winograd_range(slot, lo, hi)
+    if hi <= lo:
+        return
+    planes = jobs.word(slot, _PLANES)
+    tiles_h, tiles_w = jobs.pair(slot, _TILES)
+    tiles = tiles_h * tiles_w
+    out_h, out_w = window[8], window[9]
+    v = view_at(jobs.word(slot, _V), (planes, channels, tiles),
+                (jobs.word(slot, _V_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    m = view_at(jobs.word(slot, _M_PLANES), (planes, out_channels, tiles),
+                (jobs.word(slot, _M_STRIDE) * 4, tiles * 4, 4))  # fmt: skip
+    out3 = carray(floats(jobs.word(slot, _OUT3)), (x.shape[0], out_channels, out_h * out_w))
+    _winograd_range(phase, x, n, v, m, out3, (window[4], window[5]), (tiles_h, tiles_w),
+                    (out_h, out_w), lo, hi, jobs.word(slot, _W_POST))  # fmt: skip
 
 
 @njit(nogil=True)

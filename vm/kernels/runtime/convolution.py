@@ -210,8 +210,8 @@ def _pixel_rows_conv(x, n, source, weight, out3, window, share, post):
         return True
     kept, moved = _residual_kept(out3, n, post)
     products.packed_pixel_rows(source, weight, out3[n], packed.post_address(moved))
-    # Read after the call, so that neither is freed while the loops read them.
-    return kept.size + moved.size >= 0
+    callbacks.alive(kept, moved)
+    return True
 
 
 @njit(nogil=True)
@@ -310,8 +310,8 @@ def _conv_blocks(x, w, out3, rows, window, post):
         return _conv_paths(x, w, out3, rows, window, post)
     kept, moved = _residual_kept(out3, n, post)
     done = _conv_paths(x, w, out3, rows, window, packed.post_address(moved))
-    # Read after the call, so that neither is freed while the loops read them.
-    return done and kept.size + moved.size >= 0
+    callbacks.alive(kept, moved)
+    return done
 
 
 @njit(nogil=True)
@@ -618,8 +618,10 @@ def grouped_f32(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, po
     out_h * out_w)``, ``post`` the epilogue to apply as each band of output rows is stored
     (:func:`vm.kernels.runtime.packed.post_epilogue`) or an empty array (an argument, so
     that it lives until the convolution is done)."""
-    block = dwc.entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    window = (kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w)
+    block, named = dwc.entry_block(x, w3, out3, *window, n, post)
     _grouped_symbol(block.ctypes.data)
+    callbacks.alive(block, named)
 
 
 @njit(nogil=True)
@@ -631,9 +633,10 @@ def conv_packed_into(x, w, out3, rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, ou
     array for none; it is an argument, so that it lives until the product is done."""
     window = (rows, n, cg, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, packed.post_address(post))
     block, at = _conv_block(x, w, out3, window)
-    if _conv_blocks_symbol(block.ctypes.data):
-        return
-    bridge.invoke(_CONV_PACKED, block, at)
+    done = _conv_blocks_symbol(block.ctypes.data)
+    callbacks.alive(block)
+    if not done:
+        bridge.invoke(_CONV_PACKED, block, at)
 
 
 @njit(nogil=True)
@@ -716,16 +719,13 @@ NEEDS = {
             symbols.TILE,
             symbols.PIXEL_PANELS,
             symbols.TRANSPOSED,
-            symbols.IM2ROW_RANGE,
             symbols.CONV_BLOCKS,
         ),
     ),
-    "conv_winograd_into": jobs.Needs(
-        (jobs.WINOGRAD, jobs.WINOGRAD_PLANES), (symbols.TRANSPOSED, symbols.WINOGRAD_RANGE)
-    ),
+    "conv_winograd_into": jobs.Needs((jobs.WINOGRAD, jobs.WINOGRAD_PLANES), (symbols.TRANSPOSED,)),
     "conv_winograd_transformed_into": jobs.Needs(
         (jobs.PACKED, jobs.TRANSPOSE, jobs.WINOGRAD, jobs.WINOGRAD_PLANES),
-        (symbols.TILE, symbols.TRANSPOSED, symbols.WINOGRAD_RANGE),
+        (symbols.TILE, symbols.TRANSPOSED),
     ),
     "conv_transpose_image_into": jobs.Needs(),
 }

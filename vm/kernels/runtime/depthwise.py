@@ -1073,7 +1073,9 @@ def entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, po
     convolution by a ``(groups, og, k)`` weight (these and
     :func:`vm.kernels.runtime.convolution.grouped_f32`); the arrays C-contiguous, ``post``
     an epilogue array (:func:`vm.kernels.runtime.packed.post_epilogue`) or empty. The
-    entry point reads them back with :func:`entry_arguments`."""
+    entry point reads them back with :func:`entry_arguments`. Returns the block and the
+    ``(x, w3)`` it names, copies where they were not contiguous: the caller keeps both
+    alive until the entry point returns (:func:`vm.kernels.runtime.callbacks.alive`)."""
     x, w3 = np.ascontiguousarray(x), np.ascontiguousarray(w3)
     if not out3.flags.c_contiguous:
         raise ValueError("convolution entry point: the output must be C-contiguous")
@@ -1082,7 +1084,7 @@ def entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, po
     block = np.empty(WORDS, np.int64)
     for i in range(WORDS):
         block[i] = words[i]
-    return block
+    return block, (x, w3)
 
 
 @njit(nogil=True)
@@ -1090,16 +1092,18 @@ def image_groups_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, 
     """:func:`image_groups` for float32 arrays, through its entry point; ``post`` is the
     epilogue to apply (:func:`vm.kernels.runtime.packed.post_epilogue`) or an empty array
     (an argument, so that it lives until the convolution is done)."""
-    block = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    block, named = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _groups_symbol(block.ctypes.data)
+    callbacks.alive(block, named)
 
 
 @njit(nogil=True)
 def image_channels_last_f32(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post):
     """:func:`image_channels_last` for float32 arrays, through its entry point (``post`` as
     for :func:`image_groups_f32`)."""
-    block = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
+    block, named = entry_block(x, w3, out3, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, n, post)
     _channels_symbol(block.ctypes.data)
+    callbacks.alive(block, named)
 
 
 #: What each entry point generated kernels call needs before such a kernel is compiled or

@@ -10,7 +10,8 @@ a Winograd transform, a depthwise image, a max pool, a mean's row sums) claims t
 (:func:`claim`), posts its job (:func:`post`, or :func:`share` for a job whose words are plain
 arguments), does chunks of it and waits for the chunks the polling workers of
 :mod:`vm.kernels.runtime.threads` took (:func:`serve`); all in compiled code, without the GIL on
-either side. The slot is registered with LLVM under a fixed symbol, so kernels loaded
+either side. A job not worth sharing runs through the same chunk code on the caller's
+thread (:func:`run_here`). The slot is registered with LLVM under a fixed symbol, so kernels loaded
 from numba's disk cache find the slot of the process they run in.
 
 Kinds. A job's kind names its chunk code: a C callback ``void (int64 slot, int64 index,
@@ -223,6 +224,54 @@ def share(kind, extent, arguments, work):
     # post() writes at least one word: the kind itself, again.
     post(address, min(2 * threads, extent), kind, (_KIND,), (np.int64(kind),))
     return True
+
+
+@njit(nogil=True)
+def run(kind, at, words, extent, work, share):
+    """Run a job of ``kind`` whose chunk code cuts ``extent`` items, ``words[i]`` at word
+    ``at[i]``: with ``share`` and some worker polling, posted in chunks (two per thread,
+    at most ``extent``; ``work`` its multiply-adds, see :func:`claim`), else on this
+    thread alone (:func:`run_here`).
+
+    Raises
+    ------
+    ValueError
+        If the kind's chunk code is not registered (see :func:`run_here`).
+    """
+    address = slot()
+    threads = claim(address, kind, work) if share and extent > 1 else 0
+    if threads == 0:
+        run_here(kind, at, words)
+    else:
+        post(address, min(2 * threads, extent), kind, at, words)
+
+
+@njit(nogil=True)
+def run_here(kind, at, words):
+    """Run a whole job of ``kind`` on this thread, as its one chunk of one: ``words[i]``
+    at word ``at[i]`` of a block laid out as the slot, which the kind's chunk code reads
+    in place of the slot. For a caller whose job is not shared (too small, no worker
+    polling, the slot busy): the chunk code is then the one compiled copy of the job's
+    loops, where an entry point of its own beside it compiled them twice.
+
+    Raises
+    ------
+    ValueError
+        If the kind's chunk code is not registered in this process (:func:`require` it
+        first: a kernel's ``NEEDS`` lists the kinds it posts).
+    """
+    address = slot()
+    handler = word(address, _HANDLERS + kind) if 0 <= kind < MAX_KINDS else 0
+    if handler == 0:
+        raise ValueError("run_here: the job kind's chunk code is not registered (jobs.require)")
+    size = FIRST_ARGUMENT
+    for i in range(len(at)):
+        size = max(size, at[i] + 1)
+    block = np.zeros(size, np.int64)
+    for i in range(len(at)):
+        block[at[i]] = words[i]
+    _call_handler(handler, np.int64(block.ctypes.data), 0, 1)
+    callbacks.alive(block)
 
 
 @njit(nogil=True)

@@ -647,6 +647,7 @@ def product_into(x, y, out, transpose_x, transpose_y):
     for i in range(12):
         block[i] = words[i]
     _product_symbol(block.ctypes.data)
+    callbacks.alive(block, x, y)
 
 
 @njit(nogil=True)
@@ -668,6 +669,7 @@ def packed_into(x, w, out, post):
     for i in range(len(words)):
         block[i] = words[i]
     _packed_symbol(block.ctypes.data)
+    callbacks.alive(block, x, w)
 
 
 #: Rows of each product from which :func:`matmul_into` transposes a transposed second
@@ -710,6 +712,7 @@ def matmul_into(x, y, out, transpose_x, transpose_y):
     for i in range(16):
         block[i] = words[i]
     _batched_symbol(block.ctypes.data)
+    callbacks.alive(block, x, y)
 
 
 # A product stored transposed is a C entry point compiled once: the column blocks' entry

@@ -36,9 +36,10 @@ KERNEL_CALLBACK = "relayvm_kernel_callback"
 #: column blocks, float32 depthwise images by groups and channels-last, float32 grouped
 #: convolutions of wider groups, the register tiles of a panel that every product by a
 #: packed weight runs, a convolution's products by pixel panels, a range of a pointwise
-#: convolution's (pixel panel, weight panel) items, a product by a packed weight stored
-#: transposed (pixels as the tiles' rows, channels as the output's rows), and ranges of
-#: an im2row copy's output rows and of a Winograd transform's channels.
+#: convolution's (pixel panel, weight panel) items, and a product by a packed weight
+#: stored transposed (pixels as the tiles' rows, channels as the output's rows). A job's
+#: loops need none: its chunk code runs them on the caller's thread too
+#: (:func:`vm.kernels.runtime.jobs.run_here`).
 PRODUCT = "relayvm_product"
 BATCHED = "relayvm_batched"
 PACKED = "relayvm_packed"
@@ -50,8 +51,6 @@ TILE = "relayvm_tile"
 PIXEL_PANELS = "relayvm_pixel_panels"
 POINTWISE_ITEMS = "relayvm_pointwise_items"
 TRANSPOSED = "relayvm_transposed"
-IM2ROW_RANGE = "relayvm_im2row_range"
-WINOGRAD_RANGE = "relayvm_winograd_range"
 
 #: Every symbol above.
 SYMBOLS = (
@@ -72,8 +71,6 @@ SYMBOLS = (
     PIXEL_PANELS,
     POINTWISE_ITEMS,
     TRANSPOSED,
-    IM2ROW_RANGE,
-    WINOGRAD_RANGE,
 )
 
 # --- bridge handlers ---------------------------------------------------------------------------

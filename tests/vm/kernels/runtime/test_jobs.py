@@ -5,8 +5,10 @@ kind whose chunk code is not registered is not posted (its caller computes it al
 product is still right) and is counted; while every worker sleeps, a long product is
 posted for the worker it wakes, a short one is computed by its caller alone; the poster
 takes a job's chunks from the first up and the workers from the last down, each chunk
-once, and a ticket of an earlier job is not honoured. Traps
-group: chunk code registered for a kind from a module that does not own it is refused.
+once, and a ticket of an earlier job is not honoured; a job run on the caller's thread
+is its kind's chunk code called once, as chunk 0 of 1, on its words. Traps group: chunk
+code registered for a kind from a module that does not own it is refused, and so is a
+job run on the caller's thread whose kind has no chunk code registered.
 """
 
 from __future__ import annotations
@@ -37,6 +39,28 @@ def _record(slot, index, parts):
     # Chunk code that notes which chunk it was given, in the order of the calls.
     calls = atomics.fetch_add(slot + 8 * jobs.FIRST_ARGUMENT, 1)
     atomics.store_word(slot, jobs.FIRST_ARGUMENT + 1 + calls, index)
+
+
+@cfunc(jobs.CHUNK)
+def _report(slot, index, parts):
+    # Chunk code that writes its chunk, its chunk count and its job's second word to the
+    # address in its job's first word.
+    to = atomics.load_word(slot, jobs.FIRST_ARGUMENT)
+    atomics.store_word(to, 0, index)
+    atomics.store_word(to, 1, parts)
+    atomics.store_word(to, 2, atomics.load_word(slot, jobs.FIRST_ARGUMENT + 1))
+
+
+@contextlib.contextmanager
+def _registered_as(kind: int, handler: int) -> Iterator[None]:
+    """As in a process where chunk code at ``handler`` is registered for ``kind``."""
+    at = jobs._HANDLERS + kind
+    before = int(jobs.SLOT[at])
+    jobs.SLOT[at] = handler
+    try:
+        yield
+    finally:
+        jobs.SLOT[at] = before
 
 
 def _job_in_a_slot(parts: int, front: int = 0) -> np.ndarray:
@@ -104,6 +128,16 @@ def test_a_product_of_an_unregistered_kind_is_computed_by_its_caller_and_counted
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_job_run_here_is_its_chunk_code_called_once_as_chunk_0_of_1() -> None:
+    kind = jobs.MAX_KINDS - 1  # a number no kind has
+    seen = np.full(3, -1, np.int64)
+    posted = jobs.jobs_posted()
+    with _registered_as(kind, _report.address):
+        jobs.run_here(kind, (jobs.FIRST_ARGUMENT + 1, jobs.FIRST_ARGUMENT), (42, seen.ctypes.data))
+    assert seen.tolist() == [0, 1, 42]
+    assert jobs.jobs_posted() == posted and not jobs.busy()
+
+
 @needs_workers
 def test_a_long_product_is_shared_with_the_worker_it_wakes_a_short_one_is_not() -> None:
     rng = np.random.default_rng(4)
@@ -163,3 +197,9 @@ def test_chunk_code_for_a_kind_of_another_module_is_refused() -> None:
 
     with pytest.raises(ValueError, match=r"belongs to vm\.kernels\.runtime\.pool_loops"):
         jobs.chunk(jobs.MAX_POOL)(chunk)
+
+
+@pytest.mark.parametrize("kind", [jobs.MAX_KINDS - 1, jobs.MAX_KINDS, -1])
+def test_a_job_run_here_of_a_kind_without_chunk_code_raises(kind: int) -> None:
+    with pytest.raises(ValueError, match="chunk code is not registered"):
+        jobs.run_here(kind, (jobs.FIRST_ARGUMENT,), (0,))

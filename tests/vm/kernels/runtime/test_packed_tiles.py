@@ -1,6 +1,8 @@
 """The register tiles of packed products: every row count of a tile, short and whole
 panels, both loop orders and the transposed (convolution) orientation give numpy's product;
-the shuffles that read a row at a column stride of 2 (split_pairs, take_evens).
+the shuffles that read a row at a column stride of 2 (split_pairs, take_evens); an
+epilogue applied after the fact reaches only the rows and pixels of its view. Traps: an
+epilogue on an output that is not float32 with contiguous rows.
 
 Runs the tile geometry of the host's instruction set (``test_target_isa`` runs the AVX2
 one on a host with AVX-512).
@@ -173,6 +175,24 @@ def test_a_swish_in_the_tiles_gives_the_bits_of_the_loops_after_them(columns: in
     np.testing.assert_array_equal(fused, after)
 
 
+@pytest.mark.parametrize("activation", [packed.RELU, packed.SWISH])
+def test_an_epilogue_applied_to_a_band_of_rows_changes_only_that_band(activation: int) -> None:
+    # A band of a plane, as a grouped convolution applies it: rows a plane apart, the
+    # first pixels of each, units from `first` on.
+    units, plane, pixels, first, count = 12, 50, 23, 4, 5
+    full = RNG.standard_normal((units, plane)).astype(np.float32)
+    before = full.copy()
+    bias = RNG.standard_normal(units).astype(np.float32)
+    none = np.empty(0, np.float32)
+    post = packed.post_epilogue(units, bias, 0.0, np.inf, activation, none, full)
+    packed.apply_post(full[first : first + count, :pixels], post.ctypes.data, first)
+    band = (slice(first, first + count), slice(0, pixels))
+    expected = before.copy()
+    expected[band] = _reference_post(before[band], bias[band[0]], 0.0, np.inf, activation, none)
+    np.testing.assert_allclose(full, expected, rtol=1e-6, atol=1e-6)
+    assert np.array_equal(full[:, pixels:], before[:, pixels:])
+
+
 @pytest.mark.parametrize("units", [64, 81])
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("k", [packed.DIRECT_BLOCKED_MIN_DEPTH + 37, packed.BLOCKED_MIN_DEPTH + 37])
@@ -284,3 +304,16 @@ def test_take_evens_copies_every_other_element(count: int) -> None:
     _take_evens(source, even, count)
     np.testing.assert_array_equal(even[:count], source[0 : 2 * count : 2])
     assert np.isnan(even[count:]).all()  # nothing past
+
+
+# ---- traps ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", ["rows with gaps between elements", "float64"])
+def test_an_epilogue_on_an_output_that_is_not_float32_rows_raises(view: str) -> None:
+    full = np.zeros((4, 10), np.float32)
+    none = np.empty(0, np.float32)
+    post = packed.post_epilogue(4, np.zeros(4, np.float32), 0.0, np.inf, packed.RELU, none, full)
+    out = np.zeros((4, 10)) if view == "float64" else full[:, ::2]
+    with pytest.raises(ValueError, match="float32 with contiguous rows"):
+        packed.apply_post(out, post.ctypes.data)

@@ -885,7 +885,7 @@ class _Generator:
                 elements = " * ".join(f"({d})" for d in value.dims)
                 when = f"{guard} and {elements} >= {COLUMNS_POST_MIN}"
             src.line(
-                f"{ctx.post} = convolution.post_epilogue({units}, {bias}, {lo}, {hi}, "
+                f"{ctx.post} = convolution.post_epilogue(np.int64({units}), {bias}, {lo}, {hi}, "
                 f"convolution.{fused.activation}, "
                 f"{residual}, {dest}) if {when} else np.empty(0, np.float32)"
             )

@@ -486,14 +486,14 @@ def _packed_emit(ctx: EmitCtx) -> None:
     padding = padding4(ctx.attrs["padding"])
     # A 1x1 kernel without stride or padding reads the input as its own column matrix.
     direct = (kh, kw, sh, sw) == (1, 1, 1, 1) and padding == (0, 0, 0, 0)
-    rows = "0" if direct else f"{c} * {kh * kw}"
+    rows = plain(0) if direct else f"{c} * {kh * kw}"
     window = ", ".join(plain(v) for v in (sh, sw, padding[0], padding[1], dh, dw))
     post = _post_array(ctx)
     _per_image(
         ctx,
         lambda o3, b: (
             f"convolution.conv_packed_into({ctx.args[0]}, {ctx.args[1]}, {o3}, {rows}, "
-            f"{b}, {c}, {kh}, {kw}, {window}, {out_h}, {out_w}, {post})"
+            f"{b}, {c}, {plain(kh)}, {plain(kw)}, {window}, {out_h}, {out_w}, {post})"
         ),
         fused=ctx.post is not None,
     )

@@ -258,7 +258,9 @@ def _pack_group(w3, g, weight):
     if contiguous and full > 0:
         source = np.int64(w3.ctypes.data) + g * w3.strides[0]
         tiles = transpose.tile_count(full, packed.PANEL, k)
-        transpose.tiles_range(source, np.int64(weight.ctypes.data), full, packed.PANEL, k, 0, tiles)
+        i = np.int64
+        transpose.tiles_range(source, i(weight.ctypes.data), full, i(packed.PANEL), k, i(0), tiles,
+                              i(0))  # fmt: skip
     else:
         full = 0
     for u in range(full * packed.PANEL, og):
@@ -319,8 +321,9 @@ def packed_conv(x, n, weight, out, kernel, stride, pad, dilation, size, share, p
     threads = jobs.claim(slot, jobs.CONV, work) if share and parts > 1 else 0
     if threads == 0:
         for index in range(parts):
-            _conv_rows(x, n, window, strided, weight.ctypes.data, k, units,
-                       out.ctypes.data, index * block, block, post)  # fmt: skip
+            # Addresses as int64, as the chunk code reads them: one compile for both.
+            _conv_rows(x, n, window, strided, np.int64(weight.ctypes.data), k, units,
+                       np.int64(out.ctypes.data), index * block, block, post)  # fmt: skip
         return
     words = (*_window_words(x, n, window, strided), np.int64(weight.ctypes.data),
              np.int64(out.ctypes.data), np.int64(units), np.int64(k), np.int64(block),

@@ -944,9 +944,13 @@ def _channel_blocks(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w
     tiles_in = transpose.tile_count(1, lanes, plane_in)
     tiles_out = transpose.tile_count(1, plane, lanes)
     x_at, out_at = np.int64(x.ctypes.data), np.int64(out3.ctypes.data)
+    # The transposes' arguments as int64 (no literals), as their other callers pass them:
+    # numba compiles a callee once per set of argument types.
+    i = np.int64
     for c0 in range(first, last, lanes):
         source = x_at + (n * channels + c0) * plane_in * 4
-        transpose.tiles_range(source, turned.ctypes.data, 1, lanes, plane_in, 0, tiles_in)
+        transpose.tiles_range(source, i(turned.ctypes.data), i(1), lanes, plane_in, i(0), tiles_in,
+                              i(0))  # fmt: skip
         for ih in range(i0, i1):
             d = _u(((ih + pt) * cols + j0 + pl) * lanes)
             at = _u((ih * width + j0) * lanes)
@@ -958,7 +962,8 @@ def _channel_blocks(x, w3, out3, n, first, last, kh, kw, s, pt, pl, out_h, out_w
         taps_ir.channel_taps(pad.ctypes.data, bases.ctypes.data, plane, sums.ctypes.data,
                              offsets.ctypes.data, weights.ctypes.data, taps)  # fmt: skip
         target = out_at + (n * out3.shape[1] + c0) * plane * 4
-        transpose.tiles_range(sums.ctypes.data, target, 1, plane, lanes, 0, tiles_out)
+        transpose.tiles_range(i(sums.ctypes.data), target, i(1), plane, lanes, i(0), tiles_out,
+                              i(0))  # fmt: skip
         packed.apply_post(out3[n, c0 : c0 + lanes], post, c0)
 
 

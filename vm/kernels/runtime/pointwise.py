@@ -164,7 +164,9 @@ def _short(x, plane, k, pw, units, u, pc, width, post, ldc):
     register tiles (:func:`vm.kernels.runtime.packed.product_range`), a tile
     of ``width`` rows by the panel's output channels, then the epilogue on that block.
     Each element is the same sum in the same order, so the bits are those of the panel."""
-    packed.product_range((x, 1, plane), pw, k, units, (pc, 1, ldc), (0, width), (u, u + 1), 0)
+    i = np.int64  # the types the products' other callers pass (see products.addressed)
+    packed.product_range((i(x), i(1), i(plane)), i(pw), i(k), i(units), (i(pc), i(1), i(ldc)),
+                         (i(0), i(width)), (i(u), i(u + 1)), i(0), i(0))  # fmt: skip
     if post != 0:
         unit = u * _PANEL
         block = (min(_PANEL, units - unit), width)

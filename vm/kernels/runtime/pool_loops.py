@@ -94,7 +94,8 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
     when it is big enough."""
     planes = x.shape[0] * x.shape[1]
     if out.size * _reach(ph, pw, x) < SPLIT_WORK:
-        max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, 0, planes)
+        # The range as int64, as the chunk code passes it: one compile of the loops.
+        max_pool2d(x, out, ph, pw, sh, sw, dh, dw, pt, pl, -np.inf, np.int64(0), planes)
         return
     if float32_in_c_order(x, out):
         # Shared without the GIL while workers poll (inside a model, after a convolution).
@@ -102,7 +103,7 @@ def max_pool2d_float(x, out, ph, pw, sh, sw, dh, dw, pt, pl):
                      np.int64(out.ctypes.data), out.shape[2], out.shape[3], np.int64(ph),
                      np.int64(pw), np.int64(sh), np.int64(sw), np.int64(dh), np.int64(dw),
                      np.int64(pt), np.int64(pl))  # fmt: skip
-        if jobs.share(jobs.MAX_POOL, planes, arguments, 0):
+        if jobs.share(jobs.MAX_POOL, planes, arguments, np.int64(0)):
             return
     block, at = _window_block(x, out, (ph, pw, sh, sw, dh, dw, pt, pl))
     bridge.invoke(_MAX_POOL, block, at)
@@ -314,7 +315,7 @@ def row_sums_f32(rows, out, mean):
     if rows.size >= ROW_SUMS_SPLIT and m > 1:
         arguments = (np.int64(rows.ctypes.data), np.int64(m), np.int64(n),
                      np.int64(out.ctypes.data), np.int64(1 if mean else 0))  # fmt: skip
-        if jobs.share(jobs.ROW_SUMS, m, arguments, 0):
+        if jobs.share(jobs.ROW_SUMS, m, arguments, np.int64(0)):
             return
     row_sums_range(rows, out, mean, 0, m)
 

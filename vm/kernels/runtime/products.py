@@ -34,6 +34,7 @@ import ctypes
 
 import numpy as np
 from numba import carray, njit, types
+from numba.extending import register_jitable
 
 from vm.kernels.runtime import callbacks, jobs, packed, symbols, threads, transpose
 from vm.kernels.runtime.openblas import openblas
@@ -229,10 +230,10 @@ def _packed_part(a, pw, k, m, units, c, index, parts, by_rows, rows_outer, post)
         tiles = -(-m // packed.ROWS)
         lo = tiles * index // parts * packed.ROWS
         hi = min(m, tiles * (index + 1) // parts * packed.ROWS)
-        packed.product_range(a, pw, k, units, c, (lo, hi), (0, panels), rows_outer, post)
+        packed.product_range(a, pw, k, units, c, (lo, hi), (np.int64(0), panels), rows_outer, post)
     else:
         lo, hi = panels * index // parts, panels * (index + 1) // parts
-        packed.product_range(a, pw, k, units, c, (0, m), (lo, hi), rows_outer, post)
+        packed.product_range(a, pw, k, units, c, (np.int64(0), m), (lo, hi), rows_outer, post)
 
 
 #: Where the words of a product job go (see :func:`_shared`).
@@ -303,8 +304,10 @@ def _run(product):
     thread and the polling workers, in :func:`partition`'s cut."""
     ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, size = product
     rows, parts = partition(m, n, k)
+    none = np.int64(0)
+    packing = (none, none, none, none)
     if parts > 1 and _shared(
-        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, size, jobs.BLAS, (0, 0, 0, 0)
+        m, n, k, ta, tb, pa, lda, pb, ldb, pc, ldc, size, np.int64(jobs.BLAS), packing
     ):
         return
     _parts(product, rows, 0, parts, parts)
@@ -457,8 +460,8 @@ def packed_product(a, weight, out, post=0):
     epilogue (:func:`vm.kernels.runtime.packed.post_epilogue`, one bias per output
     column; the residual laid out as ``out``), or 0."""
     m, k = a.shape
-    _packed(m, k, out.shape[1], (a.ctypes.data, leading(a), 1), weight,
-            (out.ctypes.data, leading(out), 1), post)  # fmt: skip
+    _packed(m, k, out.shape[1], addressed(a.ctypes.data, leading(a), 1), weight,
+            addressed(out.ctypes.data, leading(out), 1), np.int64(post))  # fmt: skip
 
 
 @njit(nogil=True)
@@ -469,7 +472,8 @@ def packed_columns(columns, weight, out, post=0):
     (:func:`vm.kernels.runtime.packed.post_epilogue`) or 0: a convolution whose pixels
     are the rows of the register tiles (see :func:`_transposed`)."""
     k, m = columns.shape
-    _by_symbol(m, k, (columns.ctypes.data, 1, leading(columns)), weight, out, post)
+    _by_symbol(m, k, addressed(columns.ctypes.data, 1, leading(columns)), weight, out,
+               np.int64(post))  # fmt: skip
 
 
 @njit(nogil=True)
@@ -479,7 +483,15 @@ def packed_pixel_rows(rows, weight, out, post=0):
     tiles read each pixel along ``k`` (see
     :func:`vm.kernels.runtime.convolution.conv_packed`)."""
     m, k = rows.shape
-    _by_symbol(m, k, (rows.ctypes.data, leading(rows), 1), weight, out, post)
+    _by_symbol(m, k, addressed(rows.ctypes.data, leading(rows), 1), weight, out, np.int64(post))
+
+
+@register_jitable
+def addressed(address, rows, cols):
+    """``(address, row stride, column stride)`` of an operand as int64s, the one set of
+    types the packed products' loops take: numba compiles a callee again for each set of
+    argument types, and ``ctypes.data`` is unsigned, a literal stride a type of its own."""
+    return np.int64(address), np.int64(rows), np.int64(cols)
 
 
 @njit(nogil=True)
@@ -515,7 +527,7 @@ def _transposed(m, k, a, weight, out, post):
     units = out.shape[0]
     if k >= packed.BLOCKED_MIN_DEPTH:
         # The blocks of a deep product already go through a buffer of their own.
-        _packed(m, k, units, a, weight, (out.ctypes.data, 1, leading(out)), 0)
+        _packed(m, k, units, a, weight, addressed(out.ctypes.data, 1, leading(out)), np.int64(0))
         packed.apply_post(out, post)
         return
     fused = post
@@ -523,10 +535,10 @@ def _transposed(m, k, a, weight, out, post):
         fused = 0
     if m == 1:
         # One pixel: the buffer would be out itself.
-        _packed(m, k, units, a, weight, (out.ctypes.data, units, 1), post)
+        _packed(m, k, units, a, weight, addressed(out.ctypes.data, units, 1), post)
         return
     buffer = np.empty((m, units), np.float32)
-    _packed(m, k, units, a, weight, (buffer.ctypes.data, units, 1), fused)
+    _packed(m, k, units, a, weight, addressed(buffer.ctypes.data, units, 1), fused)
     transpose.batched_f32(buffer, out, 1, m, units, post - fused)
 
 
@@ -541,18 +553,21 @@ def _packed(m, k, units, a, weight, c, post):
             for u in range(units):
                 packed.store(pc, r * c_rows + u * c_cols, 0.0)
         if post != 0:
-            packed.post_columns(pc, c_rows, (0, m), (0, units), post)
+            i = np.int64
+            packed.post_columns(i(pc), i(c_rows), (i(0), i(m)), (i(0), i(units)), i(post))
         return
     panels = weight.shape[0]
     rows_outer = 1 if weight.size * 4 <= packed.CACHED_WEIGHT_BYTES else 0
     pa, a_rows, a_cols = a
-    pw = weight.ctypes.data
-    packing = (a_cols, c_cols, rows_outer, post)
+    i = np.int64
+    pw = i(weight.ctypes.data)
+    packing = (i(a_cols), i(c_cols), i(rows_outer), i(post))
     if m * units * k >= PARALLEL_FLOPS and _shared(
-        m, units, k, 0, 0, pa, a_rows, pw, 0, pc, c_rows, 4, jobs.PACKED, packing
+        m, units, k, i(0), i(0), pa, a_rows, pw, i(0), pc, c_rows, i(4), i(jobs.PACKED), packing
     ):
         return
-    packed.product_range(a, pw, k, units, c, (0, m), (0, panels), rows_outer, post)
+    every_row, every_panel = (i(0), i(m)), (i(0), i(panels))
+    packed.product_range(a, pw, k, units, c, every_row, every_panel, i(rows_outer), i(post))
 
 
 # --- from Python ------------------------------------------------------------------------------

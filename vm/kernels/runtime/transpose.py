@@ -124,7 +124,8 @@ def batched_f32(x, out, batches, rows, cols, post=0):
                      np.int64(post))  # fmt: skip
         if jobs.share(jobs.TRANSPOSE, tiles, arguments, x.size):
             return
-    tiles_range(source, target, batches, rows, cols, 0, tiles, np.int64(post))
+    i = np.int64  # as the chunk code passes them: numba compiles tiles_range once
+    tiles_range(source, target, i(batches), i(rows), i(cols), i(0), i(tiles), i(post))
 
 
 @jobs.chunk(jobs.TRANSPOSE)

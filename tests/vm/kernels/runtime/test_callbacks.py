@@ -1,19 +1,21 @@
 """C callbacks compiled on first need (``vm.kernels.runtime.callbacks``).
 
 Returns group: a callback is compiled once per process, the same object for every caller,
-a C entry point's symbol links to it, and an entry point that calls another by symbol
-links it first. Traps group: linking a symbol nobody registered
-raises KeyError.
+a C entry point's symbol links to it, an entry point that calls another by symbol
+links it first, and an array handed to an entry point by address and kept with ``alive``
+is still allocated when the entry point reads it. Traps group: linking a symbol nobody
+registered raises KeyError.
 """
 
 from __future__ import annotations
 
 import ctypes
 
+import numpy as np
 import pytest
-from numba import njit, types
+from numba import cfunc, njit, types
 
-from vm.kernels.runtime import callbacks
+from vm.kernels.runtime import atomics, callbacks
 
 _SIGNATURE = types.int64(types.int64)
 
@@ -60,6 +62,35 @@ def test_an_entry_point_links_the_entry_points_it_calls_first() -> None:
     assert any(name.endswith("test_callbacks._inner") for name in callbacks.compiled())
     outer = callbacks.build(_outer, _SIGNATURE)
     assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(outer.address)(4) == 15
+
+
+@cfunc(types.int64(types.int64))
+def _read_after_allocating(address):
+    # Allocations of the block's size first: were the block freed, one would reuse it.
+    seen = 0
+    for _ in range(8):
+        other = np.empty(16, np.int64)
+        other[:] = -1
+        seen += other[0]
+    return atomics.load_word(address, 3) + 0 * seen
+
+
+_read = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(_read_after_allocating.address)
+
+
+# Without optimisation, numba frees the block after `block.ctypes.data` (its last mention)
+# and before the call; without `alive`, the same function read -1 here (glibc).
+@njit(_dbg_optnone=True)
+def _hand_over_kept():
+    block = np.empty(16, np.int64)
+    block[:] = 7
+    value = _read(block.ctypes.data)
+    callbacks.alive(block)
+    return value
+
+
+def test_an_array_kept_alive_is_allocated_when_the_entry_point_reads_it() -> None:
+    assert _hand_over_kept() == 7
 
 
 def test_linking_a_symbol_nobody_registered_raises() -> None:

@@ -164,9 +164,10 @@ def _short(x, plane, k, pw, units, u, pc, width, post, ldc):
     register tiles (:func:`vm.kernels.runtime.packed.product_range`), a tile
     of ``width`` rows by the panel's output channels, then the epilogue on that block.
     Each element is the same sum in the same order, so the bits are those of the panel."""
-    i = np.int64  # the types the products' other callers pass (see products.addressed)
-    packed.product_range((i(x), i(1), i(plane)), i(pw), i(k), i(units), (i(pc), i(1), i(ldc)),
-                         (i(0), i(width)), (i(u), i(u + 1)), i(0), i(0))  # fmt: skip
+    i = np.int64  # the types the products' other callers pass
+    a, c = products.addressed(x, 1, plane), products.addressed(pc, 1, ldc)
+    packed.product_range(a, i(pw), i(k), i(units), c, (i(0), i(width)), (i(u), i(u + 1)), i(0),
+                         i(0))  # fmt: skip
     if post != 0:
         unit = u * _PANEL
         block = (min(_PANEL, units - unit), width)

@@ -29,6 +29,22 @@ def fma(module: ir.Module) -> ir.Function:
     return found
 
 
+def prefetch(builder: ir.IRBuilder, byte_address: ir.Value, write: int, locality: int) -> None:
+    """``llvm.prefetch`` of the cache line at the integer ``byte_address``: ``write`` 1 asks
+    for the line to be owned for writing, ``locality`` 0-3 how close to the core to keep it.
+    A prefetch never faults, so an address past an array's end costs a wasted request only."""
+    i32 = ir.IntType(32)
+    pointer = ir.IntType(8).as_pointer()
+    function = builder.module.globals.get("llvm.prefetch")
+    if function is None:
+        kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
+        function = ir.Function(builder.module, kind, name="llvm.prefetch")
+    # The last operand: data (1), not instructions.
+    builder.call(
+        function, [builder.inttoptr(byte_address, pointer), i32(write), i32(locality), i32(1)]
+    )
+
+
 def address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.Type) -> ir.Value:
     """``base + 4 * offset`` (a byte address and a count of float32 elements) as a
     pointer to ``kind``."""

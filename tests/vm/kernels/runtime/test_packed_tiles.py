@@ -5,10 +5,14 @@ epilogue applied after the fact reaches only the rows and pixels of its view. Tr
 epilogue on an output that is not float32 with contiguous rows.
 
 Runs the tile geometry of the host's instruction set (``test_target_isa`` runs the AVX2
-one on a host with AVX-512).
+one on a host with AVX-512). The tiles that read their weight panel ahead do not fault on
+the page after the last panel.
 """
 
 from __future__ import annotations
+
+import ctypes
+import mmap
 
 import numpy as np
 import pytest
@@ -211,6 +215,37 @@ def test_a_deep_product_in_blocks_is_numpys(units: int, transposed: bool, k: int
     got = c.T if transposed else c
     np.testing.assert_allclose(got[1:], (a @ w.T)[1:], rtol=1e-4, atol=1e-3)
     assert np.isnan(got[0]).all()  # the row before the range is not written
+
+
+def _before_an_unmapped_page(nbytes: int) -> tuple[mmap.mmap, int]:
+    """A mapping whose first ``nbytes`` (whole pages) are readable and whose next page is
+    not, and the address of its start."""
+    page = mmap.PAGESIZE
+    assert nbytes % page == 0
+    region = mmap.mmap(-1, nbytes + page)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    if libc.mprotect(start + nbytes, page, 0) != 0:  # PROT_NONE
+        pytest.skip(f"mprotect failed: errno {ctypes.get_errno()}")
+    return region, start
+
+
+@pytest.mark.parametrize("rows", [packed.AHEAD_MIN_ROWS, packed.ROWS])
+def test_the_last_weight_panel_before_an_unmapped_page_multiplies_as_numpy(rows: int) -> None:
+    # Tiles of that many rows ask for the lines k rows past their panel as they read it;
+    # after the last panel those are in the unmapped page, which a prefetch never faults on.
+    k = 2 * mmap.PAGESIZE // (PANEL * 4)
+    a, w, pw = _operands(rows, PANEL, k)
+    region, start = _before_an_unmapped_page(pw.nbytes)
+    weight = np.frombuffer(region, np.float32, pw.size).reshape(pw.shape)
+    weight[...] = pw
+    c = np.full((rows, PANEL), np.nan, np.float32)
+    packed.product_range(
+        (a.ctypes.data, k, 1), start, k, PANEL, (c.ctypes.data, PANEL, 1), (0, rows), (0, 1), 0
+    )
+    np.testing.assert_allclose(c, a @ w.T, rtol=1e-5, atol=1e-5)
+    del weight
 
 
 @pytest.mark.parametrize("rows_outer", [0, 1])

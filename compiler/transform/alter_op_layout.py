@@ -242,7 +242,7 @@ def _pointwise_pixels(
         return None
     weight_bytes = channels * kh * kw * units * 4
     if (kh, kw, sh, sw) not in SHUFFLED_WINDOWS and convolution.column_blocks_take(
-        weight_bytes, out_h, out_w
+        weight_bytes, channels * kh * kw, (kh, kw), out_h, out_w
     ):
         return None
     if kernel == (1, 1):

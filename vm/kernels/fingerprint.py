@@ -61,6 +61,7 @@ LIBRARY_MODULES = (
     "runtime/vecmath.py",
     "runtime/vector_ir.py",
     "runtime/winograd.py",
+    "runtime/window_rows.py",
     "shape_rules.py",
     "source.py",
     "table.py",

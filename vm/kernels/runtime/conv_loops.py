@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 from numba import uint64 as _u
 
-from vm.kernels.runtime import packed
+from vm.kernels.runtime import callbacks, packed, window_rows
 from vm.kernels.runtime.taps import is_float32
 
 
@@ -119,6 +119,46 @@ def im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
 
 
 @njit(nogil=True, cache=True)
+def _im2row3_blocks(x, n, rows, sh, sw, pt, pl, dh, dw, out_w, r0, r1):
+    """:func:`_im2row3` of float32 at a column stride ``sw`` of 1 or 2: each channel's taps
+    for up to 16 pixels of an output row at once. Both arrays C-contiguous (as
+    :func:`im2row` takes them)."""
+    _, channels, height, width = x.shape
+    i64 = np.int64
+    plane = i64(height * width * 4)
+    depth = i64(channels * 9)
+    image = i64(x.ctypes.data) + i64(n) * channels * plane
+    matrix = i64(rows.ctypes.data)
+    # The rows in the padding read from a row of zeros, so that the taps' masks are the same
+    # for the three rows and stay in registers across the channels.
+    zeros = np.zeros(width, np.float32)
+    blank = i64(zeros.ctypes.data)
+    for r in range(r0, r1):
+        top = r * sh - pt
+        o0, k0 = _tap(top, 0, 0, 0, dh, dw, height, width)
+        o1, k1 = _tap(top, 0, 1, 0, dh, dw, height, width)
+        o2, k2 = _tap(top, 0, 2, 0, dh, dw, height, width)
+        for q0 in range(0, out_w, window_rows.PIXELS):
+            valid = i64(min(window_rows.PIXELS, out_w - q0))
+            first = i64(q0 * sw - pl)
+            at = matrix + i64((r * out_w + q0) * depth * 4)
+            channel = image
+            for _ in range(channels):
+                row0 = channel + i64(o0) * 4 if k0 else blank
+                row1 = channel + i64(o1) * 4 if k1 else blank
+                row2 = channel + i64(o2) * 4 if k2 else blank
+                if sw == 1:
+                    window_rows.window_rows3_s1(at, depth, row0, row1, row2, first, i64(dw),
+                                                i64(width), valid)  # fmt: skip
+                else:
+                    window_rows.window_rows3_s2(at, depth, row0, row1, row2, first, i64(dw),
+                                                i64(width), valid)  # fmt: skip
+                at += i64(36)
+                channel += plane
+    callbacks.alive(zeros)
+
+
+@njit(nogil=True, cache=True)
 def _tap(top, left, i, j, dh, dw, height, width):
     """The offset of tap ``(i, j)`` of the window at ``(top, left)`` in its channel, and
     whether it lies inside the image (else the offset is 0, a safe place to read)."""
@@ -129,10 +169,15 @@ def _tap(top, left, i, j, dh, dw, height, width):
 
 @njit(nogil=True, cache=True)
 def _im2row3(x, n, rows, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
-    """:func:`im2row` of a 3x3 window, its nine taps written out: each tap's offset and
-    whether it is inside are found once per pixel, and every channel reads the nine
-    with a select instead of a branch (loops of three per channel and a branch per
-    element ran 2-4 times slower)."""
+    """:func:`im2row` of a 3x3 window, its nine taps written out: float32 at a column
+    stride of 1 or 2 by blocks of 16 pixels of a row, transposed in registers
+    (:mod:`vm.kernels.runtime.window_rows`); else each tap's offset and whether it is
+    inside are found once per pixel, and every channel reads the nine with a select
+    instead of a branch (loops of three per channel and a branch per element ran 2-4
+    times slower)."""
+    if is_float32(x) and is_float32(rows) and (sw == 1 or sw == 2):
+        _im2row3_blocks(x, n, rows, sh, sw, pt, pl, dh, dw, out_w, r0, r1)
+        return
     _, channels, height, width = x.shape
     xf = x.reshape(x.size)
     rf = rows.reshape(rows.size)

@@ -228,16 +228,42 @@ def _residual_kept(out3, n, post):
 #: blocks there is too little to share between threads and im2col then a product wins
 #: (ResNet-18's layers, benchmarks/NOTES.md).
 MIN_CONV_BLOCKS = 4
+#: A 3x3 window read from at least :data:`IM2ROW_MIN_CHANNELS` channels, whose im2row matrix
+#: takes at most :data:`IM2ROW_MAX_BYTES`, runs by im2row and one product
+#: (:func:`conv_packed`) even where column blocks would take it: its im2row copies 16 pixels'
+#: taps at a time (:mod:`vm.kernels.runtime.window_rows`), and its tiles run whole panels of
+#: output channels, where a column block's tiles of output channels end in a short one
+#: (64 channels: 9 tiles of 7 and one of 1). AMD EPYC Zen 5, two threads, the layer alone
+#: with its bias and relu, column blocks against im2row (ms): 64 to 128 channels at 56x56
+#: stride 2 0.392 -> 0.318, 128 to 64 0.500 -> 0.399, 64 to 160 at 64x64 stride 2 0.609 ->
+#: 0.557, 32 to 64 at 112x112 stride 2 (a 3.6 MB matrix) 0.450 -> 0.383; but with a bigger
+#: matrix the column blocks' cache reuse wins: 48 channels at 56x56 (5.4 MB) 0.430 against
+#: 0.433, 64 to 96 (7.2 MB) 0.705 against 0.862, 96 at 112x112 stride 2 (10.8 MB) 1.84
+#: against 2.93; and so it does for 3-channel stems and windows other than 3x3, whose im2row
+#: copies a float at a time.
+IM2ROW_MIN_CHANNELS = 32
+IM2ROW_MAX_BYTES = 4 << 20
 
 
 @register_jitable
-def column_blocks_take(weight_bytes, out_h, out_w):
-    """Whether a float32 convolution by a packed weight of ``weight_bytes`` bytes with an
+def column_blocks_take(weight_bytes, depth, kernel, out_h, out_w):
+    """Whether a float32 convolution by a packed weight of ``weight_bytes`` bytes, ``depth``
+    (input channels times window) deep, with a ``kernel`` (height, width) window and an
     ``out_h`` by ``out_w`` output plane (not a pointwise one) runs by column blocks
     (:func:`vm.kernels.runtime.conv_jobs.packed_conv`), each built and multiplied in cache:
-    a weight that stays in cache, and enough blocks to share. :func:`_conv_paths` decides
-    by it, and so does ``compiler.transform.alter_op_layout`` (in plain Python)."""
+    a weight that stays in cache, enough blocks to share, and not a window that im2row
+    copies fast into a matrix that stays small (:data:`IM2ROW_MIN_CHANNELS`).
+    :func:`_conv_paths` decides by it, and so does ``compiler.transform.alter_op_layout``
+    (in plain Python)."""
     if weight_bytes > packed.CACHED_WEIGHT_BYTES:
+        return False
+    kh, kw = kernel
+    if (
+        kh == 3
+        and kw == 3
+        and depth >= 9 * IM2ROW_MIN_CHANNELS
+        and out_h * out_w * depth * 4 <= IM2ROW_MAX_BYTES
+    ):
         return False
     return conv_jobs.row_blocks(out_h, out_w)[1] >= MIN_CONV_BLOCKS
 
@@ -332,7 +358,7 @@ def _conv_paths(x, w, out3, rows, window, post):
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
             pointwise.conv(x, n, w, out3[n], share, post)
         return True
-    if not column_blocks_take(w.size * 4, out_h, out_w):
+    if not column_blocks_take(w.size * 4, w.shape[1], (kh, kw), out_h, out_w):
         return False
     out = out3[n]
     share = out.size * w.shape[1] >= products.PARALLEL_FLOPS

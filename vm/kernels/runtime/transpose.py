@@ -20,7 +20,6 @@ C-contiguous float32 arrays (:mod:`vm.kernels.emit_layout`).
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import carray, njit, types
 from numba.extending import intrinsic
 
@@ -41,20 +40,7 @@ def _tile_codegen(context, builder, signature, args):
         builder.load(vir.address(builder, source, builder.mul(I64(r), source_stride), VEC), align=4)
         for r in range(TILE)
     ]
-    lanes = ir.VectorType(ir.IntType(32), TILE)
-    d = TILE // 2
-    while d:
-        # Rows i and i + d trade the blocks of d columns each holds of the other's
-        # transpose: i keeps its columns without bit d and takes j's, shifted down.
-        keep = ir.Constant(lanes, [c if not c & d else TILE + c - d for c in range(TILE)])
-        take = ir.Constant(lanes, [TILE + c if c & d else c + d for c in range(TILE)])
-        swapped = list(rows)
-        for i in range(TILE):
-            if not i & d:
-                swapped[i] = builder.shuffle_vector(rows[i], rows[i + d], keep)
-                swapped[i + d] = builder.shuffle_vector(rows[i], rows[i + d], take)
-        rows = swapped
-        d //= 2
+    rows = vir.transpose16(builder, rows)
     for c, row in enumerate(rows):
         builder.store(row, vir.address(builder, target, builder.mul(I64(c), target_stride), VEC),
                       align=4)  # fmt: skip

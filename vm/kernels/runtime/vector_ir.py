@@ -1,5 +1,7 @@
 """Pieces of LLVM IR shared by the loops written by hand as IR: the register tiles of
-:mod:`vm.kernels.runtime.packed` and the depthwise tap sums of :mod:`vm.kernels.runtime.taps`.
+:mod:`vm.kernels.runtime.packed`, the depthwise tap sums of :mod:`vm.kernels.runtime.taps`,
+the transposes of :mod:`vm.kernels.runtime.transpose` and the im2row windows of
+:mod:`vm.kernels.runtime.window_rows`.
 
 Runtime layer, compiled runtime support (``vm.kernels.runtime``); imports llvmlite only.
 
@@ -58,3 +60,50 @@ def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
     return builder.shuffle_vector(
         builder.insert_element(undef, value, ir.IntType(32)(0)), undef, zeros
     )
+
+
+_MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def _declared(builder: ir.IRBuilder, name: str, kind: ir.FunctionType) -> ir.Function:
+    found = builder.module.globals.get(name)
+    return found if found is not None else ir.Function(builder.module, kind, name=name)
+
+
+def masked_load(builder: ir.IRBuilder, pointer: ir.Value, mask: ir.Value) -> ir.Value:
+    """The :data:`VEC` at ``pointer`` where ``mask`` (16 x i1) is set, 0 elsewhere. A lane
+    off the mask is not read, so it may lie outside any array (AVX-512 and AVX2 suppress
+    the fault)."""
+    kind = ir.FunctionType(VEC, [VEC.as_pointer(), ir.IntType(32), _MASK, VEC])
+    function = _declared(builder, f"llvm.masked.load.v{LANES}f32.p0", kind)
+    return builder.call(function, [pointer, ir.IntType(32)(4), mask, ir.Constant(VEC, None)])
+
+
+def masked_store(builder: ir.IRBuilder, value: ir.Value, pointer: ir.Value, mask: ir.Value) -> None:
+    """Store the lanes of ``value`` where ``mask`` is set; memory under the other lanes is
+    neither read nor written."""
+    kind = ir.FunctionType(ir.VoidType(), [VEC, VEC.as_pointer(), ir.IntType(32), _MASK])
+    function = _declared(builder, f"llvm.masked.store.v{LANES}f32.p0", kind)
+    builder.call(function, [value, pointer, ir.IntType(32)(4), mask])
+
+
+def transpose16(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The 16 :data:`VEC` ``rows`` transposed: lane ``r`` of result ``c`` is lane ``c`` of
+    ``rows[r]``. Four rounds of two-vector shuffles, each swapping the off-diagonal blocks
+    of every 2d x 2d block (d = 8, 4, 2, 1)."""
+    lanes = ir.VectorType(ir.IntType(32), LANES)
+    rows = list(rows)
+    d = LANES // 2
+    while d:
+        # Rows i and i + d trade the blocks of d columns each holds of the other's
+        # transpose: i keeps its columns without bit d and takes j's, shifted down.
+        keep = ir.Constant(lanes, [c if not c & d else LANES + c - d for c in range(LANES)])
+        take = ir.Constant(lanes, [LANES + c if c & d else c + d for c in range(LANES)])
+        swapped = list(rows)
+        for i in range(LANES):
+            if not i & d:
+                swapped[i] = builder.shuffle_vector(rows[i], rows[i + d], keep)
+                swapped[i + d] = builder.shuffle_vector(rows[i], rows[i + d], take)
+        rows = swapped
+        d //= 2
+    return rows

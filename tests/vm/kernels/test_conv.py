@@ -221,9 +221,9 @@ PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
         ((1, 3, 66, 63), (32, 3, 3, 3), {"strides": (2, 2), "padding": (1, 1)}),
         ((1, 3, 60, 70), (16, 3, 3, 3), {"strides": (2, 2)}),
         ((1, 3, 61, 59), (40, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
-        # 3x3 windows of 32 channels or more whose im2row matrix is small: im2row by blocks
+        # 3x3 windows of 64 channels or more whose im2row matrix is small: im2row by blocks
         # of 16 pixels and one product, where column blocks would take a 3-channel window.
-        ((1, 32, 60, 34), (40, 32, 3, 3), {"padding": (1, 1)}),
+        ((1, 64, 40, 34), (40, 64, 3, 3), {"padding": (1, 1)}),
         ((1, 64, 90, 40), (48, 64, 3, 3), {"strides": (2, 2), "padding": (1, 1)}),
     ],
 )

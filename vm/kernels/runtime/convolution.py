@@ -231,17 +231,20 @@ MIN_CONV_BLOCKS = 4
 #: A 3x3 window read from at least :data:`IM2ROW_MIN_CHANNELS` channels, whose im2row matrix
 #: takes at most :data:`IM2ROW_MAX_BYTES`, runs by im2row and one product
 #: (:func:`conv_packed`) even where column blocks would take it: its im2row copies 16 pixels'
-#: taps at a time (:mod:`vm.kernels.runtime.window_rows`), and its tiles run whole panels of
-#: output channels, where a column block's tiles of output channels end in a short one
-#: (64 channels: 9 tiles of 7 and one of 1). AMD EPYC Zen 5, two threads, the layer alone
-#: with its bias and relu, column blocks against im2row (ms): 64 to 128 channels at 56x56
-#: stride 2 0.392 -> 0.318, 128 to 64 0.500 -> 0.399, 64 to 160 at 64x64 stride 2 0.609 ->
-#: 0.557, 32 to 64 at 112x112 stride 2 (a 3.6 MB matrix) 0.450 -> 0.383; but with a bigger
-#: matrix the column blocks' cache reuse wins: 48 channels at 56x56 (5.4 MB) 0.430 against
-#: 0.433, 64 to 96 (7.2 MB) 0.705 against 0.862, 96 at 112x112 stride 2 (10.8 MB) 1.84
-#: against 2.93; and so it does for 3-channel stems and windows other than 3x3, whose im2row
-#: copies a float at a time.
-IM2ROW_MIN_CHANNELS = 32
+#: taps at a time (:mod:`vm.kernels.runtime.window_rows`), where a column block copies its
+#: im2col a row of output pixels at a time, and its tiles are 7 pixels by a whole panel of 32
+#: output channels, where a column block cuts each panel into five tiles of 6 or 7 channels.
+#: AMD EPYC Zen 5, two threads, the layer alone with its bias (and relu), column blocks
+#: against im2row (ms): 64 to 128 channels at 56x56 stride 2 0.392 -> 0.318, 128 to 64 0.500
+#: -> 0.399, 64 to 160 at 64x64 stride 2 0.609 -> 0.557; in SegFormer-B0 (256x256) its 64 to
+#: 160 layer 378 -> 245 us (profiled, least of nine). With a bigger matrix the column blocks'
+#: cache reuse wins (48 channels at 56x56, 5.4 MB: 0.430 against 0.433; 64 to 96, 7.2 MB:
+#: 0.705 against 0.862; 96 channels at 112x112 stride 2, 10.8 MB: 1.84 against 2.93), and so
+#: it does for fewer channels: alone, 32 to 64 at 64x64 stride 2 ran 0.147 -> 0.130, but in
+#: SegFormer 194 -> 408 us, its im2row and short product (288 deep, two panels) slower there
+#: than the blocks; for 3-channel stems and windows other than 3x3 im2row copies a float at
+#: a time.
+IM2ROW_MIN_CHANNELS = 64
 IM2ROW_MAX_BYTES = 4 << 20
 
 

@@ -26,6 +26,7 @@ def _takes(channels: int, units: int, kernel: tuple[int, int], out: tuple[int, i
         (3, 64, (7, 7), (112, 112)),  # not a 3x3 window
         (conv.IM2ROW_MIN_CHANNELS - 1, 64, (3, 3), (28, 28)),
         (96, 96, (3, 3), (56, 56)),  # a 10.8 MB matrix
+        (conv.IM2ROW_MIN_CHANNELS, 64, (3, 3), (56, 56)),  # 7.2 MB
     ],
 )
 def test_column_blocks_take_stems_other_windows_and_big_matrices(channels, units, kernel, out):
@@ -36,7 +37,7 @@ def test_column_blocks_take_stems_other_windows_and_big_matrices(channels, units
     ("channels", "units", "out"),
     [
         (64, 128, (28, 28)),  # ResNet-18's stride-2 3x3 convolution into layer 2
-        (conv.IM2ROW_MIN_CHANNELS, 64, (56, 56)),  # a 3.6 MB matrix
+        (conv.IM2ROW_MIN_CHANNELS, 64, (28, 28)),  # a 1.8 MB matrix
     ],
 )
 def test_wide_3x3_windows_with_a_small_matrix_run_by_im2row(channels, units, out):

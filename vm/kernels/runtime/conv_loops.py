@@ -22,6 +22,7 @@ from numba import uint64 as _u
 
 from vm.kernels.runtime import callbacks, packed, window_rows
 from vm.kernels.runtime.taps import is_float32
+from vm.kernels.runtime.target import has_avx512
 
 
 @njit(nogil=True, cache=True)
@@ -118,6 +119,13 @@ def im2row(x, n, rows, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
                         d += _u(1)
 
 
+#: Whether :func:`_im2row3` copies float32 windows 16 pixels at a time: with AVX-512, whose
+#: masked loads and stores are single instructions. Without it they are AVX's ``vmaskmov``,
+#: whose stores some AMD cores run as microcode, element by element; not measured on such a
+#: host, so those keep the element-wise copy.
+WINDOW_BLOCKS = has_avx512()
+
+
 @njit(nogil=True, cache=True)
 def _im2row3_blocks(x, n, rows, sh, sw, pt, pl, dh, dw, out_w, r0, r1):
     """:func:`_im2row3` of float32 at a column stride ``sw`` of 1 or 2: each channel's taps
@@ -175,7 +183,7 @@ def _im2row3(x, n, rows, sh, sw, pt, pl, dh, dw, out_h, out_w, r0, r1):
     inside are found once per pixel, and every channel reads the nine with a select
     instead of a branch (loops of three per channel and a branch per element ran 2-4
     times slower)."""
-    if is_float32(x) and is_float32(rows) and (sw == 1 or sw == 2):
+    if WINDOW_BLOCKS and is_float32(x) and is_float32(rows) and (sw == 1 or sw == 2):
         _im2row3_blocks(x, n, rows, sh, sw, pt, pl, dh, dw, out_w, r0, r1)
         return
     _, channels, height, width = x.shape

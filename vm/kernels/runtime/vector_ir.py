@@ -31,16 +31,22 @@ def fma(module: ir.Module) -> ir.Function:
     return found
 
 
+_MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def _declared(builder: ir.IRBuilder, name: str, kind: ir.FunctionType) -> ir.Function:
+    found = builder.module.globals.get(name)
+    return found if found is not None else ir.Function(builder.module, kind, name=name)
+
+
 def prefetch(builder: ir.IRBuilder, byte_address: ir.Value, write: int, locality: int) -> None:
     """``llvm.prefetch`` of the cache line at the integer ``byte_address``: ``write`` 1 asks
     for the line to be owned for writing, ``locality`` 0-3 how close to the core to keep it.
     A prefetch never faults, so an address past an array's end costs a wasted request only."""
     i32 = ir.IntType(32)
     pointer = ir.IntType(8).as_pointer()
-    function = builder.module.globals.get("llvm.prefetch")
-    if function is None:
-        kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
-        function = ir.Function(builder.module, kind, name="llvm.prefetch")
+    kind = ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32])
+    function = _declared(builder, "llvm.prefetch", kind)
     # The last operand: data (1), not instructions.
     builder.call(
         function, [builder.inttoptr(byte_address, pointer), i32(write), i32(locality), i32(1)]
@@ -62,18 +68,10 @@ def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
     )
 
 
-_MASK = ir.VectorType(ir.IntType(1), LANES)
-
-
-def _declared(builder: ir.IRBuilder, name: str, kind: ir.FunctionType) -> ir.Function:
-    found = builder.module.globals.get(name)
-    return found if found is not None else ir.Function(builder.module, kind, name=name)
-
-
 def masked_load(builder: ir.IRBuilder, pointer: ir.Value, mask: ir.Value) -> ir.Value:
     """The :data:`VEC` at ``pointer`` where ``mask`` (16 x i1) is set, 0 elsewhere. A lane
-    off the mask is not read, so it may lie outside any array (AVX-512 and AVX2 suppress
-    the fault)."""
+    off the mask is not read (``llvm.masked.load``'s contract; AVX-512 and AVX's
+    ``vmaskmov`` suppress its fault), so it may lie outside any array."""
     kind = ir.FunctionType(VEC, [VEC.as_pointer(), ir.IntType(32), _MASK, VEC])
     function = _declared(builder, f"llvm.masked.load.v{LANES}f32.p0", kind)
     return builder.call(function, [pointer, ir.IntType(32)(4), mask, ir.Constant(VEC, None)])

@@ -14,7 +14,8 @@ stride of 2), read under a mask that leaves the columns in the padding 0 without
 them (a row in the padding is read from a row of zeros); the nine vectors and seven of
 zeros are transposed in registers (:func:`vm.kernels.runtime.vector_ir.transpose16`) and
 each pixel's first nine lanes are stored under a mask. Single thread, the same layer's
-copy: 265 -> 124 us; 256 channels at 28x28 to 14x14, 134 -> 49 us.
+copy: 265 -> 124 us; 256 channels at 28x28 to 14x14, 134 -> 49 us. Hosts with AVX-512 only
+(:data:`vm.kernels.runtime.conv_loops.WINDOW_BLOCKS`).
 """
 
 from __future__ import annotations

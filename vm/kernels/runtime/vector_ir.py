@@ -59,10 +59,11 @@ def address(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, kind: ir.Ty
     return builder.inttoptr(builder.add(base, builder.shl(offset, I64(2))), kind.as_pointer())
 
 
-def splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """The float ``value`` in every lane of a :data:`VEC`."""
-    undef = ir.Constant(VEC, ir.Undefined)
-    zeros = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int = LANES) -> ir.Value:
+    """The scalar ``value`` in every one of ``lanes`` lanes (a :data:`VEC` for a float and
+    the default count)."""
+    undef = ir.Constant(ir.VectorType(value.type, lanes), ir.Undefined)
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
     return builder.shuffle_vector(
         builder.insert_element(undef, value, ir.IntType(32)(0)), undef, zeros
     )

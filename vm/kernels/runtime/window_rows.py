@@ -35,25 +35,16 @@ TAPS = 9
 _I32 = ir.IntType(32)
 
 
-def _lanes(builder: ir.IRBuilder, value: ir.Value, count: int) -> ir.Value:
-    """The int64 ``value`` in each of ``count`` lanes."""
-    kind = ir.VectorType(I64, count)
-    one = builder.insert_element(ir.Constant(kind, ir.Undefined), value, _I32(0))
-    return builder.shuffle_vector(
-        one, ir.Constant(kind, ir.Undefined), ir.Constant(ir.VectorType(_I32, count), [0] * count)
-    )
-
-
 def _masks(builder: ir.IRBuilder, column: ir.Value, width: ir.Value, stride: int) -> list:
     """Per 16 lanes, the masks of the floats ``column + e`` (``e < 16 * stride``) inside
     ``[0, width)``: the same for each of the three rows, so at most six mask registers
     stay live across the channels."""
     count = LANES * stride
-    columns = builder.add(_lanes(builder, column, count),
-                          ir.Constant(ir.VectorType(I64, count), list(range(count))))  # fmt: skip
+    offsets = ir.Constant(ir.VectorType(I64, count), list(range(count)))
+    columns = builder.add(vir.splat(builder, column, count), offsets)
     mask = builder.and_(
-        builder.icmp_signed(">=", columns, _lanes(builder, I64(0), count)),
-        builder.icmp_signed("<", columns, _lanes(builder, width, count)),
+        builder.icmp_signed(">=", columns, ir.Constant(ir.VectorType(I64, count), [0] * count)),
+        builder.icmp_signed("<", columns, vir.splat(builder, width, count)),
     )
     if stride == 1:
         return [mask]

@@ -76,6 +76,15 @@ def caller_owned(array: np.ndarray) -> NDArray:
     return array if type(array) is NDArray else array.view(NDArray)
 
 
+def immutable(array: np.ndarray) -> bool:
+    """Whether nothing can write through ``array``: it is read-only, like every array down
+    to the one owning its memory."""
+    owner = array
+    while not owner.flags.writeable and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    return not owner.flags.writeable and owner.base is None
+
+
 def frozen(array: np.ndarray) -> np.ndarray:
     """``array`` as a plain read-only array nothing else writes through.
 
@@ -87,12 +96,8 @@ def frozen(array: np.ndarray) -> np.ndarray:
     A view of a buffer that is not an array (the bytes of a whole model file) is copied,
     so that a constant does not keep the whole buffer alive.
     """
-    if type(array) is np.ndarray:
-        owner = array
-        while not owner.flags.writeable and isinstance(owner.base, np.ndarray):
-            owner = owner.base
-        if not owner.flags.writeable and owner.base is None:
-            return array
+    if type(array) is np.ndarray and immutable(array):
+        return array
     copy = np.array(array, copy=True, subok=False)
     copy.flags.writeable = False
     return copy

@@ -60,9 +60,10 @@ def from_onnx(
         ``main`` takes the graph inputs, then one parameter per initializer it uses
         (named as in the model); ``params`` holds those initializers' values. Bind them
         with ``relay.vm.compile(mod, params=params)`` or
-        ``relay.create_executor(..., params=params)``. A single graph output is returned
-        as is; several as a tuple. Initializers read at import time only (target shapes,
-        axes, pads) do not become parameters.
+        ``relay.create_executor(..., params=params)``; they are read-only arrays, which
+        compiling binds without copying them (``.copy()`` one to change it). A single
+        graph output is returned as is; several as a tuple. Initializers read at import
+        time only (target shapes, axes, pads) do not become parameters.
 
     Raises
     ------

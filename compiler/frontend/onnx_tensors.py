@@ -20,7 +20,8 @@ from compiler.frontend.onnx_errors import OnnxImportError, OpNotImplemented
 
 
 def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
-    """A tensor's value (its data already in memory) as a numpy array of a Relay dtype."""
+    """A tensor's value (its data already in memory) as a read-only numpy array of a Relay
+    dtype, which owns its memory."""
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         raise OnnxImportError(
             f"{what} still refers to external data; it should have been loaded with the model"
@@ -30,7 +31,11 @@ def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
         array = numpy_helper.to_array(tensor)
     except Exception as exc:  # protobuf/numpy reasons vary; the tensor is malformed either way
         raise OnnxImportError(f"cannot read the data of {what}: {exc}") from None
-    return np.array(array, dtype=dtype, order="C")
+    owned = np.array(array, dtype=dtype, order="C")
+    # Read-only, the array becomes a constant's data as it is: binding ResNet-50's 94 MB of
+    # initializers copied every one of them again (0.14 s of a warm start).
+    owned.flags.writeable = False
+    return owned
 
 
 def decode_attributes(node: onnx.NodeProto, what: str) -> dict[str, Any]:

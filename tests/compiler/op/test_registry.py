@@ -245,6 +245,26 @@ def test_references_return_fresh_contiguous_arrays():
         assert not np.shares_memory(out, x)
 
 
+def test_references_view_memory_nothing_writes_instead_of_copying_it():
+    import numpy as np
+
+    from tests.compiler.op._helpers import ref
+
+    # A frozen constant's reshape (the folding of every packed weight) stays a view; a
+    # writable input's is still copied, so that the caller's later writes do not show.
+    frozen = np.arange(12, dtype="float32")
+    frozen.flags.writeable = False
+    out = ref("reshape", frozen, newshape=(3, 4))
+    assert np.shares_memory(out, frozen) and not out.flags.writeable
+    writable = np.arange(12, dtype="float32")
+    out = ref("reshape", writable, newshape=(3, 4))
+    assert not np.shares_memory(out, writable) and out.flags.writeable
+    # A read-only view of writable memory is not safe to keep either.
+    view = writable[:]
+    view.flags.writeable = False
+    assert not np.shares_memory(ref("reshape", view, newshape=(3, 4)), writable)
+
+
 def test_relations_and_references_fill_defaults_for_hand_built_attrs():
     import numpy as np
 

@@ -205,6 +205,10 @@ PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
         ((1, 3, 6, 5), (4, 3, 3, 3), {}),
         ((2, 8, 9, 8), (40, 8, 3, 3), {"strides": (2, 1), "padding": (1, 1, 0, 1)}),
         ((1, 16, 7, 7), (64, 16, 1, 1), {}),  # the input is its own column matrix
+        # 1x1 with pixels as the tiles' rows (the image transposed to pixel rows): a second
+        # image, a short panel, and a depth the tiles take in blocks.
+        ((2, 40, 5, 3), (33, 40, 1, 1), {}),
+        ((1, 520, 7, 7), (40, 520, 1, 1), {}),
         ((1, 16, 8, 8), (33, 16, 1, 1), {"strides": (2, 2)}),
         ((1, 3, 23, 23), (64, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
         ((1, 4, 10, 11), (7, 4, 3, 2), {"dilation": (2, 2), "padding": (2, 1)}),

@@ -41,6 +41,7 @@ from vm.kernels.runtime import (
     products,
     symbols,
     threads,
+    transpose,
     winograd,
 )
 from vm.kernels.runtime import depthwise as dwc
@@ -356,7 +357,14 @@ def _conv_paths(x, w, out3, rows, window, post):
     if rows == 0:
         plane, depth = out_h * out_w, w.shape[1]
         if not pointwise_panels_take(plane, depth):
-            products.packed_columns(x[n].reshape(depth, plane), w, out3[n], post)
+            # The image transposed to pixel rows first (512 channels at 7x7: 100 KB), so
+            # that each tile reads a pixel from one cache line for 16 steps of k; across
+            # the channel-major image it needed a new line at every step. ResNet-50's 512
+            # to 2048 and 2048 to 512 channels at 7x7 on one thread (AMD EPYC Zen 5,
+            # AVX-512, alternated runs): 0.65-0.66 -> 0.58 and 0.58-0.60 -> 0.52 ms.
+            pixel_rows = np.empty((plane, depth), np.float32)
+            transpose.batched_f32(x[n].reshape(depth, plane), pixel_rows, 1, depth, plane)
+            products.packed_pixel_rows(pixel_rows, w, out3[n], post)
         else:
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
             pointwise.conv(x, n, w, out3[n], share, post)

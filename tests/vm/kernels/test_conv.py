@@ -209,6 +209,7 @@ PACKED = "nn.contrib_conv2d_gemm_without_weight_transform"
         # image, a short panel, and a depth the tiles take in blocks.
         ((2, 40, 5, 3), (33, 40, 1, 1), {}),
         ((1, 520, 7, 7), (40, 520, 1, 1), {}),
+        ((2, 300, 1, 1), (20, 300, 1, 1), {}),  # one pixel: its channels are its row
         ((1, 16, 8, 8), (33, 16, 1, 1), {"strides": (2, 2)}),
         ((1, 3, 23, 23), (64, 3, 7, 7), {"strides": (2, 2), "padding": (3, 3)}),
         ((1, 4, 10, 11), (7, 4, 3, 2), {"dilation": (2, 2), "padding": (2, 1)}),

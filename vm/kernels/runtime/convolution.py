@@ -362,9 +362,13 @@ def _conv_paths(x, w, out3, rows, window, post):
             # the channel-major image it needed a new line at every step. ResNet-50's 512
             # to 2048 and 2048 to 512 channels at 7x7 on one thread (AMD EPYC Zen 5,
             # AVX-512, alternated runs): 0.65-0.66 -> 0.58 and 0.58-0.60 -> 0.52 ms.
-            pixel_rows = np.empty((plane, depth), np.float32)
-            transpose.batched_f32(x[n].reshape(depth, plane), pixel_rows, 1, depth, plane)
-            products.packed_pixel_rows(pixel_rows, w, out3[n], post)
+            if plane == 1:
+                # One pixel (squeeze-excite's layers): its channels are its pixel row.
+                products.packed_pixel_rows(x[n].reshape(1, depth), w, out3[n], post)
+            else:
+                pixel_rows = np.empty((plane, depth), np.float32)
+                transpose.batched_f32(x[n].reshape(depth, plane), pixel_rows, 1, depth, plane)
+                products.packed_pixel_rows(pixel_rows, w, out3[n], post)
         else:
             share = out3.shape[1] * plane * depth >= products.PARALLEL_FLOPS
             pointwise.conv(x, n, w, out3[n], share, post)

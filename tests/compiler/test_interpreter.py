@@ -153,6 +153,47 @@ def test_evaluate_with_bindings_for_free_variables():
     assert float(Interpreter().evaluate(x * x, {x: np.array(3.0, "float32")})) == 9.0
 
 
+def _counting_operators(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    run_op = Interpreter._run_op
+
+    def counted(self, call, args):
+        calls.append(call.op.name)
+        return run_op(self, call, args)
+
+    monkeypatch.setattr(Interpreter, "_run_op", counted)
+    return calls
+
+
+def test_a_node_with_many_users_is_computed_once(monkeypatch):
+    # Graph form (what the ONNX frontend makes): each node used twice by the next. As a
+    # tree this is 2**12 - 1 additions; as the graph it means, twelve.
+    calls = _counting_operators(monkeypatch)
+    x = relay.var("x", shape=())
+    h = x
+    for _ in range(12):
+        h = relay.add(h, h)
+    pair = relay.Tuple([h, h])
+    interp = Interpreter()
+    func = interp.evaluate(relay.Function([x], relay.Tuple([pair, pair[0]])))
+    out = interp.call(func, np.array(1.0, "float32"))
+    assert float(out[0][0]) == float(out[0][1]) == float(out[1]) == 2.0**12
+    assert calls == ["add"] * 12
+
+
+def test_a_shared_node_is_computed_afresh_in_each_call(monkeypatch):
+    calls = _counting_operators(monkeypatch)
+    mod = relay.IRModule()
+    y = relay.var("y", shape=())
+    twice = relay.multiply(y, relay.const(2.0))
+    mod["double_sum"] = relay.Function([y], twice + twice)
+    f = relay.GlobalVar("double_sum")
+    x = relay.var("x", shape=())
+    mod["main"] = relay.Function([x], relay.Call(f, [x]) - relay.Call(f, [x + x]))
+    assert float(Interpreter(mod).call("main", np.array(3.0, "float32"))) == 12.0 - 24.0
+    assert calls.count("multiply") == 2
+
+
 # --- returns: functions, closures, recursion -----------------------------------------------------
 
 

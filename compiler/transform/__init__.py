@@ -25,6 +25,11 @@ per module, none mutating its input:
 - :func:`~compiler.transform.lambda_lift.lambda_lift`: local functions become globals,
   closures capture free variables.
 
+TVM's form-changing passes are pass objects too: :class:`ToANormalForm`,
+:class:`ToGraphNormalForm` (:mod:`compiler.transform.to_gnf`), :class:`LambdaLift`, and
+:class:`DynamicToStatic` (:mod:`compiler.transform.dynamic_to_static`), which makes the shapes
+the types know constant and ``dyn.*`` operators static.
+
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
 """
@@ -33,12 +38,14 @@ from compiler.transform.alter_op_layout import AlterOpLayout
 from compiler.transform.combine_parallel_dense import CombineParallelDense
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
+from compiler.transform.dynamic_to_static import DynamicToStatic
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.transform.fold_constant import FoldConstant
 from compiler.transform.fold_explicit_padding import FoldExplicitPadding
 from compiler.transform.fold_scale_axis import FoldScaleAxis
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType
+from compiler.transform.lambda_lift import LambdaLift
 from compiler.transform.pass_manager import (
     FunctionPass,
     ModulePass,
@@ -61,6 +68,8 @@ from compiler.transform.simplify_power import SimplifyPower
 from compiler.transform.sink_reshape import SinkReshape
 from compiler.transform.specialize_arguments import SpecializeConstantArguments
 from compiler.transform.split_to_slices import SplitToSlices
+from compiler.transform.to_anf import ToANormalForm
+from compiler.transform.to_gnf import ToGraphNormalForm
 from compiler.transform.transpose_into_matmul import TransposeIntoBatchMatmul
 
 for _pass in (
@@ -68,12 +77,14 @@ for _pass in (
     CombineParallelDense,
     CombineSummedDense,
     DeadCodeElimination,
+    DynamicToStatic,
     EliminateCommonSubexpr,
     FoldConstant,
     FoldExplicitPadding,
     FoldScaleAxis,
     FuseOps,
     InferType,
+    LambdaLift,
     RemoveUnusedFunctions,
     ScalePackedWeight,
     SimplifyExpr,
@@ -82,6 +93,8 @@ for _pass in (
     SimplifyPower,
     SinkReshape,
     SplitToSlices,
+    ToANormalForm,
+    ToGraphNormalForm,
     TransposeIntoBatchMatmul,
 ):
     register_pass(_pass.__name__, _pass)
@@ -93,6 +106,7 @@ __all__ = [
     "CombineParallelDense",
     "CombineSummedDense",
     "DeadCodeElimination",
+    "DynamicToStatic",
     "EliminateCommonSubexpr",
     "FoldConstant",
     "FoldExplicitPadding",
@@ -100,6 +114,7 @@ __all__ = [
     "FunctionPass",
     "FuseOps",
     "InferType",
+    "LambdaLift",
     "ModulePass",
     "Pass",
     "PassContext",
@@ -115,6 +130,8 @@ __all__ = [
     "SinkReshape",
     "SpecializeConstantArguments",
     "SplitToSlices",
+    "ToANormalForm",
+    "ToGraphNormalForm",
     "TransposeIntoBatchMatmul",
     "function_pass",
     "get_pass",

@@ -38,6 +38,7 @@ from compiler.ir.expr import Call, Expr, Function, GlobalVar, Let, Node, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, Type
 from compiler.ir.visitor import ExprMutator, children, free_vars, post_order
+from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.typed_rewrite import (
     carry_type,
     is_primitive,
@@ -45,6 +46,7 @@ from compiler.transform.typed_rewrite import (
     type_vars_in,
     with_type,
 )
+from compiler.typing import infer_types
 
 Subst = dict[Var, Expr]
 
@@ -278,3 +280,18 @@ class _Rewriter(ExprMutator):
             assert isinstance(new, Let)
             return new.body
         return carry_type(old, new)
+
+
+class LambdaLift(Pass):
+    """Lift every local function to a global, closures capturing their free variables
+    (TVM's ``LambdaLift``, ``opt_level=0``). The module is type-checked first: captured
+    variables are annotated with their types. See :mod:`compiler.transform.lambda_lift`."""
+
+    def __init__(self) -> None:
+        super().__init__("LambdaLift", opt_level=0)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return lambda_lift(infer_types(mod))
+
+    def __repr__(self) -> str:
+        return "LambdaLift()"

@@ -38,6 +38,7 @@ from compiler.ir.expr import (
 )
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import rebuild
+from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.typed_rewrite import carry_type, is_primitive, known_type, with_type
 
 ATOMS = (Var, GlobalVar, Constant, Op, Constructor)
@@ -254,3 +255,17 @@ def _clause(clause: Clause, rhs: Expr) -> Clause:
     new = Clause(clause.lhs, rhs)
     new.span = clause.span
     return new
+
+
+class ToANormalForm(Pass):
+    """Bind every non-atomic sub-expression with a ``let`` (TVM's ``ToANormalForm``,
+    ``opt_level=1``). See :mod:`compiler.transform.to_anf`."""
+
+    def __init__(self) -> None:
+        super().__init__("ToANormalForm", opt_level=1)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return to_anf(mod)
+
+    def __repr__(self) -> str:
+        return "ToANormalForm()"

@@ -360,9 +360,13 @@ def test_unary_on_unsigned():
     check_array(ref("nn.relu", x), [0, 3], "uint8")
 
 
-def test_nan_propagates_through_sign_and_relu():
+def test_nan_propagates_through_sign_and_relu_maps_it_to_zero():
     out = ref("sign", np.float32([np.nan]))
     assert np.isnan(out[0])
+    # relu keeps x where x > 0 and gives 0 elsewhere, a NaN included, as the fused
+    # kernels' epilogues do (tests/vm/kernels/test_epilogue.py); onnxruntime and PyTorch
+    # keep the NaN.
+    check_array(ref("nn.relu", np.float32([np.nan, -1.0, 2.0])), [0.0, 0.0, 2.0], "float32")
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int32", "float16"])

@@ -18,10 +18,10 @@ from compiler.ir import hooks
 # process that only builds or inspects IR need not pay for it.
 
 
-def _expr_to_text(node: object) -> str:
+def _expr_to_text(node: object, show_meta_data: bool = True) -> str:
     from compiler.text.printer import expr_to_text  # deferred: numba, printing reads the op table
 
-    return expr_to_text(node)  # type: ignore[arg-type]
+    return expr_to_text(node, show_meta_data)  # type: ignore[arg-type]
 
 
 def _type_to_text(ty: object) -> str:
@@ -30,10 +30,10 @@ def _type_to_text(ty: object) -> str:
     return type_to_text(ty)  # type: ignore[arg-type]
 
 
-def _module_to_text(mod: object) -> str:
+def _module_to_text(mod: object, show_meta_data: bool = True) -> str:
     from compiler.text.printer import module_to_text  # deferred: numba, as printing expressions
 
-    return module_to_text(mod)
+    return module_to_text(mod, show_meta_data)
 
 
 def _get_op(name: str) -> Any:

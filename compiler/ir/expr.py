@@ -59,9 +59,33 @@ class Node:
         text = str(self)
         return text if len(text) < 200 else text[:197] + "..."
 
-    def astext(self) -> str:
-        """Print this node in the Relay text format."""
-        return str(self)
+    def astext(self, show_meta_data: bool = True, annotate: None = None) -> str:
+        """This node in the Relay text format (TVM's ``astext``).
+
+        Parameters
+        ----------
+        show_meta_data : bool
+            Append the ``#[metadata]`` section holding large constants; without it the
+            text says where they were left out and cannot be parsed back.
+        annotate : None
+            TVM's per-node comment callback; not supported, only None is accepted.
+        """
+        check_no_annotate(annotate)
+        return hooks.expr_to_text(self, show_meta_data)
+
+
+def check_no_annotate(annotate: object) -> None:
+    """Refuse TVM's ``astext(annotate=...)`` callback, which this printer does not take.
+
+    Raises
+    ------
+    TypeError
+        If ``annotate`` is not None.
+    """
+    if annotate is not None:
+        raise TypeError(
+            "astext(annotate=...) is not supported: the printer writes no per-node comments"
+        )
 
 
 class Expr(Node):

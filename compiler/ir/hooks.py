@@ -15,15 +15,16 @@ from typing import Any as AnyT
 
 # The plugged-in functions, read at call time by compiler.ir.expr, .types, .module and
 # .structural. compiler/__init__.py registers first, before any of them can be called.
-expr_to_text: Callable[[object], str]
+# expr_to_text and module_to_text also take show_meta_data (a bool) after the node.
+expr_to_text: Callable[..., str]
 type_to_text: Callable[[object], str]
-module_to_text: Callable[[object], str]
+module_to_text: Callable[..., str]
 get_op: Callable[[str], AnyT]
 normalize_op_attrs: Callable[[str, Mapping[str, object]], Mapping[str, object]]
 
 
 def register_printer(
-    expr: Callable[[object], str], type_: Callable[[object], str], module: Callable[[object], str]
+    expr: Callable[..., str], type_: Callable[[object], str], module: Callable[..., str]
 ) -> None:
     """Install the functions that print expressions, types and modules as Relay text.
 

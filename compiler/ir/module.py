@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from compiler.ir import hooks
-from compiler.ir.expr import Constructor, Expr, Function, GlobalVar
+from compiler.ir.expr import Constructor, Expr, Function, GlobalVar, check_no_annotate
 from compiler.ir.types import GlobalTypeVar, TypeData
 from compiler.ir.visitor import free_vars
 
@@ -179,9 +179,19 @@ class IRModule:
         new._constructors = dict(self._constructors)
         return new
 
-    def astext(self) -> str:
-        """The module in the Relay text format."""
-        return hooks.module_to_text(self)
+    def astext(self, show_meta_data: bool = True, annotate: None = None) -> str:
+        """The module in the Relay text format (TVM's ``astext``).
+
+        Parameters
+        ----------
+        show_meta_data : bool
+            Append the ``#[metadata]`` section holding large constants; without it the
+            text says where they were left out and cannot be parsed back.
+        annotate : None
+            TVM's per-node comment callback; not supported, only None is accepted.
+        """
+        check_no_annotate(annotate)
+        return hooks.module_to_text(self, show_meta_data)
 
     def __str__(self) -> str:
         return self.astext()

@@ -28,7 +28,8 @@ per module, none mutating its input:
 TVM's form-changing passes are pass objects too: :class:`ToANormalForm`,
 :class:`ToGraphNormalForm` (:mod:`compiler.transform.to_gnf`), :class:`LambdaLift`, and
 :class:`DynamicToStatic` (:mod:`compiler.transform.dynamic_to_static`), which makes the shapes
-the types know constant and ``dyn.*`` operators static.
+the types know constant and ``dyn.*`` operators static. :class:`PrintIR` prints the module
+between two passes, and :func:`InferTypeLocal` gives one expression's type.
 
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
@@ -44,7 +45,7 @@ from compiler.transform.fold_constant import FoldConstant
 from compiler.transform.fold_explicit_padding import FoldExplicitPadding
 from compiler.transform.fold_scale_axis import FoldScaleAxis
 from compiler.transform.fuse_ops import FuseOps
-from compiler.transform.infer_type import InferType
+from compiler.transform.infer_type import InferType, InferTypeLocal
 from compiler.transform.lambda_lift import LambdaLift
 from compiler.transform.pass_manager import (
     FunctionPass,
@@ -61,6 +62,7 @@ from compiler.transform.pass_manager import (
     pass_instrument,
     register_pass,
 )
+from compiler.transform.print_ir import PrintIR
 from compiler.transform.scale_packed_weight import ScalePackedWeight
 from compiler.transform.simplify_expr import SimplifyExpr
 from compiler.transform.simplify_inference import SimplifyInference
@@ -85,6 +87,7 @@ for _pass in (
     FuseOps,
     InferType,
     LambdaLift,
+    PrintIR,
     RemoveUnusedFunctions,
     ScalePackedWeight,
     SimplifyExpr,
@@ -114,6 +117,7 @@ __all__ = [
     "FunctionPass",
     "FuseOps",
     "InferType",
+    "InferTypeLocal",
     "LambdaLift",
     "ModulePass",
     "Pass",
@@ -121,6 +125,7 @@ __all__ = [
     "PassInfo",
     "PassInstrument",
     "PassTimingInstrument",
+    "PrintIR",
     "RemoveUnusedFunctions",
     "ScalePackedWeight",
     "Sequential",

@@ -1,14 +1,17 @@
 """The ``InferType`` pass: a typed copy of a module.
 
 Compiler layer (``compiler.transform``); a thin pass object over
-:func:`compiler.typing.infer_types`.
+:func:`compiler.typing.infer_types`, and TVM's ``InferTypeLocal`` over
+:func:`compiler.typing.infer_expr`.
 """
 
 from __future__ import annotations
 
+from compiler.ir.expr import Expr
 from compiler.ir.module import IRModule
+from compiler.ir.types import Type
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.typing import infer_types
+from compiler.typing import infer_expr, infer_types
 
 
 class InferType(Pass):
@@ -28,3 +31,25 @@ class InferType(Pass):
 
     def __repr__(self) -> str:
         return "InferType()"
+
+
+def InferTypeLocal(expr: Expr) -> Type:
+    """The type of one expression, inferred without a module (TVM's ``InferTypeLocal``).
+
+    Parameters
+    ----------
+    expr : Expr
+        The expression; its free variables may be annotated or typed by their uses. Its
+        nodes get ``checked_type`` set, as TVM's does.
+
+    Returns
+    -------
+    Type
+        The expression's type.
+
+    Raises
+    ------
+    compiler.typing.RelayTypeError
+        If the expression is ill-typed.
+    """
+    return infer_expr(expr)

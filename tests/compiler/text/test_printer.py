@@ -182,6 +182,17 @@ def test_meta_section_can_be_omitted_for_display():
     assert "meta data omitted" in text
 
 
+def test_astext_takes_tvm_show_meta_data_on_modules_and_expressions():
+    func = relay.Function([], relay.const(np.ones(3, dtype="float32")))
+    mod = IRModule.from_expr(func)
+    assert mod.astext(show_meta_data=False) == module_to_text(mod, show_meta_data=False)
+    assert mod.astext() == module_to_text(mod) == str(mod)
+    assert "#[metadata]" not in func.astext(show_meta_data=False)
+    assert "#[metadata]" in func.astext()
+    with pytest.raises(TypeError, match="annotate"):
+        mod.astext(annotate=lambda expr: "")
+
+
 def test_types_print_in_tvm_form():
     mod = fromtext(
         "type List[A] { Cons(A, List[A]), Nil }\n"

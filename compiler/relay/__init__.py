@@ -55,6 +55,7 @@ _SUBMODULES = {
     "build_module": "compiler.relay.build_module",
     "target": "compiler.relay.target",
     "backend": "compiler.relay.backend",
+    "testing": "compiler.relay.testing",
 }
 
 

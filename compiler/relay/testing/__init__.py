@@ -1,0 +1,20 @@
+"""TVM's ``relay.testing``: standard networks as Relay modules with initialized weights.
+
+Compiler layer (``compiler.relay``). TVM's tutorials and many user scripts start from
+``mod, params = relay.testing.resnet.get_workload(num_layers=18)``; so can ours:
+
+- :mod:`~compiler.relay.testing.mlp`: a multilayer perceptron (``get_workload``);
+- :mod:`~compiler.relay.testing.resnet`: ResNet-18/34/50/101/152 (``get_workload``);
+- :func:`create_workload` (:mod:`~compiler.relay.testing.init`): a module and its parameters,
+  every weight drawn from a seeded Xavier initializer, from any Relay function.
+
+The weights are random: the networks are for compiling, timing and checking backends
+against each other, not for predictions.
+"""
+
+from __future__ import annotations
+
+from compiler.relay.testing import init, mlp, resnet
+from compiler.relay.testing.init import Xavier, create_workload
+
+__all__ = ["Xavier", "create_workload", "init", "mlp", "resnet"]

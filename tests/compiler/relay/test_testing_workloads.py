@@ -1,0 +1,105 @@
+"""TVM's relay.testing workloads: the MLP and ResNets build, type-check, compile and compute
+what numpy and the reference interpreter compute (returns); unknown depths, layouts and
+parameter names are refused by name (invalid)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vm
+from compiler import relay
+from compiler.ir.expr import Call
+from compiler.ir.visitor import post_order
+from compiler.relay import testing
+
+
+def _convolutions(mod: relay.IRModule) -> list[Call]:
+    return [
+        n
+        for n in post_order(mod["main"])
+        if isinstance(n, Call) and getattr(n.op, "name", "") == "nn.conv2d"
+    ]
+
+
+def _run(mod: relay.IRModule, params: dict, data: np.ndarray) -> np.ndarray:
+    exe = relay.vm.compile(mod, params=params)
+    return vm.VirtualMachine(exe, vm.cpu()).invoke("main", data).numpy()
+
+
+def test_the_mlp_computes_what_numpy_computes_with_its_weights():
+    mod, params = testing.mlp.get_workload(batch_size=2, num_classes=10)
+    assert {k: v.shape for k, v in params.items()} == {
+        "fc1_weight": (128, 784), "fc1_bias": (128,), "fc2_weight": (64, 128),
+        "fc2_bias": (64,), "fc3_weight": (10, 64), "fc3_bias": (10,),
+    }  # fmt: skip
+    data = np.random.default_rng(0).standard_normal((2, 1, 28, 28)).astype("float32")
+    h = data.reshape(2, -1)
+    for layer in ("fc1", "fc2"):
+        h = np.maximum(h @ params[f"{layer}_weight"].T + params[f"{layer}_bias"], 0)
+    logits = h @ params["fc3_weight"].T + params["fc3_bias"]
+    want = np.exp(logits - logits.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(_run(mod, params, data), want, rtol=1e-4, atol=1e-6)
+
+
+def test_a_small_resnet_18_agrees_with_the_reference_interpreter():
+    mod, params = testing.resnet.get_workload(
+        batch_size=1, num_classes=10, num_layers=18, image_shape=(3, 32, 32)
+    )
+    # A 3x3 stem, two units of two 3x3 convolutions in each of four stages, and a 1x1
+    # projection where each of the last three stages starts.
+    assert len(_convolutions(mod)) == 1 + 16 + 3
+    data = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype("float32")
+    want = relay.create_executor("debug", mod, params=params).evaluate()(data)
+    got = _run(mod, params, data)
+    assert got.shape == (1, 10)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got.sum(), 1.0, rtol=1e-5)
+
+
+def test_resnet_50_is_built_of_bottleneck_units_and_a_7x7_stem():
+    mod, params = testing.resnet.get_workload(num_layers=50, num_classes=1000)
+    convs = _convolutions(mod)
+    assert len(convs) == 1 + 16 * 3 + 4
+    assert params["conv0_weight"].shape == (64, 3, 7, 7)
+    assert params["stage4_unit3_conv3_weight"].shape == (2048, 512, 1, 1)
+    assert params["fc1_weight"].shape == (1000, 2048)
+    assert str(mod["main"].checked_type.ret_type) == "Tensor[(1, 1000), float32]"
+
+
+def test_the_same_seed_gives_the_same_weights():
+    net = testing.mlp.get_net(batch_size=1)
+    _, first = testing.create_workload(net, seed=3)
+    _, again = testing.create_workload(net, seed=3)
+    _, other = testing.create_workload(net, seed=4)
+    for name, value in first.items():
+        np.testing.assert_array_equal(again[name], value)
+    assert not np.array_equal(other["fc1_weight"], first["fc1_weight"])
+    assert not first["fc1_bias"].any()
+
+
+def test_the_tvm_import_spellings_reach_the_workloads():
+    import compiler.tvm.relay.testing as tvm_testing
+
+    from compiler.tvm import relay as tvm_relay
+
+    assert tvm_testing.resnet.get_workload is testing.resnet.get_workload
+    assert tvm_relay.testing.mlp is testing.mlp
+
+
+# --- invalid -------------------------------------------------------------------------------------
+
+
+def test_an_unknown_depth_or_layout_is_refused_by_name():
+    with pytest.raises(ValueError, match="18, 34, 50, 101, 152"):
+        testing.resnet.get_workload(num_layers=19)
+    with pytest.raises(ValueError, match="NHWC"):
+        testing.resnet.get_workload(layout="NHWC")
+
+
+def test_a_parameter_the_initializer_cannot_name_is_refused():
+    x = relay.var("data", shape=(2,))
+    w = relay.var("scale", shape=(2,))
+    with pytest.raises(ValueError, match="'scale'"):
+        testing.create_workload(relay.Function([x, w], x * w))

@@ -13,7 +13,9 @@ being returned), an environment, and an explicit list of continuation frames. It
 recurses in Python, so neither a 10,000-deep ``let`` chain nor a 10,000-deep recursion of the
 interpreted program touches Python's stack. Calls in tail position (a ``let`` body, an ``if``
 branch, a clause body, a function body) leave no frame behind, so tail recursion runs in
-constant space.
+constant space. An operator call, tuple or projection with several users (graph form, as
+the ONNX frontend writes programs) is one computation: it is evaluated once per scope and
+its value kept there for the other users.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Compiler layer (``compiler.relay``). TVM's tutorials and many user scripts start
 
 - :mod:`~compiler.relay.testing.mlp`: a multilayer perceptron (``get_workload``);
 - :mod:`~compiler.relay.testing.resnet`: ResNet-18/34/50/101/152 (``get_workload``);
+- :mod:`~compiler.relay.testing.mobilenet`: MobileNet v1 (``get_workload``);
 - :func:`create_workload` (:mod:`~compiler.relay.testing.init`): a module and its parameters,
   every weight drawn from a seeded Xavier initializer, from any Relay function.
 
@@ -14,7 +15,7 @@ against each other, not for predictions.
 
 from __future__ import annotations
 
-from compiler.relay.testing import init, mlp, resnet
+from compiler.relay.testing import init, mlp, mobilenet, resnet
 from compiler.relay.testing.init import Xavier, create_workload
 
-__all__ = ["Xavier", "create_workload", "init", "mlp", "resnet"]
+__all__ = ["Xavier", "create_workload", "init", "mlp", "mobilenet", "resnet"]

@@ -1,6 +1,6 @@
-"""TVM's relay.testing workloads: the MLP and ResNets build, type-check, compile and compute
-what numpy and the reference interpreter compute (returns); unknown depths, layouts and
-parameter names are refused by name (invalid)."""
+"""TVM's relay.testing workloads: the MLP, ResNets and MobileNet build, type-check, compile
+and compute what numpy and the reference interpreter compute (returns); unknown depths,
+layouts and parameter names are refused by name (invalid)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import vm
 from compiler import relay
 from compiler.ir.expr import Call
-from compiler.ir.visitor import post_order
+from compiler.ir.visitor import free_vars, post_order
 from compiler.relay import testing
 
 
@@ -43,19 +43,50 @@ def test_the_mlp_computes_what_numpy_computes_with_its_weights():
     np.testing.assert_allclose(_run(mod, params, data), want, rtol=1e-4, atol=1e-6)
 
 
-def test_a_small_resnet_18_agrees_with_the_reference_interpreter():
+def _he(name: str, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Weights that keep the signal alive through relu layers, so that the logits differ
+    (the Xavier default lets a deep random network's logits fade to nearly equal)."""
+    if not name.endswith("_weight"):
+        return testing.Xavier()(name, shape, dtype, rng)
+    scale = np.sqrt(6.0 / int(np.prod(shape[1:])))
+    return (rng.uniform(-1.0, 1.0, shape) * scale).astype(dtype)
+
+
+def _logits_workload(net: relay.Function) -> tuple[relay.IRModule, dict]:
+    """``net`` without its final softmax, with :func:`_he` weights."""
+    logits = net.body.args[0]
+    return testing.create_workload(relay.Function(free_vars(logits), logits), initializer=_he)
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        lambda: testing.resnet.get_net(1, 10, num_layers=18, image_shape=(3, 32, 32)),
+        lambda: testing.mobilenet.get_net(1, 10, image_shape=(3, 32, 32)),
+    ],
+    ids=["resnet18", "mobilenet"],
+)
+def test_a_small_network_computes_on_the_vm_what_the_reference_interpreter_does(net):
+    mod, params = _logits_workload(net())
+    data = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype("float32")
+    want = np.asarray(relay.create_executor("debug", mod, params=params).evaluate()(data))
+    got = _run(mod, params, data)
+    assert got.shape == (1, 10) and want.std() > 1e-3
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_the_networks_end_in_a_softmax_over_the_classes():
     mod, params = testing.resnet.get_workload(
-        batch_size=1, num_classes=10, num_layers=18, image_shape=(3, 32, 32)
+        batch_size=2, num_classes=10, num_layers=18, image_shape=(3, 32, 32)
     )
     # A 3x3 stem, two units of two 3x3 convolutions in each of four stages, and a 1x1
     # projection where each of the last three stages starts.
     assert len(_convolutions(mod)) == 1 + 16 + 3
-    data = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype("float32")
-    want = relay.create_executor("debug", mod, params=params).evaluate()(data)
-    got = _run(mod, params, data)
-    assert got.shape == (1, 10)
-    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(got.sum(), 1.0, rtol=1e-5)
+    data = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype("float32")
+    np.testing.assert_allclose(_run(mod, params, data).sum(axis=1), [1.0, 1.0], rtol=1e-5)
+    mod, _ = testing.mobilenet.get_workload(num_classes=10)
+    assert len(_convolutions(mod)) == 1 + 13 * 2
+    assert str(mod["main"].checked_type.ret_type) == "Tensor[(1, 10), float32]"
 
 
 def test_resnet_50_is_built_of_bottleneck_units_and_a_7x7_stem():
@@ -96,6 +127,8 @@ def test_an_unknown_depth_or_layout_is_refused_by_name():
         testing.resnet.get_workload(num_layers=19)
     with pytest.raises(ValueError, match="NHWC"):
         testing.resnet.get_workload(layout="NHWC")
+    with pytest.raises(ValueError, match="NHWC"):
+        testing.mobilenet.get_workload(layout="NHWC")
 
 
 def test_a_parameter_the_initializer_cannot_name_is_refused():

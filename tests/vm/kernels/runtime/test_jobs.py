@@ -139,32 +139,58 @@ def test_a_job_run_here_is_its_chunk_code_called_once_as_chunk_0_of_1() -> None:
 
 
 @needs_workers
-def test_a_long_product_is_shared_with_the_worker_it_wakes_a_short_one_is_not() -> None:
-    rng = np.random.default_rng(4)
-    cases = []
-    for m, k, n in ((256, 1024, 1024), (64, 256, 128)):  # above and below WAIT_WORK
-        a = rng.standard_normal((m, k)).astype("float32")
-        b = rng.standard_normal((k, n)).astype("float32")
-        cases.append((a, b, m * k * n >= jobs.WAIT_WORK))
-    assert [long for _, _, long in cases] == [True, False]
+def test_a_long_product_is_shared_with_the_worker_it_wakes() -> None:
+    a = np.random.default_rng(4).standard_normal((256, 1024)).astype("float32")
+    b = np.random.default_rng(5).standard_normal((1024, 1024)).astype("float32")
+    assert jobs.WAIT_WORK <= 256 * 1024 * 1024
     threads.start()
-    for a, b, long in cases:
-        out = np.empty((a.shape[0], b.shape[1]), "float32")
-        _gemm(a, b, out)  # compiled, and the workers woken once
-        # Asleep with no wake-up left in the pipe: a byte an earlier test wrote would wake
-        # a worker between this check and the product, which would then share it.
-        asleep = lambda: (  # noqa: E731
-            jobs.sleeping() >= threads.threads() - 1
-            and not jobs.polling()
-            and jobs.pending_wake_ups() == 0
-        )
-        assert wait_until(asleep)
-        posted = jobs.jobs_posted()
-        out[...] = np.nan
-        _gemm(a, b, out)
-        assert jobs.jobs_posted() == posted + (1 if long else 0)
-        np.testing.assert_allclose(out, a @ b, rtol=1e-3, atol=1e-3)
-        assert not jobs.busy()
+    out = np.empty((256, 1024), "float32")
+    _gemm(a, b, out)  # compiled, and the workers woken once
+    # Asleep with no wake-up left in the pipe: a byte an earlier test wrote would wake
+    # a worker between this check and the product.
+    asleep = lambda: (  # noqa: E731
+        jobs.sleeping() >= threads.threads() - 1
+        and not jobs.polling()
+        and jobs.pending_wake_ups() == 0
+    )
+    assert wait_until(asleep)
+    posted = jobs.jobs_posted()
+    out[...] = np.nan
+    _gemm(a, b, out)
+    # Shared whether or not the worker is awake yet: it counts as soon as its byte is
+    # on its way. (Whether a short product is shared depends on when the woken worker
+    # runs; the rule itself is checked on a slot of its own below.)
+    assert jobs.jobs_posted() == posted + 1
+    np.testing.assert_allclose(out, a @ b, rtol=1e-3, atol=1e-3)
+    assert not jobs.busy()
+
+
+def _claimable_slot(awake: int, sleeping: int, pending: int, kind: int) -> np.ndarray:
+    """A slot of its own with ``awake`` polling workers, ``sleeping`` asleep and
+    ``pending`` wake-up bytes on their way, and no pipe (claim writes no byte)."""
+    slot = np.zeros_like(jobs.SLOT)
+    slot[jobs._HANDLERS + kind] = _record.address
+    slot[jobs._WAKE_FD] = -1
+    slot[jobs._AWAKE] = awake
+    slot[jobs._SLEEPERS] = (sleeping << 32) | pending
+    return slot
+
+
+def test_a_short_job_counts_only_polling_workers_a_long_one_also_those_being_woken() -> None:
+    kind = jobs.MAX_KINDS - 1
+    short, long = jobs.WAIT_WORK - 1, jobs.WAIT_WORK
+
+    def claim(awake: int, sleeping: int, pending: int, work: int) -> int:
+        slot = _claimable_slot(awake, sleeping, pending, kind)
+        return jobs.claim(slot.ctypes.data, kind, work)
+
+    assert claim(0, 1, 1, short) == 0  # the woken worker would come too late
+    assert claim(0, 1, 1, long) == 2  # but in time to halve a long job
+    assert claim(0, 1, 0, long) == 0  # a sleeper no byte is on its way to is not counted
+    assert claim(1, 0, 0, short) == 2  # a polling worker joins any job
+    busy = _claimable_slot(1, 0, 0, kind)
+    busy[jobs._BUSY] = 1  # another job holds the slot
+    assert jobs.claim(busy.ctypes.data, kind, long) == 0
 
 
 def test_the_poster_takes_chunks_from_the_front_and_the_workers_from_the_back() -> None:

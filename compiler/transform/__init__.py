@@ -26,7 +26,8 @@ per module, none mutating its input:
   closures capture free variables.
 
 TVM's form-changing passes are pass objects too: :class:`ToANormalForm`,
-:class:`ToGraphNormalForm` (:mod:`compiler.transform.to_gnf`), :class:`LambdaLift`, and
+:class:`ToGraphNormalForm` (:mod:`compiler.transform.to_gnf`), :class:`LambdaLift`,
+:class:`EtaExpand`, :class:`DefuseOps` (:mod:`compiler.transform.defuse_ops`), and
 :class:`DynamicToStatic` (:mod:`compiler.transform.dynamic_to_static`), which makes the shapes
 the types know constant and ``dyn.*`` operators static. :class:`PrintIR` prints the module
 between two passes, and :func:`InferTypeLocal` gives one expression's type.
@@ -39,8 +40,10 @@ from compiler.transform.alter_op_layout import AlterOpLayout
 from compiler.transform.combine_parallel_dense import CombineParallelDense
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
+from compiler.transform.defuse_ops import DefuseOps
 from compiler.transform.dynamic_to_static import DynamicToStatic
 from compiler.transform.eliminate_common_subexpr import EliminateCommonSubexpr
+from compiler.transform.eta_expand import EtaExpand
 from compiler.transform.fold_constant import FoldConstant
 from compiler.transform.fold_explicit_padding import FoldExplicitPadding
 from compiler.transform.fold_scale_axis import FoldScaleAxis
@@ -79,8 +82,10 @@ for _pass in (
     CombineParallelDense,
     CombineSummedDense,
     DeadCodeElimination,
+    DefuseOps,
     DynamicToStatic,
     EliminateCommonSubexpr,
+    EtaExpand,
     FoldConstant,
     FoldExplicitPadding,
     FoldScaleAxis,
@@ -109,8 +114,10 @@ __all__ = [
     "CombineParallelDense",
     "CombineSummedDense",
     "DeadCodeElimination",
+    "DefuseOps",
     "DynamicToStatic",
     "EliminateCommonSubexpr",
+    "EtaExpand",
     "FoldConstant",
     "FoldExplicitPadding",
     "FoldScaleAxis",

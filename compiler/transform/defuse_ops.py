@@ -13,6 +13,7 @@ from compiler.ir.expr import Call, Node
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import ExprMutator, substitute
 from compiler.transform.pass_manager import Pass, PassContext
+from compiler.transform.rewriter import map_functions
 from compiler.transform.typed_rewrite import is_primitive
 
 __all__ = ["DefuseOps", "defuse_ops"]
@@ -42,10 +43,7 @@ def defuse_ops(mod: IRModule) -> IRModule:
     IRModule
         A new module with no primitive functions left in call position.
     """
-    out = mod.copy()
-    for gvar, func in mod.functions.items():
-        out[gvar] = func if is_primitive(func) else _Defuser().visit(func)
-    return out
+    return map_functions(mod, lambda func: _Defuser().visit(func))
 
 
 class DefuseOps(Pass):

@@ -192,3 +192,20 @@ def rewrite_module(
     for gvar, func in typed.functions.items():
         out[gvar] = make().visit(func)
     return out
+
+
+def map_functions(mod: IRModule, rewrite: Callable[[Function], Function]) -> IRModule:
+    """A copy of ``mod`` with each function but the primitive ones replaced by
+    ``rewrite(function)``; the type definitions are kept.
+
+    Parameters
+    ----------
+    mod : IRModule
+        The module; it is not modified.
+    rewrite : callable
+        Takes a function and returns its replacement.
+    """
+    out = mod.copy()
+    for gvar, func in mod.functions.items():
+        out[gvar] = func if is_primitive(func) else rewrite(func)
+    return out

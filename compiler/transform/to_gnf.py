@@ -16,7 +16,7 @@ from compiler.ir.expr import Expr, Function, Let, Node, Var
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars
 from compiler.transform.pass_manager import Pass, PassContext
-from compiler.transform.rewriter import BindingMutator
+from compiler.transform.rewriter import BindingMutator, map_functions
 from compiler.transform.typed_rewrite import is_primitive
 
 __all__ = ["ToGraphNormalForm", "to_gnf"]
@@ -55,10 +55,7 @@ def to_gnf(mod: IRModule) -> IRModule:
     IRModule
         A new module with the same globals and type definitions.
     """
-    out = mod.copy()
-    for gvar, func in mod.functions.items():
-        out[gvar] = func if is_primitive(func) else _Inliner().visit(func)
-    return out
+    return map_functions(mod, lambda func: _Inliner().visit(func))
 
 
 class ToGraphNormalForm(Pass):

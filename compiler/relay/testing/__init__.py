@@ -6,6 +6,8 @@ Compiler layer (``compiler.relay``). TVM's tutorials and many user scripts start
 - :mod:`~compiler.relay.testing.mlp`: a multilayer perceptron (``get_workload``);
 - :mod:`~compiler.relay.testing.resnet`: ResNet-18/34/50/101/152 (``get_workload``);
 - :mod:`~compiler.relay.testing.mobilenet`: MobileNet v1 (``get_workload``);
+- :mod:`~compiler.relay.testing.vgg`: VGG-11/13/16/19 (``get_workload``);
+- :mod:`~compiler.relay.testing.squeezenet`: SqueezeNet 1.0 and 1.1 (``get_workload``);
 - :func:`create_workload` (:mod:`~compiler.relay.testing.init`): a module and its parameters,
   every weight drawn from a seeded Xavier initializer, from any Relay function;
 - :func:`run_infer_type` and :func:`run_opt_pass` (:mod:`~compiler.relay.testing.passes`):
@@ -17,7 +19,7 @@ against each other, not for predictions.
 
 from __future__ import annotations
 
-from compiler.relay.testing import init, mlp, mobilenet, resnet
+from compiler.relay.testing import init, layers, mlp, mobilenet, resnet, squeezenet, vgg
 from compiler.relay.testing.init import Xavier, create_workload
 from compiler.relay.testing.passes import run_infer_type, run_opt_pass
 
@@ -25,9 +27,12 @@ __all__ = [
     "Xavier",
     "create_workload",
     "init",
+    "layers",
     "mlp",
     "mobilenet",
     "resnet",
     "run_infer_type",
     "run_opt_pass",
+    "squeezenet",
+    "vgg",
 ]

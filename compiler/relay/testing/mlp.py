@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ir.expr import Expr, Function, var
+from compiler.ir.expr import Function, var
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars
 from compiler.op import nn
 from compiler.relay.testing.init import create_workload
+from compiler.relay.testing.layers import dense
 
 __all__ = ["get_net", "get_workload"]
-
-
-def _dense(data: Expr, in_features: int, units: int, name: str, dtype: str) -> Expr:
-    weight = var(f"{name}_weight", shape=(units, in_features), dtype=dtype)
-    bias = var(f"{name}_bias", shape=(units,), dtype=dtype)
-    return nn.bias_add(nn.dense(data, weight, units=units), bias, axis=-1)
 
 
 def get_net(
@@ -44,9 +39,9 @@ def get_net(
     """
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
     features = int(np.prod(image_shape))
-    hidden = nn.relu(_dense(nn.batch_flatten(data), features, 128, "fc1", dtype))
-    hidden = nn.relu(_dense(hidden, 128, 64, "fc2", dtype))
-    logits = _dense(hidden, 64, num_classes, "fc3", dtype)
+    hidden = nn.relu(dense(nn.batch_flatten(data), features, 128, "fc1", dtype))
+    hidden = nn.relu(dense(hidden, 128, 64, "fc2", dtype))
+    logits = dense(hidden, 64, num_classes, "fc3", dtype)
     out = nn.softmax(logits, axis=1)
     return Function(free_vars(out), out)
 

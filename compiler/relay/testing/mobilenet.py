@@ -15,6 +15,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars
 from compiler.op import nn
 from compiler.relay.testing.init import create_workload
+from compiler.relay.testing.layers import batch_norm, conv2d, dense
 
 __all__ = ["get_net", "get_workload"]
 
@@ -29,18 +30,8 @@ def _conv_bn_relu(
     data: Expr, in_channels: int, channels: int, kernel: int, stride: int, groups: int,
     name: str, dtype: str,
 ) -> Expr:  # fmt: skip
-    weight = var(
-        f"{name}_weight", shape=(channels, in_channels // groups, kernel, kernel), dtype=dtype
-    )
-    out = nn.conv2d(
-        data, weight, strides=(stride, stride), padding=(kernel // 2, kernel // 2),
-        groups=groups, channels=channels, kernel_size=(kernel, kernel),
-    )  # fmt: skip
-    gamma, beta, mean, variance = (
-        var(f"{name}_bn_{p}", shape=(channels,), dtype=dtype)
-        for p in ("gamma", "beta", "moving_mean", "moving_var")
-    )
-    return nn.relu(nn.batch_norm(out, gamma, beta, mean, variance, epsilon=1e-5)[0])
+    out = conv2d(data, in_channels, channels, kernel, name, dtype, stride=stride, groups=groups)
+    return nn.relu(batch_norm(out, channels, f"{name}_bn", dtype))
 
 
 def get_net(
@@ -90,9 +81,7 @@ def get_net(
         )
         channels = out_channels
     body = nn.batch_flatten(nn.global_avg_pool2d(body))
-    weight = var("fc_weight", shape=(num_classes, channels), dtype=dtype)
-    bias = var("fc_bias", shape=(num_classes,), dtype=dtype)
-    out = nn.softmax(nn.bias_add(nn.dense(body, weight, units=num_classes), bias, axis=-1), axis=1)
+    out = nn.softmax(dense(body, channels, num_classes, "fc", dtype), axis=1)
     return Function(free_vars(out), out)
 
 

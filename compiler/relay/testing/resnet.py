@@ -18,6 +18,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars
 from compiler.op import nn
 from compiler.relay.testing.init import create_workload
+from compiler.relay.testing.layers import batch_norm, conv2d, dense, param
 
 __all__ = ["get_net", "get_workload"]
 
@@ -37,24 +38,13 @@ class _Builder:
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
 
-    def param(self, name: str, *shape: int) -> Expr:
-        return var(name, shape=shape, dtype=self.dtype)
-
     def bn_relu(self, data: Expr, channels: int, name: str) -> Expr:
-        gamma, beta, mean, variance = (
-            self.param(f"{name}_{p}", channels)
-            for p in ("gamma", "beta", "moving_mean", "moving_var")
-        )
-        return nn.relu(nn.batch_norm(data, gamma, beta, mean, variance, epsilon=2e-5)[0])
+        return nn.relu(batch_norm(data, channels, name, self.dtype, epsilon=2e-5))
 
     def conv(
         self, data: Expr, in_channels: int, channels: int, kernel: int, stride: int, name: str
     ) -> Expr:
-        weight = self.param(f"{name}_weight", channels, in_channels, kernel, kernel)
-        return nn.conv2d(
-            data, weight, strides=(stride, stride), padding=(kernel // 2, kernel // 2),
-            channels=channels, kernel_size=(kernel, kernel),
-        )  # fmt: skip
+        return conv2d(data, in_channels, channels, kernel, name, self.dtype, stride=stride)
 
     def unit(
         self, data: Expr, in_channels: int, channels: int, stride: int, bottleneck: bool, name: str
@@ -120,7 +110,8 @@ def get_net(
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
     # The input's own normalization keeps gamma at one, as TVM's does.
     beta, mean, variance = (
-        build.param(f"bn_data_{p}", image_channels) for p in ("beta", "moving_mean", "moving_var")
+        param(f"bn_data_{p}", (image_channels,), dtype)
+        for p in ("beta", "moving_mean", "moving_var")
     )
     ones = const(np.ones(image_channels, dtype))
     body = nn.batch_norm(data, ones, beta, mean, variance, epsilon=2e-5, scale=False)[0]
@@ -138,10 +129,7 @@ def get_net(
             body = build.unit(body, channels, widths[stage + 1], stride, bottleneck, name)
             channels = widths[stage + 1]
     body = nn.batch_flatten(nn.global_avg_pool2d(build.bn_relu(body, channels, "bn1")))
-    weight = build.param("fc1_weight", num_classes, channels)
-    bias = build.param("fc1_bias", num_classes)
-    logits = nn.bias_add(nn.dense(body, weight, units=num_classes), bias, axis=-1)
-    out = nn.softmax(logits, axis=1)
+    out = nn.softmax(dense(body, channels, num_classes, "fc1", dtype), axis=1)
     return Function(free_vars(out), out)
 
 

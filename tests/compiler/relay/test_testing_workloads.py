@@ -1,6 +1,6 @@
-"""TVM's relay.testing workloads: the MLP, ResNets and MobileNet build, type-check, compile
-and compute what numpy and the reference interpreter compute (returns); unknown depths,
-layouts and parameter names are refused by name (invalid)."""
+"""TVM's relay.testing workloads: the MLP, ResNets, MobileNet, VGG and SqueezeNet build,
+type-check, compile and compute what numpy and the reference interpreter compute (returns);
+unknown depths, versions, layouts, sizes and parameter names are refused by name (invalid)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,10 @@ def _logits_workload(net: relay.Function) -> tuple[relay.IRModule, dict]:
     [
         lambda: testing.resnet.get_net(1, 10, num_layers=18, image_shape=(3, 32, 32)),
         lambda: testing.mobilenet.get_net(1, 10, image_shape=(3, 32, 32)),
+        lambda: testing.vgg.get_net(1, 10, (3, 32, 32), "float32", batch_norm=True),
+        lambda: testing.squeezenet.get_net(1, (3, 32, 32), 10, "1.1", "float32"),
     ],
-    ids=["resnet18", "mobilenet"],
+    ids=["resnet18", "mobilenet", "vgg11_bn", "squeezenet1.1"],
 )
 def test_a_small_network_computes_on_the_vm_what_the_reference_interpreter_does(net):
     mod, params = _logits_workload(net())
@@ -87,6 +89,12 @@ def test_the_networks_end_in_a_softmax_over_the_classes():
     mod, _ = testing.mobilenet.get_workload(num_classes=10)
     assert len(_convolutions(mod)) == 1 + 13 * 2
     assert str(mod["main"].checked_type.ret_type) == "Tensor[(1, 10), float32]"
+    mod, params = testing.vgg.get_workload(num_classes=10, image_shape=(3, 64, 64), num_layers=16)
+    assert len(_convolutions(mod)) == 13 and params["fc6_weight"].shape == (4096, 512 * 2 * 2)
+    for version, fires in (("1.0", 8), ("1.1", 8)):
+        mod, _ = testing.squeezenet.get_workload(num_classes=10, version=version)
+        assert len(_convolutions(mod)) == 1 + fires * 3 + 1
+        assert str(mod["main"].checked_type.ret_type) == "Tensor[(1, 10), float32]"
 
 
 def test_resnet_50_is_built_of_bottleneck_units_and_a_7x7_stem():
@@ -129,6 +137,12 @@ def test_an_unknown_depth_or_layout_is_refused_by_name():
         testing.resnet.get_workload(layout="NHWC")
     with pytest.raises(ValueError, match="NHWC"):
         testing.mobilenet.get_workload(layout="NHWC")
+    with pytest.raises(ValueError, match="11, 13, 16, 19"):
+        testing.vgg.get_workload(num_layers=12)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        testing.vgg.get_workload(image_shape=(3, 48, 48))
+    with pytest.raises(ValueError, match=r"'2\.0'"):
+        testing.squeezenet.get_workload(version="2.0")
 
 
 def test_a_parameter_the_initializer_cannot_name_is_refused():

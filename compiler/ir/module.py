@@ -180,16 +180,8 @@ class IRModule:
         return new
 
     def astext(self, show_meta_data: bool = True, annotate: None = None) -> str:
-        """The module in the Relay text format (TVM's ``astext``).
-
-        Parameters
-        ----------
-        show_meta_data : bool
-            Append the ``#[metadata]`` section holding large constants; without it the
-            text says where they were left out and cannot be parsed back.
-        annotate : None
-            TVM's per-node comment callback; not supported, only None is accepted.
-        """
+        """The module in the Relay text format (TVM's ``astext``); the parameters are
+        those of :meth:`compiler.ir.expr.Node.astext`."""
         check_no_annotate(annotate)
         return hooks.module_to_text(self, show_meta_data)
 

@@ -88,13 +88,13 @@ from compiler.transform import (
     SplitToSlices,
     TransposeIntoBatchMatmul,
 )
-from compiler.transform.eta_expand import eta_expand
+from compiler.transform.eta_expand import EtaExpand
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.lambda_lift import lambda_lift
 from compiler.transform.pass_manager import PassInfo
 from compiler.transform.primitives import wrap_primitives
 from compiler.transform.squeeze_axes import explicit_squeeze_axes
-from compiler.transform.to_anf import to_anf
+from compiler.transform.to_anf import ToANormalForm
 
 
 def _check_target(target: object, target_host: object = None) -> None:
@@ -177,13 +177,13 @@ def _lowering() -> list[Any]:
     """The steps from an optimized module to the code generator's input, in order."""
 
     return [
-        _lowering_pass("EtaExpand", eta_expand),
+        EtaExpand(expand_constructor=True),
         InferType(),
         _lowering_pass("ExplicitSqueezeAxes", explicit_squeeze_axes),
         # FuseOps goes through a Sequential so that disabled_pass=["FuseOps"] is honoured.
         Sequential([FuseOps()], name="VMFuse"),
         _lowering_pass("WrapPrimitives", wrap_primitives),
-        _lowering_pass("ToANormalForm", to_anf),
+        ToANormalForm(),
         InferType(),
         # Lambda lifting keeps every type it was given, so no further inference is needed.
         _lowering_pass("LambdaLift", lambda_lift),

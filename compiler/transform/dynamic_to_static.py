@@ -61,9 +61,7 @@ _STATIC_FORMS: dict[str, Callable[[Call], Expr | None]] = {
 
 def _static_shape(expr: Expr) -> tuple[int, ...] | None:
     ty = known_type(expr)
-    if isinstance(ty, TensorType) and all(isinstance(d, int) for d in ty.shape):
-        return tuple(ty.shape)
-    return None
+    return ty.concrete_shape if isinstance(ty, TensorType) and ty.is_static else None
 
 
 class _Staticizer(ExprMutator):
@@ -126,7 +124,7 @@ def dynamic_to_static(mod: IRModule) -> IRModule:
             staticized[gvar] = new
         if not changed:
             return out
-        out = infer_types(fold_constant(infer_types(staticized)))
+        out = infer_types(fold_constant(staticized))
 
 
 class DynamicToStatic(Pass):

@@ -37,6 +37,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import TypeCall, TypeVar
 from compiler.ir.visitor import ExprMutator, children, rebuild
 from compiler.transform.pass_manager import Pass, PassContext
+from compiler.transform.rewriter import map_functions
 from compiler.transform.typed_rewrite import carry_type, is_primitive, substitute_type
 
 
@@ -134,7 +135,6 @@ def expand_global_vars(mod: IRModule) -> IRModule:
     IRModule
         A new module where a global appears only as the callee of calls.
     """
-    out = mod.copy()
     wrappers: dict[GlobalVar, Function] = {}
 
     def wrapper_for(node: Node) -> Function | None:
@@ -144,9 +144,7 @@ def expand_global_vars(mod: IRModule) -> IRModule:
             wrappers[node] = _global_function(mod[node], node)
         return wrappers[node]
 
-    for gvar, func in mod.functions.items():
-        out[gvar] = _Expander(wrapper_for).visit(func)
-    return out
+    return map_functions(mod, lambda func: _Expander(wrapper_for).visit(func))
 
 
 def _global_function(func: Function, gvar: GlobalVar) -> Function:

@@ -1,24 +1,22 @@
 """Depthwise and narrow grouped nn.conv2d kernels (direct loops, vm.kernels.runtime.depthwise) match
 the compiler's numpy references.
 
-Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3,
-with stride 1 (whole planes), on strided narrow outputs (channels-last loops) and on strided
-rows of 10 or more (per-group loops), grouped convolutions with 2 and 4 channels per group
-(direct loops) and 8 to 16 (float32: each group's column matrix by its weight packed into
-panels, the groups shared with the polling workers with the same bits as alone; other
-dtypes: im2col and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7, strides 1-3 per
-axis, symmetric, asymmetric and no padding, dilation 1-2 per axis, batches of 1 and 3, in
-float32, float64 and float16; the fused epilogues of MobileNet-style blocks (bias with
-relu6, folded batch norm with hardswish, squeeze-excite's sigmoid-multiply) applied per
-image, and the plain path when a chain broadcasts the convolution beyond its shape. The
-generated source shows the direct loops and the epilogue; the groups of a big float32 image,
-and the bands of rows of its planes, shared with the polling workers give the same bits as
-the caller computing them alone; bands of output rows computed one by one give the whole
-plane's bits. Small float32 planes of 16 channels and more run in blocks of channels,
-channels last, the channels left over plane by plane: strides 1 and 2, kernels 3, 5 and 7,
-asymmetric padding, a clamp, a residual or sigmoid-multiply after them, and the same bits
-shared or alone.
-"""
+Returns group: depthwise (one input channel per group) with channel multipliers 1, 2 and 3, with
+stride 1 (whole planes), on strided narrow outputs (channels-last loops) and on strided rows of 10
+or more (per-group loops), grouped convolutions with 2 and 4 channels per group (direct loops) and 8
+to 64 (float32: each group's column matrix by its weight packed into panels, or its window read in
+place with the taps summed in the tiles, the groups shared with the polling workers with the same
+bits as alone; other dtypes: im2col and products), kernels 1x1, 2x7, 3x3, 5x5, 3x5, 7x7 and 1x7,
+strides 1-3 per axis, symmetric, asymmetric and no padding, dilation 1-2 per axis, batches of 1 and
+3, in float32, float64 and float16; the fused epilogues of MobileNet-style blocks (bias with relu6,
+folded batch norm with hardswish, squeeze-excite's sigmoid-multiply) applied per image, and the
+plain path when a chain broadcasts the convolution beyond its shape. The generated source shows the
+direct loops and the epilogue; the groups of a big float32 image, and the bands of rows of its
+planes, shared with the polling workers give the same bits as the caller computing them alone; bands
+of output rows computed one by one give the whole plane's bits. Small float32 planes of 16 channels
+and more run in blocks of channels, channels last, the channels left over plane by plane: strides 1
+and 2, kernels 3, 5 and 7, asymmetric padding, a clamp, a residual or sigmoid-multiply after them,
+and the same bits shared or alone."""
 
 from __future__ import annotations
 
@@ -114,6 +112,14 @@ CASES = [
         {"padding": (1, 2, 0, 1), "strides": (2, 1), "dilation": (2, 1)},
     ),
     ((1, 16, 40, 50), 2, 8, (3, 7), {"padding": (1, 3), "strides": (2, 2)}),
+    # Groups of 8 channels and more of 16 output channels and more (a panel of 32 on planes
+    # of 28x28 and more): each band's window read in place, taps summed in the tiles (a column
+    # dilation and asymmetric padding; a stride of 2 and output channels past a panel; a
+    # 1x7 kernel on a batch of two; groups of 8 to 16 on a small plane, unequal strides).
+    ((1, 32, 30, 29), 2, 32, (3, 3), {"padding": (1, 2, 0, 1), "dilation": (1, 2)}),
+    ((1, 16, 12, 11), 2, 16, (3, 3), {"padding": (1, 1), "strides": (1, 2)}),
+    ((1, 32, 61, 59), 2, 40, (3, 3), {"padding": (1, 1), "strides": (2, 2)}),
+    ((2, 48, 30, 40), 3, 48, (1, 7), {"padding": (0, 3)}),
     # A panel of output channels a group on a small plane: pixels as the tiles' rows.
     ((2, 64, 9, 9), 2, 32, (3, 3), {"padding": (1, 1)}),
     ((1, 96, 15, 13), 3, 48, (3, 3), {"padding": (1, 0, 2, 1), "strides": (2, 1)}),
@@ -164,8 +170,9 @@ def test_narrow_groups_run_the_direct_loops_with_a_fused_epilogue(dtype, entry) 
     [
         ((1, 16, 61, 45), 2, 8, (3, 3), {"padding": (1, 1), "strides": (2, 1)}),
         ((2, 64, 9, 9), 2, 32, (3, 3), {"padding": (1, 1)}),
+        ((2, 32, 29, 28), 2, 32, (3, 3), {"padding": (1, 1)}),
     ],
-    ids=["bands", "pixel_rows"],
+    ids=["bands", "pixel_rows", "window_in_place"],
 )
 def test_wide_groups_apply_bias_residual_and_relu_as_they_store(case, dtype, entry) -> None:
     # As RegNet's grouped layers (batch norm folded into a bias) and ResNeXt's. float32
@@ -228,9 +235,9 @@ def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_sa
     groups, cg, og, size
 ) -> None:
     # Groups of 8 output channels run by columns, of 32 on a 14x14 plane by pixel rows;
-    # at 28x28 both by columns in bands of rows, three groups of 64 shared as their bands.
-    assert (og >= 32 and size * size < conv_jobs.GROUPED_ROWS_MAX_PLANE) == (og == 32)
-    assert (conv_jobs._grouped_bands(og, size, size)[1] > 1) == (size == 28)
+    # at 28x28 both in bands of rows, three groups of 64 shared as their bands.
+    assert conv_jobs._grouped_plan(og, cg, size, size)[0] == {8: 0, 32: 1, 64: 2}[og]
+    assert (conv_jobs._grouped_bands(og, cg, size, size)[1] > 1) == (size != 14)
     _grouped_alone_shared_and_reference(groups, cg, og, size, epilogue=False)
 
 

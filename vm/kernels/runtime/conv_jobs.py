@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import carray, njit
+from numba import uint64 as _u
 from numba.extending import register_jitable
 
 from vm.kernels.runtime import (
@@ -151,7 +152,7 @@ def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w
     groups, og, k = w3.shape
     pairs = ((kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w))
     window, strided = _geometry(*pairs)
-    units = groups * _grouped_bands(og, out_h, out_w)[1]
+    units = groups * _grouped_bands(og, k // (kh * kw), out_h, out_w)[1]
     slot = jobs.slot()
     threads = jobs.claim(slot, jobs.GROUPED, groups * og * k * out_h * out_w) if units > 1 else 0
     if threads == 0:
@@ -174,32 +175,62 @@ def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w
 GROUPED_ROWS_MAX_PLANE = 28 * 28
 
 
-@njit(nogil=True)
-def _grouped_bands(og, out_h, out_w):
+#: Input and output channels a group needs for its window to be read in place
+#: (:func:`_window_band`) rather than copied into an im2col matrix: each row of taps is
+#: then a product of depth ``kw * cg``, and its tiles' 32 columns are output channels, so
+#: a group of fewer than 16 leaves most lanes idle. One thread, AMD EPYC Zen 5, 3x3 with
+#: relu, in place against the columns: groups of 64 channels (RegNetY) at 28x28 and
+#: above 0.57-0.87x; 16 to 32 at 28x28 0.59-0.78x; 16 to 16 at 28x28 0.70x, 32 to 16 at
+#: 14x14 0.41x; 8 to 16 about even; 16 to 8 at 28x28 0.89x but 8 to 8 at 56x56 1.72x. On
+#: smaller planes, groups of a panel of output channels and more run by pixel rows
+#: (:data:`GROUPED_ROWS_MAX_PLANE`), as fast as in place there (RegNetY's 512 channels at
+#: 14x14 and 1088 at 7x7).
+WINDOW_MIN_DEPTH = 8
+WINDOW_MIN_UNITS = 16
+
+
+@register_jitable
+def _grouped_plan(og, cg, out_h, out_w):
+    """How :func:`grouped_columns` runs a group (0: an im2col matrix of each band, its
+    pixels the tiles' vectors; 1: an im2row matrix of the whole plane, pixels the tiles'
+    rows; 2: the window read in place, pixels the tiles' rows), the output rows of each
+    band and the bands per group (plain Python too, for the tests)."""
+    if og >= packed.PANEL and out_h * out_w < GROUPED_ROWS_MAX_PLANE:
+        return 1, out_h, 1
+    if og >= WINDOW_MIN_UNITS and cg >= WINDOW_MIN_DEPTH:
+        block, bands = row_blocks(out_h, out_w)
+        return 2, block, bands
+    block, bands = row_blocks(out_h, out_w)
+    return 0, block, bands
+
+
+@register_jitable
+def _grouped_bands(og, cg, out_h, out_w):
     """The output rows of each band of a group in :func:`grouped_columns`, and the bands
-    per group: one band of the whole plane where pixels are the tiles' rows (see
-    :data:`GROUPED_ROWS_MAX_PLANE`), else about :data:`BLOCK_PIXELS` pixels of whole rows.
+    per group: one band of the whole plane where pixels are the rows of an im2row matrix
+    (see :data:`GROUPED_ROWS_MAX_PLANE`), else about :data:`BLOCK_PIXELS` pixels of whole
+    rows.
 
     A whole plane's columns (RegNetY's groups of 64 channels: 576 rows of 784 or 3136
     pixels, 1.8 or 7.2 MB) left the second-level cache before the product read them, and
     a layer of three groups ran two on one thread while the other waited (AMD EPYC Zen 4,
     two threads, against onnxruntime: 192 channels at 28x28 1.85x, 128 at 56x56 1.47x)."""
-    if og >= packed.PANEL and out_h * out_w < GROUPED_ROWS_MAX_PLANE:
-        return out_h, 1
-    return row_blocks(out_h, out_w)
+    _, block, bands = _grouped_plan(og, cg, out_h, out_w)
+    return block, bands
 
 
 @njit(nogil=True)
 def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
     """Units ``lo:hi`` of :func:`grouped_columns` (``out_at`` the address of ``out3``,
     ``post`` its epilogue or 0), a unit a band of a group's output rows
-    (:func:`_grouped_bands`), group by group. Each
-    group's weight is packed into panels and multiplied by the im2col matrix of a band of
+    (:func:`_grouped_plan`), group by group. Each group's weight is packed into panels
+    (:func:`_pack_group`) and multiplied, by the plan: with the im2col matrix of a band of
     its input channels' windows as a pointwise convolution multiplies its input
     (:func:`vm.kernels.runtime.pointwise.strip`: a group's output channels, often 8 or 16,
-    are the rows of the register tiles and its pixels their vectors, so no lane idles),
-    or, in one band, by its im2row matrix, pixels as the rows (see
-    :data:`GROUPED_ROWS_MAX_PLANE`). A band is the convolution of rows ``r0:r1`` alone:
+    are the rows of the register tiles and its pixels their vectors, so no lane idles);
+    with its im2row matrix, pixels as the rows, in one band (see
+    :data:`GROUPED_ROWS_MAX_PLANE`); or with the band's window read in place, pixels as
+    the rows (:func:`_window_band`). A band is the convolution of rows ``r0:r1`` alone:
     its window starts ``r0`` strides lower, the top padding less that much. The epilogue
     is applied to each band as soon as it is stored, while it is in cache, on the thread
     that stored it."""
@@ -208,16 +239,25 @@ def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
     cg = channels // groups
     kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
     plane = out_h * out_w
-    block, bands = _grouped_bands(og, out_h, out_w)
-    by_rows = og >= packed.PANEL and plane < GROUPED_ROWS_MAX_PLANE
-    cols = np.empty(0 if by_rows else k * block * out_w, np.float32)
+    plan, block, bands = _grouped_plan(og, cg, out_h, out_w)
+    by_rows, in_place = plan == 1, plan == 2
+    cols = np.empty(k * block * out_w if plan == 0 else 0, np.float32)
     rows = np.empty((plane if by_rows else 0, k), np.float32)
-    weight = np.zeros((-(-og // packed.PANEL), k, packed.PANEL), np.float32)
+    panels = -(-og // packed.PANEL)
+    weight = np.zeros((panels, k, packed.PANEL), np.float32)
+    # The window's padded rows of a band, and its product's pixel-major buffer.
+    pitch = (out_w - 1) * sw + (kw - 1) * dw + 1
+    band_rows = (block - 1) * sh + (kh - 1) * dh + 1
+    padded = np.zeros(band_rows * pitch * cg if in_place else 0, np.float32)
+    product = np.empty((block * out_w if in_place else 0, panels * packed.PANEL), np.float32)
+    by_tap = np.empty((panels, kh * kw if in_place else 0, cg, packed.PANEL), np.float32)
     held = -1
     for unit in range(lo, hi):
         g, band = unit // bands, unit % bands
         if g != held:
             _pack_group(w3, g, weight)
+            if in_place:
+                _panels_by_tap(weight, by_tap)
             held = g
         out_at_g = out_at + (n * groups + g) * og * plane * 4
         if by_rows:
@@ -231,14 +271,145 @@ def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
         r0 = band * block
         r1 = min(out_h, r0 + block)
         pixels = (r1 - r0) * out_w
-        flat = cols[: k * pixels].reshape((k, pixels))
-        part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
-        _fill(x, n, g * cg, cg, flat, part, strided)
         at = out_at_g + r0 * out_w * 4
-        pointwise.strip(np.int64(cols.ctypes.data), pixels, k, np.int64(weight.ctypes.data), og,
-                        at, plane)  # fmt: skip
+        if in_place:
+            part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
+            _window_band(x, n, g * cg, cg, part, padded, pitch, by_tap, product)
+            _transpose_into(product, pixels, og, at, plane)
+        else:
+            flat = cols[: k * pixels].reshape((k, pixels))
+            part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
+            _fill(x, n, g * cg, cg, flat, part, strided)
+            pointwise.strip(np.int64(cols.ctypes.data), pixels, k, np.int64(weight.ctypes.data),
+                            og, at, plane)  # fmt: skip
         # Rows a plane apart, of which the band's pixels are the first.
         packed.apply_post(carray(floats(at), (og, plane))[:, :pixels], post, g * og)
+
+
+@njit(nogil=True)
+def _window_band(x, n, c0, cg, window, padded, pitch, weight, product):
+    """``product[p, u]`` = output channel ``u`` at pixel ``p`` of the convolution of
+    channels ``c0:c0+cg`` of image ``n`` over ``window`` (one band: its rows from 0) by
+    ``weight``'s panels of 32 output channels, ``(panels, taps, cg, 32)``
+    (:func:`_panels_by_tap`), read from the band's padded rows in place.
+
+    The rows the window covers are copied once into ``padded``, channels last (rows of
+    ``pitch`` padded pixels of ``cg`` channels, zero outside the image); each row of taps
+    is then one product: its tiles take :data:`vm.kernels.runtime.packed.ROWS` pixels of
+    an output row as their rows, read ``sw`` pixels apart (a broadcast each, so a stride
+    needs no copy), and a panel's 32 output channels as their columns, over a depth of
+    ``kw * cg`` contiguous values (the row's taps, channel by channel; a dilated row a tap
+    at a time), the rows of taps summed in the tile's stored accumulators. An im2col
+    matrix of the band instead copies each input value ``kh * kw`` times and reads it back
+    from L2 (RegNetY's groups of 64 channels: 576 rows of 224 pixels, 516 KB a band).
+    Channels first, the padded planes, each tap a product of depth ``cg``, took 13-22%
+    longer a band (one thread, AMD EPYC Zen 5)."""
+    kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w = window
+    _fill_band(x, n, c0, cg, (out_h - 1) * sh + (kh - 1) * dh + 1, pt, pl, padded, pitch)
+    taps = kh * kw
+    units = product.shape[1]
+    i = np.int64
+    at_padded, at_weight = i(padded.ctypes.data), i(weight.ctypes.data)
+    at_product = i(product.ctypes.data)
+    together = dw == 1
+    calls = kh if together else taps
+    depth = kw * cg if together else cg
+    for y in range(out_h):
+        for x0 in range(0, out_w, packed.ROWS):
+            count = min(packed.ROWS, out_w - x0)
+            for p in range(weight.shape[0]):
+                pc = at_product + ((y * out_w + x0) * units + p * packed.PANEL) * 4
+                for q in range(calls):
+                    ky, kx = (q, 0) if together else (q // kw, q % kw)
+                    pa = at_padded + ((y * sh + ky * dh) * pitch + x0 * sw + kx * dw) * cg * 4
+                    pb = at_weight + (p * taps + ky * kw + kx) * cg * packed.PANEL * 4
+                    packed.run_panel(i(count), pa, i(sw * cg), i(1), pb, i(packed.PANEL),
+                                     i(depth), pc, i(units), i(1 if q > 0 else 0))  # fmt: skip
+
+
+@njit(nogil=True)
+def _fill_band(x, n, c0, cg, rows, pt, pl, padded, pitch):
+    """Rows ``-pt:rows-pt`` of channels ``c0:c0+cg`` of image ``n`` of C-contiguous
+    NCHW ``x`` into ``padded``, channels last: ``rows`` rows of ``pitch`` pixels, input
+    column ``j`` at pixel ``j + pl``, zero outside the image. Blocks of 16 channels by 16
+    columns go through register tiles
+    (:func:`vm.kernels.runtime.transpose.tile16`); the last block of a row or of the
+    channels, when there are 16 or more, ends at their end, over values the block before
+    wrote already (the same ones), so only shorter rows and fewer channels go one value
+    at a time."""
+    _, channels, height, width = x.shape
+    first = max(0, -pl)
+    last = max(first, min(width, pitch - pl))
+    side = transpose.TILE
+    plane = height * width
+    xf = x.reshape(x.size)
+    i = np.int64
+    x_at, at = i(x.ctypes.data), i(padded.ctypes.data)
+    line = _u(pitch * cg)
+    for r in range(rows):
+        # Unsigned indices: no wraparound checks, which keep LLVM from vectorizing.
+        row = _u(r) * line
+        ih = r - pt
+        if ih < 0 or ih >= height or first == last:
+            for j in range(line):
+                padded[row + j] = 0.0
+            continue
+        for j in range(_u((first + pl) * cg)):
+            padded[row + j] = 0.0
+        for j in range(_u((last + pl) * cg), line):
+            padded[row + j] = 0.0
+        source = ((n * channels + c0) * height + ih) * width
+        for col in range(first, last, side):
+            if col + side > last and last - first >= side:
+                col = last - side
+            cols = min(side, last - col)
+            for c in range(0, cg, side):
+                if c + side > cg and cg >= side:
+                    c = cg - side
+                src = source + c * plane + col
+                dst = (r * pitch + col + pl) * cg + c
+                if cols == side and cg - c >= side:
+                    transpose.tile16(x_at + src * 4, i(plane), at + dst * 4, i(cg))
+                    continue
+                for a in range(cols):
+                    for b in range(min(side, cg - c)):
+                        padded[dst + a * cg + b] = xf[src + b * plane + a]
+
+
+@njit(nogil=True)
+def _panels_by_tap(weight, by_tap):
+    """The ``NC32n`` panels of a group's weight (:func:`_pack_group`, depth ``c * taps +
+    t``) with their rows in tap order, ``(panels, taps, cg, 32)``: the rows of a row of
+    taps then lie together, in the order :func:`_window_band` reads its band (a pixel's
+    channels, pixel after pixel). 2-4 us for a group of 64 channels (AMD EPYC Zen 5)."""
+    panels, taps, cg, width = by_tap.shape
+    source, target = weight.reshape(weight.size), by_tap.reshape(by_tap.size)
+    for p in range(panels):
+        for c in range(cg):
+            for t in range(taps):
+                at = _u(((p * cg + c) * taps + t) * width)
+                to = _u(((p * taps + t) * cg + c) * width)
+                for j in range(_u(width)):
+                    target[to + j] = source[at + j]
+
+
+@njit(nogil=True)
+def _transpose_into(product, pixels, units, at, plane):
+    """The first ``units`` columns of the first ``pixels`` rows of the pixel-major
+    ``product`` into the float32 rows at byte address ``at``, ``plane`` elements apart
+    (a band of a group's NCHW output), by register tiles."""
+    ld = product.shape[1]
+    source = np.int64(product.ctypes.data)
+    side = transpose.TILE
+    for u0 in range(0, units, side):
+        for p0 in range(0, pixels, side):
+            if u0 + side <= units and p0 + side <= pixels:
+                transpose.tile16(source + (p0 * ld + u0) * 4, ld, at + (u0 * plane + p0) * 4,
+                                 plane)  # fmt: skip
+                continue
+            for u in range(u0, min(units, u0 + side)):
+                for p in range(p0, min(pixels, p0 + side)):
+                    packed.store(at, u * plane + p, product[p, u])
 
 
 @njit(nogil=True)
@@ -267,14 +438,14 @@ def _pack_group(w3, g, weight):
         weight[u // packed.PANEL, :, u % packed.PANEL] = w3[g, u]
 
 
-@jobs.chunk(jobs.GROUPED, links=(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED))
+@jobs.chunk(jobs.GROUPED, links=(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED, symbols.TILE))
 def _grouped_chunk(slot, index, parts):
     """Groups ``index`` of ``parts`` of the convolution :func:`grouped_columns` shares."""
     x, n, channels, window, strided = _window(slot)
     k = jobs.word(slot, _DEPTH)
     groups = channels * window[0] * window[1] // k
     og = jobs.word(slot, _UNITS) // groups
-    units = groups * _grouped_bands(og, window[8], window[9])[1]
+    units = groups * _grouped_bands(og, channels // groups, window[8], window[9])[1]
     lo, hi = units * index // parts, units * (index + 1) // parts
     if hi > lo:
         w3 = carray(floats(jobs.word(slot, _WEIGHT)), (groups, og, k))

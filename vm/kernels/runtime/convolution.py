@@ -416,7 +416,9 @@ def _conv_blocks_entry(address):
 _conv_blocks_symbol = types.ExternalFunction(symbols.CONV_BLOCKS, _ENTRY)
 
 
-@callbacks.entry(symbols.GROUPED, _ENTRY, links=(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED))
+@callbacks.entry(
+    symbols.GROUPED, _ENTRY, links=(symbols.POINTWISE_ITEMS, symbols.TRANSPOSED, symbols.TILE)
+)
 def _grouped_entry(address):
     """:func:`vm.kernels.runtime.conv_jobs.grouped_columns` on the block of :func:`grouped_f32`
     (the depthwise entry points' block, :func:`vm.kernels.runtime.depthwise.entry_block`)."""

@@ -161,6 +161,21 @@ def depthwise_stride2(rng: np.random.Generator) -> Callable[[], np.ndarray]:
     return _compiled([x], body, [_normal(rng, (1, 32, 56, 56))])
 
 
+def grouped_window(rng: np.random.Generator) -> Callable[[], np.ndarray]:
+    """Grouped 3x3 layers whose bands read their windows in place: RegNet's groups of 64
+    channels (bias and relu applied by the bands), and groups of 16 channels, half a panel
+    of output channels, at stride 2."""
+    from compiler import relay
+
+    x = relay.var("x", shape=(1, 128, 28, 28), dtype="float32")
+    weight = _normal(rng, (128, 64, 3, 3), 1.0 / 24.0)
+    h = relay.nn.conv2d(x, relay.const(weight), padding=(1, 1), groups=2)
+    h = relay.nn.relu(relay.nn.bias_add(h, relay.const(_normal(rng, (128,)))))
+    weight = _normal(rng, (128, 16, 3, 3), 1.0 / 12.0)
+    body = relay.nn.conv2d(h, relay.const(weight), strides=(2, 2), padding=(1, 1), groups=8)
+    return _compiled([x], body, [_normal(rng, (1, 128, 28, 28))])
+
+
 def attention_rows(rng: np.random.Generator) -> Callable[[], np.ndarray]:
     """A projection, its layer normalization and a softmax of the heads' scores: rows
     shared between the threads (vm.kernels.runtime.rows)."""
@@ -184,6 +199,7 @@ CASES = {
     "small_resnet": small_resnet,
     "depthwise_block": depthwise_block,
     "depthwise_stride2": depthwise_stride2,
+    "grouped_window": grouped_window,
     "attention_rows": attention_rows,
 }
 

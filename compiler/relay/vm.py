@@ -88,6 +88,7 @@ from compiler.transform import (
     SplitToSlices,
     TransposeIntoBatchMatmul,
 )
+from compiler.transform.combine_parallel import MIN_BRANCHES
 from compiler.transform.eta_expand import EtaExpand
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.lambda_lift import lambda_lift
@@ -159,7 +160,7 @@ def _optimizations() -> Any:
             _at_level(FoldScaleAxis(), DEFAULT_REWRITE_LEVEL),
             _at_level(EliminateCommonSubexpr(), DEFAULT_REWRITE_LEVEL),
             _at_level(CombineSummedDense(), DEFAULT_REWRITE_LEVEL),
-            _at_level(CombineParallelDense(), DEFAULT_REWRITE_LEVEL),
+            _at_level(CombineParallelDense(MIN_BRANCHES), DEFAULT_REWRITE_LEVEL),
             _at_level(AlterOpLayout(), DEFAULT_REWRITE_LEVEL),
             FoldConstant(),
             ScalePackedWeight(),

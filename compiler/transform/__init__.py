@@ -37,7 +37,7 @@ types over to rebuilt nodes, recognizing primitives and closures).
 """
 
 from compiler.transform.alter_op_layout import AlterOpLayout
-from compiler.transform.combine_parallel_dense import CombineParallelDense
+from compiler.transform.combine_parallel import CombineParallelConv2D, CombineParallelDense
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.defuse_ops import DefuseOps
@@ -79,6 +79,7 @@ from compiler.transform.transpose_into_matmul import TransposeIntoBatchMatmul
 
 for _pass in (
     AlterOpLayout,
+    CombineParallelConv2D,
     CombineParallelDense,
     CombineSummedDense,
     DeadCodeElimination,
@@ -111,6 +112,7 @@ del _pass
 
 __all__ = [
     "AlterOpLayout",
+    "CombineParallelConv2D",
     "CombineParallelDense",
     "CombineSummedDense",
     "DeadCodeElimination",

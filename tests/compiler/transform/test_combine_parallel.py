@@ -1,6 +1,8 @@
-"""CombineParallelDense: dense layers with constant weights reading one input become one
-dense layer (with the joined bias add, from ``nn.bias_add`` or an imported layer's ``add``
-of a constant) and slices, with the same results; the ones it cannot join stay."""
+"""CombineParallelDense and CombineParallelConv2D: dense layers (convolutions) with constant
+weights reading one input become one dense layer (convolution), with the joined bias add
+(from ``nn.bias_add`` or an imported layer's ``add`` of a constant), and slices, with the
+same results; the ones they cannot join stay; TVM's signatures and defaults (3 branches),
+and a branch count below 2 refused by name."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import vm
 from compiler import relay
 from tests.compiler.transform.util import assert_results_match, assert_same, calls
 
-combine = relay.transform.CombineParallelDense()
+# relay.vm.compile's count: two projections are joined.
+combine = relay.transform.CombineParallelDense(min_num_branches=2)
 RNG = np.random.default_rng(41)
 
 
@@ -221,3 +224,99 @@ def test_a_projection_inside_a_branch_is_not_joined_with_one_outside() -> None:
     body = relay.If(flag, inside, outside)
     before = relay.IRModule.from_expr(relay.Function([x, flag], body))
     _left_alone(before, [array(3, 5), np.array(True)], 2)
+
+
+def test_tvms_default_joins_three_projections_and_leaves_two() -> None:
+    # TVM's CombineParallelDense(min_num_branches=3, to_batch=True); to_batch is accepted.
+    two, _, _ = projections(units=(4, 4))
+    three, _, _ = projections(units=(4, 4, 4))
+    tvm_default = relay.transform.CombineParallelDense(min_num_branches=3, to_batch=True)
+    assert len(calls(tvm_default(two)["main"], "nn.dense")) == 2
+    assert len(calls(relay.transform.CombineParallelDense()(three)["main"], "nn.dense")) == 1
+
+
+# ---- returns: convolutions ---------------------------------------------------------------------
+
+
+def branches(
+    channels: tuple = (8, 4, 6), kernel: int = 1, bias: str = "bias_add", **attrs
+) -> tuple[relay.IRModule, list[np.ndarray], list[np.ndarray]]:
+    """``main(x) = (conv(x, W0) + b0, ...)``: an Inception block's branches on one input."""
+    x = relay.var("x", shape=(1, 5, 9, 9))
+    weights = [array(c, 5, kernel, kernel) for c in channels]
+    biases = [array(c) for c in channels]
+    outs = []
+    for w, b in zip(weights, biases):
+        out = relay.nn.conv2d(x, relay.const(w), **attrs)
+        if bias == "bias_add":
+            out = relay.nn.bias_add(out, relay.const(b))
+        elif bias == "add":
+            out = relay.add(out, relay.const(b.reshape(-1, 1, 1)))
+        outs.append(relay.nn.relu(out))
+    return relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs))), weights, biases
+
+
+@pytest.mark.parametrize("bias", ["bias_add", "add", "none"])
+def test_three_convolutions_of_one_input_become_one_and_channel_slices(bias: str) -> None:
+    before, weights, biases = branches(kernel=3, bias=bias, padding=(1, 1), strides=(2, 2))
+    after = relay.transform.CombineParallelConv2D()(before)
+    (conv,) = calls(after["main"], "nn.conv2d")
+    np.testing.assert_array_equal(conv.args[1].data, np.concatenate(weights))
+    slices = calls(after["main"], "strided_slice")
+    assert sorted((s.attrs["begin"][0], s.attrs["end"][0]) for s in slices) == [
+        (0, 8),
+        (8, 12),
+        (12, 18),
+    ]
+    assert all(tuple(s.attrs["axes"]) == (1,) for s in slices)
+    if bias != "none":
+        (joined,) = calls(after["main"], "nn.bias_add")
+        np.testing.assert_array_equal(joined.args[1].data, np.concatenate(biases))
+    assert_results_match(before, after, [array(1, 5, 9, 9)])
+
+
+def test_combined_convolutions_run_in_the_vm_as_before() -> None:
+    before, _, _ = branches(channels=(16, 16, 32), kernel=1)
+    seq = relay.transform.Sequential([relay.transform.CombineParallelConv2D(min_num_branches=3)])
+    with relay.transform.PassContext(opt_level=3):
+        after = seq(before)
+        exe = relay.vm.compile(after)
+    x = array(1, 5, 9, 9)
+    want = relay.create_executor("debug", before).evaluate()(x)
+    got = vm.VirtualMachine(exe, vm.cpu()).invoke("main", x)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_convolutions_that_differ_stay_apart() -> None:
+    # Other kernel sizes, strides or groups, or only two branches under TVM's default.
+    x = relay.var("x", shape=(1, 4, 8, 8))
+    body = relay.Tuple(
+        [
+            relay.nn.conv2d(x, relay.const(array(4, 4, 1, 1))),
+            relay.nn.conv2d(x, relay.const(array(4, 4, 3, 3)), padding=(1, 1)),
+            relay.nn.conv2d(x, relay.const(array(4, 4, 1, 1)), strides=(2, 2)),
+            relay.nn.conv2d(x, relay.const(array(4, 2, 1, 1)), groups=2),
+            relay.nn.conv2d(x, relay.const(array(6, 4, 1, 1))),
+        ]
+    )
+    before = relay.IRModule.from_expr(relay.Function([x], body))
+    after = relay.transform.CombineParallelConv2D()(before)
+    assert len(calls(after["main"], "nn.conv2d")) == 5
+    joined = relay.transform.CombineParallelConv2D(min_num_branches=2)(before)
+    assert len(calls(joined["main"], "nn.conv2d")) == 4  # the two plain 1x1 ones
+    assert_results_match(before, joined, [array(1, 4, 8, 8)])
+
+
+# ---- invalid -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(1, ValueError), (0, ValueError), (2.5, TypeError), (True, TypeError)]
+)
+@pytest.mark.parametrize(
+    "make", [relay.transform.CombineParallelDense, relay.transform.CombineParallelConv2D]
+)
+def test_a_branch_count_below_two_or_not_an_int_is_refused_by_name(make, value, error) -> None:
+    with pytest.raises(error, match="min_num_branches"):
+        make(min_num_branches=value)

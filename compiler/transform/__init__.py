@@ -30,13 +30,17 @@ TVM's form-changing passes are pass objects too: :class:`ToANormalForm`,
 :class:`EtaExpand`, :class:`DefuseOps` (:mod:`compiler.transform.defuse_ops`), and
 :class:`DynamicToStatic` (:mod:`compiler.transform.dynamic_to_static`), which makes the shapes
 the types know constant and ``dyn.*`` operators static. :class:`PrintIR` prints the module
-between two passes, and :func:`InferTypeLocal` gives one expression's type.
+between two passes, and :func:`InferTypeLocal` gives one expression's type. Among TVM's
+optimizations that the VM compiler does not run by itself: :class:`CanonicalizeOps`
+(:mod:`compiler.transform.canonicalize_ops`) and :class:`CombineParallelConv2D`
+(:mod:`compiler.transform.combine_parallel`).
 
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
 """
 
 from compiler.transform.alter_op_layout import AlterOpLayout
+from compiler.transform.canonicalize_ops import CanonicalizeOps
 from compiler.transform.combine_parallel import CombineParallelConv2D, CombineParallelDense
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
@@ -79,6 +83,7 @@ from compiler.transform.transpose_into_matmul import TransposeIntoBatchMatmul
 
 for _pass in (
     AlterOpLayout,
+    CanonicalizeOps,
     CombineParallelConv2D,
     CombineParallelDense,
     CombineSummedDense,
@@ -112,6 +117,7 @@ del _pass
 
 __all__ = [
     "AlterOpLayout",
+    "CanonicalizeOps",
     "CombineParallelConv2D",
     "CombineParallelDense",
     "CombineSummedDense",

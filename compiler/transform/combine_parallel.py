@@ -144,10 +144,10 @@ class _Member:
     """One layer of a group: the call, the node the group's slice replaces (the call or
     its bias add), and the bias if any."""
 
-    __slots__ = ("bias", "dense", "replaced")
+    __slots__ = ("bias", "call", "replaced")
 
-    def __init__(self, dense: Call, replaced: Node, bias: np.ndarray | None) -> None:
-        self.dense = dense
+    def __init__(self, call: Call, replaced: Node, bias: np.ndarray | None) -> None:
+        self.call = call
         self.replaced = replaced
         self.bias = bias
 
@@ -221,11 +221,11 @@ def _groups(func: Function, kind: _Kind, min_branches: int) -> list[list[_Member
         if found is None:
             continue
         source, bias = found
-        dense = bound.get(source) if isinstance(source, Var) else source
+        layer = bound.get(source) if isinstance(source, Var) else source
         rank_type = getattr(source, "_checked_type", None)
-        if not is_op_call(dense, kind.op) or not isinstance(rank_type, TensorType):
+        if not is_op_call(layer, kind.op) or not isinstance(rank_type, TensorType):
             continue
-        if uses[id(source)] != 1 or id(dense) in biased:
+        if uses[id(source)] != 1 or id(layer) in biased:
             continue
         # One value per unit, of the product's dtype, and a sum of the product's shape.
         axis = kind.axis(len(rank_type.shape))
@@ -234,8 +234,8 @@ def _groups(func: Function, kind: _Kind, min_branches: int) -> list[list[_Member
             and bias.dtype == np.dtype(rank_type.dtype)
             and tuple(sum_type.shape) == tuple(rank_type.shape)
         )
-        if fits and scope_of.get(id(node)) is scope_of.get(id(dense)):
-            biased[id(dense)] = (node, bias)
+        if fits and scope_of.get(id(node)) is scope_of.get(id(layer)):
+            biased[id(layer)] = (node, bias)
     by_key: dict[Hashable, list[_Member]] = defaultdict(list)
     for node in order:
         if not is_op_call(node, kind.op):
@@ -282,9 +282,9 @@ class _Rewriter(BindingMutator):
     def _combine(self, g: int) -> Call:
         if g not in self.combined:
             members = self.groups[g]
-            first = members[0].dense
+            first = members[0].call
             data = self.memo[id(first.args[0])]
-            weight = const(np.concatenate([m.dense.args[1].data for m in members], axis=0))  # type: ignore[attr-defined]
+            weight = const(np.concatenate([m.call.args[1].data for m in members], axis=0))  # type: ignore[attr-defined]
             kind = self.kind
             attrs = dict(get_def(kind.op).normalize_attrs(first.attrs))
             attrs[kind.units] = None
@@ -301,9 +301,9 @@ class _Rewriter(BindingMutator):
             return new
         g, i = spot
         members = self.groups[g]
-        begin = sum(m.dense.args[1].data.shape[0] for m in members[:i])  # type: ignore[attr-defined]
-        units = members[i].dense.args[1].data.shape[0]  # type: ignore[attr-defined]
-        rank = len(members[i].dense.args[0]._checked_type.shape)  # type: ignore[attr-defined]
+        begin = sum(m.call.args[1].data.shape[0] for m in members[:i])  # type: ignore[attr-defined]
+        units = members[i].call.args[1].data.shape[0]  # type: ignore[attr-defined]
+        rank = len(members[i].call.args[0]._checked_type.shape)  # type: ignore[attr-defined]
         return call_op(
             "strided_slice",
             [self._combine(g)],

@@ -1,8 +1,9 @@
-"""Per-layer timing of ResNet-18's convolutions: relayvm against onnxruntime on the same shapes.
+"""Per-layer timing of ResNet-18's convolutions (or RegNetY-4.0GF's grouped ones): relayvm
+against onnxruntime on the same shapes.
 
 Run it by hand on a quiet machine (it needs the ``bench`` extra)::
 
-    .venv/bin/python -m benchmarks.bench_conv_layers [--rounds 3] [--threads 2]
+    .venv/bin/python -m benchmarks.bench_conv_layers [--rounds 3] [--threads 2] [--net regnet]
 
 Each layer is a convolution followed by its folded batch norm and, where ResNet-18 has
 them, the residual add and relu: for relayvm a Relay function ``nn.conv2d -> multiply ->
@@ -10,6 +11,8 @@ add [-> add] [-> nn.relu]`` with constant weights compiled as ``benchmarks`` com
 the models (``PassContext(opt_level=3)``: one fused kernel, a Winograd one where
 ``AlterOpLayout`` chooses it) and run by the VM, for onnxruntime a two- or three-node
 ONNX graph (Conv with bias [-> Add] [-> Relu]; its optimizer folds the same things).
+``--net regnet`` times RegNetY-4.0GF's grouped 3x3 layers (groups of 64 channels) the
+same way.
 Each engine is timed in its own phase, because thread pools that spin after a call
 (onnxruntime's, OpenBLAS's) would otherwise steal the cores from the other; phases
 alternate ``--rounds`` times and each layer's best time is kept. The whole-network
@@ -31,7 +34,7 @@ from benchmarks.peers import layer_parser
 
 @dataclass(frozen=True)
 class Layer:
-    """One convolution shape of ResNet-18 (batch 1, 224x224 input)."""
+    """One convolution shape of a network (batch 1, 224x224 input), ``groups`` groups."""
 
     name: str
     channels: int
@@ -43,6 +46,7 @@ class Layer:
     count: int
     residual: bool
     relu: bool
+    groups: int = 1
 
 
 LAYERS = [
@@ -63,6 +67,21 @@ LAYERS = [
     Layer("layer4 3x3+res", 512, 512, 7, 3, 1, 1, 2, True, True),
 ]
 
+#: RegNetY-4.0GF's grouped 3x3 convolutions (groups of 64 channels, batch norm folded, relu).
+REGNET_LAYERS = [
+    Layer("s1 128/2 g2", 128, 128, 112, 3, 2, 1, 1, False, True, 2),
+    Layer("s1 128 g2", 128, 128, 56, 3, 1, 1, 1, False, True, 2),
+    Layer("s2 192/2 g3", 192, 192, 56, 3, 2, 1, 1, False, True, 3),
+    Layer("s2 192 g3", 192, 192, 28, 3, 1, 1, 5, False, True, 3),
+    Layer("s3 512/2 g8", 512, 512, 28, 3, 2, 1, 1, False, True, 8),
+    Layer("s3 512 g8", 512, 512, 14, 3, 1, 1, 11, False, True, 8),
+    Layer("s4 1088/2 g17", 1088, 1088, 14, 3, 2, 1, 1, False, True, 17),
+    Layer("s4 1088 g17", 1088, 1088, 7, 3, 1, 1, 1, False, True, 17),
+]
+
+#: The layer sets ``--net`` chooses from.
+NETS = {"resnet18": LAYERS, "regnet": REGNET_LAYERS}
+
 
 def out_size(layer: Layer) -> int:
     return (layer.size + 2 * layer.padding - layer.kernel) // layer.stride + 1
@@ -74,7 +93,9 @@ def arrays(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
     c, o, k, r = layer.channels, layer.out_channels, layer.kernel, out_size(layer)
     return {
         "x": rng.standard_normal((1, c, layer.size, layer.size)).astype("float32"),
-        "w": (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32"),
+        "w": (
+            rng.standard_normal((o, c // layer.groups, k, k)) / np.sqrt(c * k * k / layer.groups)
+        ).astype("float32"),
         "scale": rng.uniform(0.5, 1.5, (o, 1, 1)).astype("float32"),
         "shift": rng.standard_normal((o, 1, 1)).astype("float32"),
         "res": rng.standard_normal((1, o, r, r)).astype("float32"),
@@ -89,7 +110,11 @@ def relayvm_runner(layer: Layer, data: dict[str, np.ndarray]) -> Callable[[], np
     params = [x]
     p = layer.padding
     value = relay.nn.conv2d(
-        x, relay.const(data["w"]), strides=(layer.stride,) * 2, padding=(p,) * 4
+        x,
+        relay.const(data["w"]),
+        strides=(layer.stride,) * 2,
+        padding=(p,) * 4,
+        groups=layer.groups,
     )
     value = value * relay.const(data["scale"]) + relay.const(data["shift"])
     feeds = [data["x"]]
@@ -131,7 +156,7 @@ def onnxruntime_runner(
     nodes = [
         helper.make_node(
             "Conv", ["x", "w", "b"], ["c"], kernel_shape=[layer.kernel] * 2, strides=[s, s],
-            pads=[p] * 4,
+            pads=[p] * 4, group=layer.groups,
         )
     ]  # fmt: skip
     last = "c"
@@ -188,18 +213,22 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="evict the caches before each timed call"
     )
+    parser.add_argument(
+        "--net", choices=sorted(NETS), default="resnet18", help="whose layers to time"
+    )
     args = parser.parse_args()
+    layers = NETS[args.net]
     evict = np.zeros(EVICT_BYTES // 8) if args.cold else None
-    data = [arrays(layer) for layer in LAYERS]
+    data = [arrays(layer) for layer in layers]
     start = time.perf_counter()
-    ours = [relayvm_runner(layer, d) for layer, d in zip(LAYERS, data)]
+    ours = [relayvm_runner(layer, d) for layer, d in zip(layers, data)]
     print(f"relayvm kernels loaded or compiled in {time.perf_counter() - start:.1f} s")
-    best = {"relayvm": [np.inf] * len(LAYERS), "onnxruntime": [np.inf] * len(LAYERS)}
+    best = {"relayvm": [np.inf] * len(layers), "onnxruntime": [np.inf] * len(layers)}
     for _ in range(args.rounds):
         for i, run in enumerate(ours):
             best["relayvm"][i] = min(best["relayvm"][i], best_time(run, evict=evict))
         time.sleep(0.5)  # let OpenBLAS's spinning threads go idle
-        theirs = [onnxruntime_runner(layer, d, args.threads) for layer, d in zip(LAYERS, data)]
+        theirs = [onnxruntime_runner(layer, d, args.threads) for layer, d in zip(layers, data)]
         for i, run in enumerate(theirs):
             best["onnxruntime"][i] = min(best["onnxruntime"][i], best_time(run, evict=evict))
         del theirs
@@ -207,7 +236,7 @@ def main() -> None:
         time.sleep(0.5)  # let onnxruntime's spinning threads go idle
     totals = {"relayvm": 0.0, "onnxruntime": 0.0}
     print(f"{'layer':16s} {'count':>5s} {'relayvm ms':>11s} {'ort ms':>9s} {'ratio':>6s}")
-    for i, layer in enumerate(LAYERS):
+    for i, layer in enumerate(layers):
         mine, ref = best["relayvm"][i], best["onnxruntime"][i]
         totals["relayvm"] += mine * layer.count
         totals["onnxruntime"] += ref * layer.count
@@ -216,7 +245,8 @@ def main() -> None:
             f"{mine / ref:6.2f}"
         )
     mine, ref = totals["relayvm"], totals["onnxruntime"]
-    print(f"{'all 20 convs':16s} {'':5s} {mine * 1e3:11.3f} {ref * 1e3:9.3f} {mine / ref:6.2f}")
+    every = f"all {sum(layer.count for layer in layers)} convs"
+    print(f"{every:16s} {'':5s} {mine * 1e3:11.3f} {ref * 1e3:9.3f} {mine / ref:6.2f}")
 
 
 if __name__ == "__main__":

@@ -237,7 +237,7 @@ def test_the_groups_of_a_grouped_convolution_shared_with_the_workers_give_the_sa
     # Groups of 8 output channels run by columns, of 32 on a 14x14 plane by pixel rows;
     # at 28x28 both in bands of rows, three groups of 64 shared as their bands.
     assert conv_jobs._grouped_plan(og, cg, size, size)[0] == {8: 0, 32: 1, 64: 2}[og]
-    assert (conv_jobs._grouped_bands(og, cg, size, size)[1] > 1) == (size != 14)
+    assert (conv_jobs._grouped_plan(og, cg, size, size)[2] > 1) == (size != 14)
     _grouped_alone_shared_and_reference(groups, cg, og, size, epilogue=False)
 
 

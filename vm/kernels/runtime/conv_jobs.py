@@ -146,13 +146,13 @@ def grouped_columns(x, w3, out3, n, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w
     and a BLAS call each: ResNeXt's and RegNet's groups of 8 to 32 channels at 30-60
     GFLOP/s, 2.4-9.6x onnxruntime's time (AMD EPYC Zen 5).
 
-    The shared units are bands of a group's output rows (:func:`_grouped_bands`), so that
+    The shared units are bands of a group's output rows (:func:`_grouped_plan`), so that
     three groups keep two threads busy, and each band's columns stay in the second-level
     cache between their copy and the product."""
     groups, og, k = w3.shape
     pairs = ((kh, kw), (sh, sw), (pt, pl), (dh, dw), (out_h, out_w))
     window, strided = _geometry(*pairs)
-    units = groups * _grouped_bands(og, k // (kh * kw), out_h, out_w)[1]
+    units = groups * _grouped_plan(og, k // (kh * kw), out_h, out_w)[2]
     slot = jobs.slot()
     threads = jobs.claim(slot, jobs.GROUPED, groups * og * k * out_h * out_w) if units > 1 else 0
     if threads == 0:
@@ -194,29 +194,20 @@ def _grouped_plan(og, cg, out_h, out_w):
     """How :func:`grouped_columns` runs a group (0: an im2col matrix of each band, its
     pixels the tiles' vectors; 1: an im2row matrix of the whole plane, pixels the tiles'
     rows; 2: the window read in place, pixels the tiles' rows), the output rows of each
-    band and the bands per group (plain Python too, for the tests)."""
-    if og >= packed.PANEL and out_h * out_w < GROUPED_ROWS_MAX_PLANE:
-        return 1, out_h, 1
-    if og >= WINDOW_MIN_UNITS and cg >= WINDOW_MIN_DEPTH:
-        block, bands = row_blocks(out_h, out_w)
-        return 2, block, bands
-    block, bands = row_blocks(out_h, out_w)
-    return 0, block, bands
-
-
-@register_jitable
-def _grouped_bands(og, cg, out_h, out_w):
-    """The output rows of each band of a group in :func:`grouped_columns`, and the bands
-    per group: one band of the whole plane where pixels are the rows of an im2row matrix
-    (see :data:`GROUPED_ROWS_MAX_PLANE`), else about :data:`BLOCK_PIXELS` pixels of whole
-    rows.
+    band and the bands per group (plain Python too, for the tests): one band of the whole
+    plane by pixel rows (see :data:`GROUPED_ROWS_MAX_PLANE`), else about
+    :data:`BLOCK_PIXELS` pixels of whole rows.
 
     A whole plane's columns (RegNetY's groups of 64 channels: 576 rows of 784 or 3136
     pixels, 1.8 or 7.2 MB) left the second-level cache before the product read them, and
     a layer of three groups ran two on one thread while the other waited (AMD EPYC Zen 4,
     two threads, against onnxruntime: 192 channels at 28x28 1.85x, 128 at 56x56 1.47x)."""
-    _, block, bands = _grouped_plan(og, cg, out_h, out_w)
-    return block, bands
+    if og >= packed.PANEL and out_h * out_w < GROUPED_ROWS_MAX_PLANE:
+        return 1, out_h, 1
+    block, bands = row_blocks(out_h, out_w)
+    if og >= WINDOW_MIN_UNITS and cg >= WINDOW_MIN_DEPTH:
+        return 2, block, bands
+    return 0, block, bands
 
 
 @njit(nogil=True)
@@ -272,13 +263,12 @@ def _grouped_range(x, n, window, strided, w3, out_at, post, lo, hi):
         r1 = min(out_h, r0 + block)
         pixels = (r1 - r0) * out_w
         at = out_at_g + r0 * out_w * 4
+        part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
         if in_place:
-            part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
             _window_band(x, n, g * cg, cg, part, padded, pitch, by_tap, product)
             _transpose_into(product, pixels, og, at, plane)
         else:
             flat = cols[: k * pixels].reshape((k, pixels))
-            part = (kh, kw, sh, sw, pt - r0 * sh, pl, dh, dw, r1 - r0, out_w)
             _fill(x, n, g * cg, cg, flat, part, strided)
             pointwise.strip(np.int64(cols.ctypes.data), pixels, k, np.int64(weight.ctypes.data),
                             og, at, plane)  # fmt: skip
@@ -445,7 +435,7 @@ def _grouped_chunk(slot, index, parts):
     k = jobs.word(slot, _DEPTH)
     groups = channels * window[0] * window[1] // k
     og = jobs.word(slot, _UNITS) // groups
-    units = groups * _grouped_bands(og, channels // groups, window[8], window[9])[1]
+    units = groups * _grouped_plan(og, channels // groups, window[8], window[9])[2]
     lo, hi = units * index // parts, units * (index + 1) // parts
     if hi > lo:
         w3 = carray(floats(jobs.word(slot, _WEIGHT)), (groups, og, k))

@@ -107,7 +107,10 @@ def test_qlinear_conv_with_per_channel_scales_and_a_bias():
         "QLinearConv", {"x": x}, attrs, constants,
         input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"],
     )  # fmt: skip
-    check(proto, feeds)
+    # Not onnxruntime: its x86 uint8 x int8 kernels may add pairs of products in saturating
+    # 16 bits, so full-range weights give CPU-dependent answers (onnxruntime 1.32 on AMD
+    # EPYC Zen 5: 23 of these 100 outputs off by up to 33 from the exact sums).
+    check_against_reference(proto, feeds, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

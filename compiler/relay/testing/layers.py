@@ -11,7 +11,10 @@ from __future__ import annotations
 from compiler.ir.expr import Expr, Var, var
 from compiler.op import nn
 
-__all__ = ["batch_norm", "conv2d", "dense", "param"]
+__all__ = ["batch_norm", "conv2d", "conv2d_transpose", "dense", "param"]
+
+#: A size for both sides, or ``(height, width)``.
+Pair = int | tuple[int, int]
 
 
 def param(name: str, shape: tuple[int, ...], dtype: str) -> Var:
@@ -19,35 +22,64 @@ def param(name: str, shape: tuple[int, ...], dtype: str) -> Var:
     return var(name, shape=shape, dtype=dtype)
 
 
+def _pair(value: Pair) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
 def conv2d(
     data: Expr,
     in_channels: int,
     channels: int,
-    kernel: int,
+    kernel: Pair,
     name: str,
     dtype: str,
-    stride: int = 1,
-    padding: int | None = None,
+    stride: Pair = 1,
+    padding: Pair | None = None,
     groups: int = 1,
 ) -> Expr:
-    """A ``kernel`` x ``kernel`` convolution by ``<name>_weight`` (padded by half the
-    kernel unless ``padding`` is given)."""
-    pad = kernel // 2 if padding is None else padding
-    weight = param(f"{name}_weight", (channels, in_channels // groups, kernel, kernel), dtype)
+    """A ``kernel`` convolution by ``<name>_weight``: ``kernel``, ``stride`` and ``padding``
+    are one int for both sides or ``(height, width)``; the padding is half the kernel
+    unless given."""
+    kh, kw = _pair(kernel)
+    pad = (kh // 2, kw // 2) if padding is None else _pair(padding)
+    weight = param(f"{name}_weight", (channels, in_channels // groups, kh, kw), dtype)
     return nn.conv2d(
-        data, weight, strides=(stride, stride), padding=(pad, pad), groups=groups,
-        channels=channels, kernel_size=(kernel, kernel),
+        data, weight, strides=_pair(stride), padding=pad, groups=groups, channels=channels,
+        kernel_size=(kh, kw),
     )  # fmt: skip
 
 
-def batch_norm(data: Expr, channels: int, name: str, dtype: str, epsilon: float = 1e-5) -> Expr:
+def conv2d_transpose(
+    data: Expr,
+    in_channels: int,
+    channels: int,
+    kernel: Pair,
+    name: str,
+    dtype: str,
+    stride: Pair = 1,
+    padding: Pair = 0,
+    output_padding: Pair = 0,
+) -> Expr:
+    """A transposed ``kernel`` convolution by the IOHW ``<name>_weight`` (NCHW data)."""
+    kh, kw = _pair(kernel)
+    weight = param(f"{name}_weight", (in_channels, channels, kh, kw), dtype)
+    return nn.conv2d_transpose(
+        data, weight, strides=_pair(stride), padding=_pair(padding), channels=channels,
+        kernel_size=(kh, kw), output_padding=_pair(output_padding),
+    )  # fmt: skip
+
+
+def batch_norm(
+    data: Expr, channels: int, name: str, dtype: str, epsilon: float = 1e-5, scale: bool = True
+) -> Expr:
     """Batch normalization by ``<name>_gamma``, ``_beta``, ``_moving_mean`` and
-    ``_moving_var``."""
+    ``_moving_var`` (``<name>_gamma`` stays a parameter, unused, when not ``scale``, as in
+    TVM)."""
     gamma, beta, mean, variance = (
         param(f"{name}_{p}", (channels,), dtype)
         for p in ("gamma", "beta", "moving_mean", "moving_var")
     )
-    return nn.batch_norm(data, gamma, beta, mean, variance, epsilon=epsilon)[0]
+    return nn.batch_norm(data, gamma, beta, mean, variance, epsilon=epsilon, scale=scale)[0]
 
 
 def dense(data: Expr, in_features: int, units: int, name: str, dtype: str) -> Expr:

@@ -32,8 +32,10 @@ TVM's form-changing passes are pass objects too: :class:`ToANormalForm`,
 the types know constant and ``dyn.*`` operators static. :class:`PrintIR` prints the module
 between two passes, and :func:`InferTypeLocal` gives one expression's type. Among TVM's
 optimizations that the VM compiler does not run by itself: :class:`CanonicalizeOps`
-(:mod:`compiler.transform.canonicalize_ops`) and :class:`CombineParallelConv2D`
-(:mod:`compiler.transform.combine_parallel`).
+(:mod:`compiler.transform.canonicalize_ops`), :class:`CombineParallelConv2D` and
+:class:`CombineParallelBatchMatmul` (:mod:`compiler.transform.combine_parallel`), and
+:class:`Legalize` (:mod:`compiler.transform.legalize`), which applies the legalizations a
+program registers with ``relay.op.register_legalize``.
 
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
@@ -41,7 +43,11 @@ types over to rebuilt nodes, recognizing primitives and closures).
 
 from compiler.transform.alter_op_layout import AlterOpLayout
 from compiler.transform.canonicalize_ops import CanonicalizeOps
-from compiler.transform.combine_parallel import CombineParallelConv2D, CombineParallelDense
+from compiler.transform.combine_parallel import (
+    CombineParallelBatchMatmul,
+    CombineParallelConv2D,
+    CombineParallelDense,
+)
 from compiler.transform.combine_summed_dense import CombineSummedDense
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.defuse_ops import DefuseOps
@@ -54,6 +60,7 @@ from compiler.transform.fold_scale_axis import FoldScaleAxis
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType, InferTypeLocal
 from compiler.transform.lambda_lift import LambdaLift
+from compiler.transform.legalize import Legalize
 from compiler.transform.pass_manager import (
     FunctionPass,
     ModulePass,
@@ -84,6 +91,7 @@ from compiler.transform.transpose_into_matmul import TransposeIntoBatchMatmul
 for _pass in (
     AlterOpLayout,
     CanonicalizeOps,
+    CombineParallelBatchMatmul,
     CombineParallelConv2D,
     CombineParallelDense,
     CombineSummedDense,
@@ -98,6 +106,7 @@ for _pass in (
     FuseOps,
     InferType,
     LambdaLift,
+    Legalize,
     PrintIR,
     RemoveUnusedFunctions,
     ScalePackedWeight,
@@ -118,6 +127,7 @@ del _pass
 __all__ = [
     "AlterOpLayout",
     "CanonicalizeOps",
+    "CombineParallelBatchMatmul",
     "CombineParallelConv2D",
     "CombineParallelDense",
     "CombineSummedDense",
@@ -134,6 +144,7 @@ __all__ = [
     "InferType",
     "InferTypeLocal",
     "LambdaLift",
+    "Legalize",
     "ModulePass",
     "Pass",
     "PassContext",

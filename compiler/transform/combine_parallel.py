@@ -1,5 +1,6 @@
-"""``CombineParallelDense`` and ``CombineParallelConv2D``: dense layers, or convolutions, with
-constant weights that read the same input become one such layer whose output is sliced.
+"""``CombineParallelDense``, ``CombineParallelConv2D`` and ``CombineParallelBatchMatmul``:
+dense layers, convolutions or batched products with the same input and their own weights
+become one such call whose output is sliced.
 
 Compiler layer (``compiler.transform``).
 
@@ -17,12 +18,17 @@ fuse into the kernels that read them. This is TVM's ``CombineParallelDense`` (it
 ``to_batch=False`` form), with the bias add carried along. ``CombineParallelConv2D`` does
 the same for the convolutions of an Inception block's branches: ``nn.conv2d`` calls of one
 NCHW input with OIHW weights of one shape but for their output channels, joined along the
-output channels and sliced on axis 1.
+output channels and sliced on axis 1. ``CombineParallelBatchMatmul`` joins
+``nn.batch_matmul(x, y1)``, ``nn.batch_matmul(x, y2)``, ... along the columns of the ``y``
+(their rows with ``transpose_b``, TVM's default), sliced on the last axis.
 
 Which calls are combined: calls of the op outside primitive functions whose data is one
 and the same expression (node or variable), whose weights are constant arrays of one
 dtype and one shape but for the output axis (a dense layer's 2-D ``(units, in)``, a
-convolution's 4-D OIHW of one group), with equal attributes (``units`` or ``channels``
+convolution's 4-D OIHW of one group, a batched product's 3-D ``y``; for the batched
+product also parameters of the function, which are joined by a ``concatenate`` on every
+call as TVM's pass joins them, where the other two kinds need a constant to pack at
+compile time), with equal attributes (``units`` or ``channels``
 aside) and a data type of known rank; at least ``min_num_branches`` of them, all in the
 same scope (one function body, ``if`` branch or ``match`` clause, so the joined product is
 never computed where the program would not compute a branch). A ``nn.bias_add`` on the
@@ -34,11 +40,11 @@ does (the two kinds form separate groups). A call whose result is also used else
 gets no bias joined, and its other uses read its slice.
 The calls left unused behind ``let`` bindings are removed by ``DeadCodeElimination``.
 
-TVM runs both at ``opt_level`` 4, from 3 branches by default; here the pass objects say 3.
-``relay.vm.compile`` runs ``CombineParallelDense`` from the default level and from 2
+TVM runs all three at ``opt_level`` 4, from 3 branches by default; here the pass objects
+say 3. ``relay.vm.compile`` runs ``CombineParallelDense`` from the default level and from 2
 branches, after ``CombineSummedDense`` (whose sums of two products are joined first) and
-before ``AlterOpLayout`` packs the joined weight; ``CombineParallelConv2D`` runs where a
-program's passes ask for it.
+before ``AlterOpLayout`` packs the joined weight; the other two run where a program's
+passes ask for them.
 """
 
 from __future__ import annotations
@@ -48,7 +54,19 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from compiler.ir.expr import Call, Clause, Constant, Function, If, Let, Match, Node, Var, const
+from compiler.ir.expr import (
+    Call,
+    Clause,
+    Constant,
+    Function,
+    If,
+    Let,
+    Match,
+    Node,
+    Tuple,
+    Var,
+    const,
+)
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import children
@@ -59,8 +77,10 @@ from compiler.transform.rewriter import BindingMutator, is_op_call, is_primitive
 
 __all__ = [
     "MIN_BRANCHES",
+    "CombineParallelBatchMatmul",
     "CombineParallelConv2D",
     "CombineParallelDense",
+    "combine_parallel_batch_matmul",
     "combine_parallel_conv2d",
     "combine_parallel_dense",
 ]
@@ -73,48 +93,84 @@ TVM_MIN_BRANCHES = 3
 
 
 class _Kind:
-    """What a pass combines: the op, its output-size attribute, how the output axis is
-    found from the result's rank, and what calls of one input must share (see
-    :meth:`key`)."""
+    """What a pass combines: the op, its weight's rank, its output-size attribute (None if
+    it has none), how the output axis is found from the result's rank and the weight's
+    from the attributes, and what calls of one input must share (see :meth:`key`)."""
 
-    __slots__ = ("op", "units")
+    __slots__ = ("ndim", "op", "units")
 
-    def __init__(self, op: str, units: str) -> None:
+    def __init__(self, op: str, ndim: int, units: str | None) -> None:
         self.op = op
+        self.ndim = ndim
         self.units = units
 
     def axis(self, rank: int) -> int:
         """The output axis of a result of ``rank`` axes."""
-        return rank - 1 if self.op == "nn.dense" else 1
+        return 1 if self.op == "nn.conv2d" else rank - 1
 
-    def key(self, call: Call) -> Hashable | None:
-        """What calls of one input must share to be combined, or None if ``call`` cannot be
-        (a weight that is not a constant of the op's rank, a data type of unknown rank, a
-        convolution of several groups or other layouts)."""
+    def weight_axis(self, call: Call) -> int:
+        """The axis of ``call``'s weight that the output axis comes from."""
+        if self.op != "nn.batch_matmul":
+            return 0
+        return 1 if get_def(self.op).normalize_attrs(call.attrs)["transpose_b"] else 2
+
+    def weight(self, call: Call, params: set[int]) -> tuple[tuple[int, ...], str] | None:
+        """The static shape and dtype of ``call``'s weight if it can be joined: a constant
+        of the op's rank, or for a batched product a parameter of the function too."""
         weight = call.args[1]
+        if isinstance(weight, Constant):
+            return (
+                (weight.data.shape, str(weight.data.dtype))
+                if weight.data.ndim == self.ndim
+                else None
+            )
+        if self.op != "nn.batch_matmul" or id(weight) not in params:
+            return None
+        ty = getattr(weight, "_checked_type", None)
+        if not isinstance(ty, TensorType) or len(ty.shape) != self.ndim:
+            return None
+        if not all(isinstance(d, int) for d in ty.shape):
+            return None
+        return tuple(ty.shape), str(ty.dtype)  # type: ignore[arg-type]
+
+    def key(self, call: Call, params: set[int]) -> Hashable | None:
+        """What calls of one input must share to be combined, or None if ``call`` cannot be
+        (a weight that is neither a constant of the op's rank nor, for a batched product,
+        a parameter; a data type of unknown rank, a convolution of several groups or
+        other layouts)."""
+        weight = self.weight(call, params)
         data_type = getattr(call.args[0], "_checked_type", None)
-        ndim = 2 if self.op == "nn.dense" else 4
-        if not isinstance(weight, Constant) or weight.data.ndim != ndim:
+        if weight is None:
             return None
         if not isinstance(data_type, TensorType) or len(data_type.shape) < 1:
             return None
         attrs = dict(get_def(self.op).normalize_attrs(call.attrs))
-        attrs.pop(self.units, None)
+        if self.units is not None:
+            attrs.pop(self.units, None)
         if self.op == "nn.conv2d":
             layouts = (attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"] or "NCHW")
             if attrs["groups"] != 1 or layouts != ("NCHW", "OIHW", "NCHW"):
                 return None
             attrs.pop("kernel_size", None)  # the weight's shape says it
+        shape, dtype = weight
+        axis = self.weight_axis(call)
         return (
-            str(weight.data.dtype),
-            weight.data.shape[1:],
+            dtype,
+            shape[:axis] + shape[axis + 1 :],
             len(data_type.shape),
             tuple(sorted((k, repr(v)) for k, v in attrs.items())),
         )
 
+    def units_of(self, call: Call) -> int:
+        """How many outputs ``call`` adds along the output axis (its weight's extent)."""
+        weight = call.args[1]
+        shape = weight.data.shape if isinstance(weight, Constant) else weight._checked_type.shape  # type: ignore[attr-defined]
+        return int(shape[self.weight_axis(call)])
 
-_DENSE = _Kind("nn.dense", "units")
-_CONV2D = _Kind("nn.conv2d", "channels")
+
+_DENSE = _Kind("nn.dense", 2, "units")
+_CONV2D = _Kind("nn.conv2d", 4, "channels")
+_BATCH_MATMUL = _Kind("nn.batch_matmul", 3, None)
 
 
 def _bias(add: Call, rank: int, axis: int) -> tuple[Node, np.ndarray] | None:
@@ -186,6 +242,7 @@ def _groups(func: Function, kind: _Kind, min_branches: int) -> list[list[_Member
     """The groups of ``kind``'s calls in ``func`` (type-checked) to combine, in program
     order."""
     scope_of = _scopes(func)
+    params = {id(p) for p in func.params}
     bound: dict[Var, Node] = {}
     uses: Counter[int] = Counter()
     order: list[Node] = []
@@ -240,7 +297,7 @@ def _groups(func: Function, kind: _Kind, min_branches: int) -> list[list[_Member
     for node in order:
         if not is_op_call(node, kind.op):
             continue
-        key = kind.key(node)  # type: ignore[arg-type]
+        key = kind.key(node, params)  # type: ignore[arg-type]
         scope = scope_of.get(id(node))
         if key is None or scope is None:
             continue
@@ -284,14 +341,21 @@ class _Rewriter(BindingMutator):
             members = self.groups[g]
             first = members[0].call
             data = self.memo[id(first.args[0])]
-            weight = const(np.concatenate([m.call.args[1].data for m in members], axis=0))  # type: ignore[attr-defined]
             kind = self.kind
+            axis = kind.weight_axis(first)
+            parts = [m.call.args[1] for m in members]
+            weight: Node
+            if all(isinstance(part, Constant) for part in parts):
+                weight = const(np.concatenate([part.data for part in parts], axis=axis))  # type: ignore[attr-defined]
+            else:  # a batched product's parameters (never rewritten: the nodes themselves)
+                weight = call_op("concatenate", [Tuple(parts)], axis=axis)
             attrs = dict(get_def(kind.op).normalize_attrs(first.attrs))
-            attrs[kind.units] = None
+            if kind.units is not None:
+                attrs[kind.units] = None
             out: Call = call_op(kind.op, [data, weight], **attrs)
             if members[0].bias is not None:
                 bias = const(np.concatenate([m.bias for m in members]))  # type: ignore[misc]
-                out = call_op("nn.bias_add", [out, bias], axis=-1 if kind.op == "nn.dense" else 1)
+                out = call_op("nn.bias_add", [out, bias], axis=1 if kind.op == "nn.conv2d" else -1)
             self.combined[g] = out
         return self.combined[g]
 
@@ -301,8 +365,8 @@ class _Rewriter(BindingMutator):
             return new
         g, i = spot
         members = self.groups[g]
-        begin = sum(m.call.args[1].data.shape[0] for m in members[:i])  # type: ignore[attr-defined]
-        units = members[i].call.args[1].data.shape[0]  # type: ignore[attr-defined]
+        begin = sum(self.kind.units_of(m.call) for m in members[:i])
+        units = self.kind.units_of(members[i].call)
         rank = len(members[i].call.args[0]._checked_type.shape)  # type: ignore[attr-defined]
         return call_op(
             "strided_slice",
@@ -369,6 +433,29 @@ def combine_parallel_conv2d(mod: IRModule, min_num_branches: int = TVM_MIN_BRANC
     return _combine(mod, _CONV2D, min_num_branches)
 
 
+def combine_parallel_batch_matmul(
+    mod: IRModule, min_num_branches: int = TVM_MIN_BRANCHES
+) -> IRModule:
+    """Combine the batched products ``nn.batch_matmul(x, y_i)`` of one ``x`` whose ``y_i``
+    are constants or parameters of one shape but for their output columns into one
+    product of the joined ``y`` followed by slices of its last axis (see the module
+    docstring).
+
+    Parameters
+    ----------
+    mod : IRModule
+        The module; it is not modified.
+    min_num_branches : int
+        The fewest products of one input that are combined (at least 2).
+
+    Returns
+    -------
+    IRModule
+        A new module.
+    """
+    return _combine(mod, _BATCH_MATMUL, min_num_branches)
+
+
 class CombineParallelDense(Pass):
     """Join ``nn.dense(x, W1)``, ``nn.dense(x, W2)``, ... with constant weights into one
     dense layer and slices (``opt_level=3``), as TVM's pass of that name. See
@@ -418,3 +505,26 @@ class CombineParallelConv2D(Pass):
 
     def __repr__(self) -> str:
         return f"CombineParallelConv2D(min_num_branches={self.min_num_branches})"
+
+
+class CombineParallelBatchMatmul(Pass):
+    """Join ``nn.batch_matmul(x, y1)``, ``nn.batch_matmul(x, y2)``, ... (constant or
+    parameter ``y`` of one shape but for their output columns) into one batched product
+    and slices of its last axis (``opt_level=3``), as TVM's pass of that name. See
+    :mod:`compiler.transform.combine_parallel`.
+
+    Parameters
+    ----------
+    min_num_branches : int
+        The fewest products of one input that are combined (TVM's default, 3).
+    """
+
+    def __init__(self, min_num_branches: int = TVM_MIN_BRANCHES) -> None:
+        super().__init__("CombineParallelBatchMatmul", opt_level=3)
+        self.min_num_branches = _branches(min_num_branches)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return combine_parallel_batch_matmul(mod, self.min_num_branches)
+
+    def __repr__(self) -> str:
+        return f"CombineParallelBatchMatmul(min_num_branches={self.min_num_branches})"

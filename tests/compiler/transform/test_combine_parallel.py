@@ -1,8 +1,8 @@
-"""CombineParallelDense and CombineParallelConv2D: dense layers (convolutions) with constant
-weights reading one input become one dense layer (convolution), with the joined bias add
-(from ``nn.bias_add`` or an imported layer's ``add`` of a constant), and slices, with the
-same results; the ones they cannot join stay; TVM's signatures and defaults (3 branches),
-and a branch count below 2 refused by name."""
+"""CombineParallelDense, CombineParallelConv2D and CombineParallelBatchMatmul: dense layers
+(convolutions, batched products) with their own weights reading one input become one such
+call, with the joined bias add (from ``nn.bias_add`` or an imported layer's ``add`` of a
+constant), and slices, with the same results; the ones they cannot join stay; TVM's
+signatures and defaults (3 branches), and a branch count below 2 refused by name."""
 
 from __future__ import annotations
 
@@ -308,6 +308,70 @@ def test_convolutions_that_differ_stay_apart() -> None:
     assert_results_match(before, joined, [array(1, 4, 8, 8)])
 
 
+# ---- returns: batched products ------------------------------------------------------------------
+
+
+def test_three_batched_products_of_parameters_become_one_of_their_concatenation() -> None:
+    # TVM's own case: y1, y2, y3 are parameters, joined on every call by a concatenate.
+    x = relay.var("x", shape=(2, 6, 4))
+    ys = [relay.var(f"y{i}", shape=(2, n, 4)) for i, n in enumerate((3, 5, 2))]
+    body = relay.Tuple([relay.nn.batch_matmul(x, y) for y in ys])
+    before = relay.IRModule.from_expr(relay.Function([x, *ys], body))
+    after = relay.transform.CombineParallelBatchMatmul()(before)
+    whole = relay.nn.batch_matmul(x, relay.concatenate(ys, axis=1))
+    expected = relay.Function(
+        [x, *ys],
+        relay.Tuple([sliced(whole, 0, 3, 2), sliced(whole, 3, 8, 2), sliced(whole, 8, 10, 2)]),
+    )
+    assert_same(after, relay.IRModule.from_expr(expected))
+    assert_results_match(
+        before, after, [array(2, 6, 4), array(2, 3, 4), array(2, 5, 4), array(2, 2, 4)]
+    )
+
+
+def test_constant_batched_products_untransposed_join_their_columns_and_biases() -> None:
+    x = relay.var("x", shape=(1, 3, 4))
+    ys = [array(1, 4, n) for n in (2, 3, 4)]
+    biases = [array(n) for n in (2, 3, 4)]
+    outs = [
+        relay.nn.bias_add(
+            relay.nn.batch_matmul(x, relay.const(y), transpose_b=False), relay.const(b), axis=-1
+        )
+        for y, b in zip(ys, biases)
+    ]
+    before = relay.IRModule.from_expr(relay.Function([x], relay.Tuple(outs)))
+    after = relay.transform.CombineParallelBatchMatmul(min_num_branches=3)(before)
+    (product,) = calls(after["main"], "nn.batch_matmul")
+    np.testing.assert_array_equal(product.args[1].data, np.concatenate(ys, axis=2))
+    (joined,) = calls(after["main"], "nn.bias_add")
+    np.testing.assert_array_equal(joined.args[1].data, np.concatenate(biases))
+    assert not calls(after["main"], "concatenate")
+    assert_results_match(before, after, [array(1, 3, 4)])
+
+
+def test_batched_products_that_differ_or_read_computed_operands_stay_apart() -> None:
+    x = relay.var("x", shape=(2, 6, 4))
+    y = relay.var("y", shape=(2, 3, 4))
+    body = relay.Tuple(
+        [
+            relay.nn.batch_matmul(x, relay.const(array(2, 3, 4))),
+            relay.nn.batch_matmul(x, relay.const(array(1, 3, 4))),  # another batch
+            relay.nn.batch_matmul(x, relay.const(array(2, 4, 3)), transpose_b=False),
+            relay.nn.batch_matmul(x, relay.nn.relu(y)),  # computed, not a parameter
+            relay.nn.batch_matmul(relay.nn.relu(x), y),  # another input
+        ]
+    )
+    before = relay.IRModule.from_expr(relay.Function([x, y], body))
+    after = relay.transform.CombineParallelBatchMatmul(min_num_branches=2)(before)
+    assert len(calls(after["main"], "nn.batch_matmul")) == 5
+    two = relay.Tuple([relay.nn.batch_matmul(x, y), relay.nn.batch_matmul(x, y)])
+    two_mod = relay.IRModule.from_expr(relay.Function([x, y], two))
+    assert (
+        len(calls(relay.transform.CombineParallelBatchMatmul()(two_mod)["main"], "nn.batch_matmul"))
+        == 2
+    )
+
+
 # ---- invalid -------------------------------------------------------------------------------------
 
 
@@ -315,7 +379,12 @@ def test_convolutions_that_differ_stay_apart() -> None:
     ("value", "error"), [(1, ValueError), (0, ValueError), (2.5, TypeError), (True, TypeError)]
 )
 @pytest.mark.parametrize(
-    "make", [relay.transform.CombineParallelDense, relay.transform.CombineParallelConv2D]
+    "make",
+    [
+        relay.transform.CombineParallelDense,
+        relay.transform.CombineParallelConv2D,
+        relay.transform.CombineParallelBatchMatmul,
+    ],
 )
 def test_a_branch_count_below_two_or_not_an_int_is_refused_by_name(make, value, error) -> None:
     with pytest.raises(error, match="min_num_branches"):

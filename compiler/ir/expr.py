@@ -294,6 +294,27 @@ class Function(Expr):
         self.type_params = tuple(type_params or ())
         self.attrs = make_attrs(attrs)
 
+    def with_attr(self, attr_key: str, attr_value: object = None) -> Function:
+        """A copy of the function with attribute ``attr_key`` set to ``attr_value`` (TVM's
+        ``Function.with_attr``: ``func.with_attr("Inline", 1)``); the body is shared.
+
+        Parameters
+        ----------
+        attr_key : str
+            The attribute, such as ``"Inline"``, ``"Primitive"`` or ``"global_symbol"``.
+        attr_value : object
+            Its value: a plain int, float, str or bool (or a tuple of them).
+
+        Returns
+        -------
+        Function
+            The new function.
+        """
+        if not isinstance(attr_key, str):
+            raise TypeError(f"with_attr: attr_key must be a str, got {attr_key!r}")
+        attrs = {**self.attrs, attr_key: attr_value}
+        return Function(self.params, self.body, self.ret_type, self.type_params, attrs)
+
     @property
     def func_type_annotation(self) -> FuncType:
         """The declared type, with ``IncompleteType`` where nothing was annotated."""

@@ -35,7 +35,8 @@ optimizations that the VM compiler does not run by itself: :class:`CanonicalizeO
 (:mod:`compiler.transform.canonicalize_ops`), :class:`CombineParallelConv2D` and
 :class:`CombineParallelBatchMatmul` (:mod:`compiler.transform.combine_parallel`), and
 :class:`Legalize` (:mod:`compiler.transform.legalize`), which applies the legalizations a
-program registers with ``relay.op.register_legalize``.
+program registers with ``relay.op.register_legalize``, and :class:`Inline`
+(:mod:`compiler.transform.inline`), which inlines the global functions marked ``Inline=1``.
 
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
@@ -59,6 +60,7 @@ from compiler.transform.fold_explicit_padding import FoldExplicitPadding
 from compiler.transform.fold_scale_axis import FoldScaleAxis
 from compiler.transform.fuse_ops import FuseOps
 from compiler.transform.infer_type import InferType, InferTypeLocal
+from compiler.transform.inline import Inline
 from compiler.transform.lambda_lift import LambdaLift
 from compiler.transform.legalize import Legalize
 from compiler.transform.pass_manager import (
@@ -105,6 +107,7 @@ for _pass in (
     FoldScaleAxis,
     FuseOps,
     InferType,
+    Inline,
     LambdaLift,
     Legalize,
     PrintIR,
@@ -143,6 +146,7 @@ __all__ = [
     "FuseOps",
     "InferType",
     "InferTypeLocal",
+    "Inline",
     "LambdaLift",
     "Legalize",
     "ModulePass",

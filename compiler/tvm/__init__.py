@@ -23,9 +23,13 @@ TVM name                                  relayvm object
 ``tvm.contrib``                           :mod:`compiler.tvm.contrib` (``graph_executor``,
                                           ``utils.tempdir``)
 ``tvm.micro``                             :mod:`compiler.tvm.micro` (Model Library Format)
+``tvm.tir``                               :mod:`compiler.tvm.tir` (``IntImm``, ``FloatImm``,
+                                          ``StringImm`` for attributes; no TIR)
+``tvm.testing``                           :mod:`compiler.tvm.testing` (``assert_allclose``,
+                                          ``enabled_targets``)
 ========================================  ===================================================
 
-TVM names relayvm does not implement (``tvm.te``, ``tvm.tir``, ``tvm.cuda``...) raise an
+TVM names relayvm does not implement (``tvm.te``, the rest of ``tvm.tir``, ``tvm.cuda``...) raise an
 ``AttributeError`` that says so and names the nearest relayvm feature.
 """
 
@@ -51,6 +55,8 @@ _EXPORTS = {
     "runtime": "compiler.tvm.runtime",
     "contrib": "compiler.tvm.contrib",
     "micro": "compiler.tvm.micro",
+    "tir": "compiler.tvm.tir",
+    "testing": "compiler.tvm.testing",
 }
 
 _CPU_ONLY = "relayvm runs on the host CPU only: use tvm.cpu() (or tvm.device('cpu'))"
@@ -58,7 +64,6 @@ _CPU_ONLY = "relayvm runs on the host CPU only: use tvm.cpu() (or tvm.device('cp
 _MISSING = {
     "te": "relayvm has no tensor expression language; operators are numba kernels described "
     "by compiler.op, so write programs with tvm.relay (or tvm.parser.fromtext)",
-    "tir": "relayvm has no TIR; kernels are generated from compiler.op's descriptions",
     "topi": "relayvm's operators (tvm.relay.nn, tvm.relay.add, ...) come with their kernels",
     "autotvm": "there is nothing to tune: kernels size their tiles from the running CPU",
     "auto_scheduler": "there is nothing to tune: kernels size their tiles from the running CPU",
@@ -70,7 +75,6 @@ _MISSING = {
     "lower": "there is no TIR to lower to; tvm.relay.vm.compile lowers Relay to VM bytecode",
     "rpc": "relayvm runs in-process; to run elsewhere, move the saved executable "
     "(exe.save()) and load it there with tvm.runtime.vm.Executable.load_exec",
-    "testing": "relayvm ships no TVM test helpers; compare with numpy.testing",
     "cuda": _CPU_ONLY,
     "gpu": _CPU_ONLY,
     "rocm": _CPU_ONLY,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 import serialization
@@ -114,6 +115,29 @@ def test_tempdir_as_a_context_manager_and_a_custom_path_kept(tmp_path):
     assert os.path.isdir(tmp_path / "mine")
 
 
+def test_tir_immediates_mark_functions_and_testing_compares_results():
+    x = tvm.relay.var("x", shape=(3,))
+    func = tvm.relay.Function([x], tvm.relay.negative(x))
+    marked = func.with_attr("Primitive", tvm.tir.IntImm("int32", 1))
+    assert marked.attrs["Primitive"] == 1 and type(marked.attrs["Primitive"]) is int
+    named = func.with_attr("Compiler", tvm.tir.StringImm("dnnl"))
+    assert named.attrs["Compiler"] == "dnnl" and type(named.attrs["Compiler"]) is str
+    half = tvm.tir.FloatImm("float32", 0.5)
+    assert (half.value, half.dtype, str(half)) == (0.5, "float32", "0.5")
+    for dtype, value in (("float32", 1), ("int8", 300), ("int32", 1.5)):
+        with pytest.raises(ValueError, match="IntImm"):
+            tvm.tir.IntImm(dtype, value)
+    mod = tvm.IRModule.from_expr(func)
+    (target, dev), *_ = tvm.testing.enabled_targets()
+    exe = tvm.relay.vm.compile(mod, target=target)
+    got = tvm.runtime.vm.VirtualMachine(exe, dev).run(np.ones(3, "float32"))
+    tvm.testing.assert_allclose(got.numpy(), -np.ones(3))
+    with pytest.raises(AssertionError, match="shapes differ"):
+        tvm.testing.assert_allclose(got, -np.ones((1, 3)))
+    with pytest.raises(AssertionError):
+        tvm.testing.assert_allclose(got, -np.ones(3) + 1e-3)
+
+
 # ---- invalid: names relayvm does not implement --------------------------------------------
 
 
@@ -121,7 +145,8 @@ def test_tempdir_as_a_context_manager_and_a_custom_path_kept(tmp_path):
     ("namespace", "name", "nearest"),
     [
         ("tvm", "te", "write programs with tvm.relay"),
-        ("tvm", "tir", "compiler.op"),
+        ("tvm.tir", "PrimFunc", "relayvm has no TIR"),
+        ("tvm.testing", "parametrize_targets", "numpy.testing and pytest"),
         ("tvm", "cuda", "use tvm.cpu()"),
         ("tvm", "build", "use tvm.relay.build"),
         ("tvm", "relax", "tvm.runtime.relax_vm"),

@@ -456,7 +456,23 @@ def combine_parallel_batch_matmul(
     return _combine(mod, _BATCH_MATMUL, min_num_branches)
 
 
-class CombineParallelDense(Pass):
+class _CombinePass(Pass):
+    """What the three passes share: ``KIND`` names the op; the pass is named for its class."""
+
+    KIND: _Kind
+
+    def __init__(self, min_num_branches: int = TVM_MIN_BRANCHES) -> None:
+        super().__init__(type(self).__name__, opt_level=3)
+        self.min_num_branches = _branches(min_num_branches)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return _combine(mod, self.KIND, self.min_num_branches)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(min_num_branches={self.min_num_branches})"
+
+
+class CombineParallelDense(_CombinePass):
     """Join ``nn.dense(x, W1)``, ``nn.dense(x, W2)``, ... with constant weights into one
     dense layer and slices (``opt_level=3``), as TVM's pass of that name. See
     :mod:`compiler.transform.combine_parallel`.
@@ -472,19 +488,14 @@ class CombineParallelDense(Pass):
         (and combines layers of different widths as well).
     """
 
+    KIND = _DENSE
+
     def __init__(self, min_num_branches: int = TVM_MIN_BRANCHES, to_batch: bool = True) -> None:
-        super().__init__("CombineParallelDense", opt_level=3)
-        self.min_num_branches = _branches(min_num_branches)
+        super().__init__(min_num_branches)
         self.to_batch = bool(to_batch)
 
-    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        return combine_parallel_dense(mod, self.min_num_branches)
 
-    def __repr__(self) -> str:
-        return f"CombineParallelDense(min_num_branches={self.min_num_branches})"
-
-
-class CombineParallelConv2D(Pass):
+class CombineParallelConv2D(_CombinePass):
     """Join ``nn.conv2d(x, W1)``, ``nn.conv2d(x, W2)``, ... (NCHW, one group, constant OIHW
     weights of one shape but for their output channels) into one convolution and slices of
     its channels (``opt_level=3``), as TVM's pass of that name. See
@@ -496,18 +507,10 @@ class CombineParallelConv2D(Pass):
         The fewest convolutions of one input that are combined (TVM's default, 3).
     """
 
-    def __init__(self, min_num_branches: int = TVM_MIN_BRANCHES) -> None:
-        super().__init__("CombineParallelConv2D", opt_level=3)
-        self.min_num_branches = _branches(min_num_branches)
-
-    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        return combine_parallel_conv2d(mod, self.min_num_branches)
-
-    def __repr__(self) -> str:
-        return f"CombineParallelConv2D(min_num_branches={self.min_num_branches})"
+    KIND = _CONV2D
 
 
-class CombineParallelBatchMatmul(Pass):
+class CombineParallelBatchMatmul(_CombinePass):
     """Join ``nn.batch_matmul(x, y1)``, ``nn.batch_matmul(x, y2)``, ... (constant or
     parameter ``y`` of one shape but for their output columns) into one batched product
     and slices of its last axis (``opt_level=3``), as TVM's pass of that name. See
@@ -519,12 +522,4 @@ class CombineParallelBatchMatmul(Pass):
         The fewest products of one input that are combined (TVM's default, 3).
     """
 
-    def __init__(self, min_num_branches: int = TVM_MIN_BRANCHES) -> None:
-        super().__init__("CombineParallelBatchMatmul", opt_level=3)
-        self.min_num_branches = _branches(min_num_branches)
-
-    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        return combine_parallel_batch_matmul(mod, self.min_num_branches)
-
-    def __repr__(self) -> str:
-        return f"CombineParallelBatchMatmul(min_num_branches={self.min_num_branches})"
+    KIND = _BATCH_MATMUL

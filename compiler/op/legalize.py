@@ -17,7 +17,7 @@ from typing import Any
 
 from compiler.op.registry import get_def
 
-__all__ = ["LegalizeFunction", "get_legalize", "register_legalize"]
+__all__ = ["LegalizeFunction", "any_legalize", "get_legalize", "register_legalize"]
 
 #: ``fn(attrs, inputs, types) -> Expr | None``: see the module docstring.
 LegalizeFunction = Callable[[Any, list[Any], list[Any]], Any]
@@ -79,6 +79,11 @@ def register_legalize(
         return function
 
     return register if legal_op is None else register(legal_op)
+
+
+def any_legalize() -> bool:
+    """Whether any operator has a legalization (the VM compiler skips the pass if not)."""
+    return bool(_REGISTERED)
 
 
 def get_legalize(op_name: str) -> LegalizeFunction | None:

@@ -8,7 +8,8 @@ the current :class:`~compiler.transform.PassContext` (``opt_level`` 2 unless a `
 relay.transform.PassContext(...)`` block says otherwise), then generates bytecode:
 
 1. bind ``params`` to ``@main``'s parameters of those names, as constants;
-2. optimize, each pass run when the context enables it: ``SimplifyInference``
+2. optimize, each pass run when the context enables it: ``Legalize`` (opt_level 1: the
+   legalizations a program registered with ``relay.op.register_legalize``), ``SimplifyInference``
    (batch_norm, dropout and group_norm become arithmetic; layer_norm stays one
    kernel), ``SpecializeConstantArguments``
    (opt_level 2: a recursive loop whose callers all pass it the same bound weights, which
@@ -76,6 +77,7 @@ from compiler.transform import (
     FoldExplicitPadding,
     FoldScaleAxis,
     InferType,
+    Legalize,
     ModulePass,
     PassContext,
     ScalePackedWeight,
@@ -151,6 +153,8 @@ def _optimizations() -> Any:
     # The second FoldConstant computes the weight transforms AlterOpLayout introduced.
     return Sequential(
         [
+            # First, as in TVM's pass prefix: a program's legalizations see its own calls.
+            Legalize(),
             # One layer-norm kernel reads each row twice; its arithmetic form took four
             # kernels and four times as long (BERT's 128x768 rows on an AMD EPYC).
             SimplifyInference(keep=("nn.layer_norm",)),

@@ -16,7 +16,7 @@ from compiler.ir.expr import Call, Expr, Node, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import Type
 from compiler.ir.visitor import free_vars, substitute
-from compiler.op.legalize import get_legalize
+from compiler.op.legalize import any_legalize, get_legalize
 from compiler.transform.infer_type import InferTypeLocal
 from compiler.transform.pass_manager import Pass, PassContext
 from compiler.transform.rewriter import BindingMutator, is_primitive, rewrite_module
@@ -106,6 +106,8 @@ def legalize(mod: IRModule) -> IRModule:
         If a legalization returns something other than an expression or None, or an
         expression that does not have the call's type (the message names the operator).
     """
+    if not any_legalize():  # nothing registered: no walk over a whole model
+        return mod.copy()
     return rewrite_module(mod, _wanted, _Rewriter)
 
 

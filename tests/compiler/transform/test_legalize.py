@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import vm
 from compiler import relay
 from compiler.op import legalize as registry
 from tests.compiler.transform.util import assert_results_match, assert_same, calls
@@ -146,3 +147,18 @@ def test_another_attribute_map_name_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="FTVMQnnLegalize"):
         relay.transform.Legalize("FTVMQnnLegalize")
     assert repr(relay.transform.Legalize()) == "Legalize()"
+
+
+def test_relay_vm_compile_applies_a_registered_legalization_first() -> None:
+    # As TVM's build does: a legalization registered before compiling shapes the kernels.
+    relay.op.register_legalize("subtract", lambda a, i, t: relay.add(i[0], relay.negative(i[1])))
+    x = relay.var("x", shape=(4,))
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.subtract(x, relay.const(2.0))))
+    timing = relay.transform.PassTimingInstrument()
+    with relay.transform.PassContext(instruments=[timing]):
+        optimized, _ = relay.vm.optimize(mod)
+    names = [name for _, name, _ in timing.timings()]
+    assert names.index("Legalize") < names.index("SimplifyInference")
+    assert not calls(optimized["main"], "subtract")
+    got = vm.VirtualMachine(relay.vm.compile(mod), vm.cpu()).invoke("main", np.ones(4, "float32"))
+    np.testing.assert_array_equal(got.numpy(), -np.ones(4, "float32"))

@@ -10,6 +10,8 @@ print, compare and serialize as numbers and strings do.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["FloatImm", "IntImm", "StringImm"]
 
 #: The integer dtypes and their ranges (``bool`` holds 0 and 1).
@@ -21,7 +23,30 @@ _INT_RANGES = {
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
 
-class IntImm(int):
+class _Immediate:
+    """What the three share: ``value`` and ``item()`` give the plain Python value (of the
+    type in ``_plain``), which is what attributes store."""
+
+    _plain: type
+
+    @property
+    def value(self) -> Any:
+        return self._plain(self)
+
+    def item(self) -> Any:
+        """The plain value."""
+        return self._plain(self)
+
+
+class _Number(_Immediate):
+    """A number prints as the number (``int``'s and ``float``'s own ``str`` is their repr,
+    which the subclasses override)."""
+
+    def __str__(self) -> str:
+        return self._plain.__repr__(self)
+
+
+class IntImm(_Number, int):
     """An integer constant of an integer ``dtype`` (TVM's ``tvm.tir.IntImm(dtype, value)``).
 
     Raises
@@ -30,6 +55,7 @@ class IntImm(int):
         For a dtype that is not an integer type, or a value outside its range.
     """
 
+    _plain = int
     dtype: str
 
     def __new__(cls, dtype: str, value: int, span: object = None) -> IntImm:
@@ -45,22 +71,11 @@ class IntImm(int):
         self.dtype = dtype
         return self
 
-    @property
-    def value(self) -> int:
-        return int(self)
-
-    def item(self) -> int:
-        """The plain ``int``."""
-        return int(self)
-
     def __repr__(self) -> str:
         return f"IntImm({self.dtype!r}, {int(self)})"
 
-    def __str__(self) -> str:
-        return str(int(self))
 
-
-class FloatImm(float):
+class FloatImm(_Number, float):
     """A floating-point constant of a float ``dtype`` (TVM's ``tvm.tir.FloatImm``).
 
     Raises
@@ -69,6 +84,7 @@ class FloatImm(float):
         For a dtype that is not a float type.
     """
 
+    _plain = float
     dtype: str
 
     def __new__(cls, dtype: str, value: float, span: object = None) -> FloatImm:
@@ -81,26 +97,15 @@ class FloatImm(float):
         self.dtype = dtype
         return self
 
-    @property
-    def value(self) -> float:
-        return float(self)
-
-    def item(self) -> float:
-        """The plain ``float``."""
-        return float(self)
-
     def __repr__(self) -> str:
         return f"FloatImm({self.dtype!r}, {float(self)!r})"
 
-    def __str__(self) -> str:
-        return str(float(self))
 
-
-class StringImm(str):
+class StringImm(_Immediate, str):
     """A string constant (TVM's ``tvm.tir.StringImm(value)``), such as a ``Compiler``
     attribute's name."""
 
-    __slots__ = ()
+    _plain = str
     dtype = "handle"
 
     def __new__(cls, value: str, span: object = None) -> StringImm:
@@ -108,13 +113,5 @@ class StringImm(str):
             raise TypeError(f"StringImm: value must be a str, got {value!r}")
         return super().__new__(cls, value)
 
-    @property
-    def value(self) -> str:
-        return str.__str__(self)
-
-    def item(self) -> str:
-        """The plain ``str``."""
-        return str.__str__(self)
-
     def __repr__(self) -> str:
-        return f"StringImm({str.__str__(self)!r})"
+        return f"StringImm({str(self)!r})"

@@ -92,6 +92,16 @@ MIN_BRANCHES = 2
 TVM_MIN_BRANCHES = 3
 
 
+def _weight_type(weight: Node) -> tuple[tuple[int, ...], str] | None:
+    """The shape and dtype of a constant, or of a node whose checked type is static."""
+    if isinstance(weight, Constant):
+        return weight.data.shape, str(weight.data.dtype)
+    ty = getattr(weight, "_checked_type", None)
+    if not isinstance(ty, TensorType) or not ty.is_static:
+        return None
+    return ty.concrete_shape, str(ty.dtype)
+
+
 class _Kind:
     """What a pass combines: the op, its weight's rank, its output-size attribute (None if
     it has none), how the output axis is found from the result's rank and the weight's
@@ -118,20 +128,11 @@ class _Kind:
         """The static shape and dtype of ``call``'s weight if it can be joined: a constant
         of the op's rank, or for a batched product a parameter of the function too."""
         weight = call.args[1]
-        if isinstance(weight, Constant):
-            return (
-                (weight.data.shape, str(weight.data.dtype))
-                if weight.data.ndim == self.ndim
-                else None
-            )
-        if self.op != "nn.batch_matmul" or id(weight) not in params:
-            return None
-        ty = getattr(weight, "_checked_type", None)
-        if not isinstance(ty, TensorType) or len(ty.shape) != self.ndim:
-            return None
-        if not all(isinstance(d, int) for d in ty.shape):
-            return None
-        return tuple(ty.shape), str(ty.dtype)  # type: ignore[arg-type]
+        joinable = isinstance(weight, Constant) or (
+            self.op == "nn.batch_matmul" and id(weight) in params
+        )
+        found = _weight_type(weight) if joinable else None
+        return found if found is not None and len(found[0]) == self.ndim else None
 
     def key(self, call: Call, params: set[int]) -> Hashable | None:
         """What calls of one input must share to be combined, or None if ``call`` cannot be
@@ -163,9 +164,9 @@ class _Kind:
 
     def units_of(self, call: Call) -> int:
         """How many outputs ``call`` adds along the output axis (its weight's extent)."""
-        weight = call.args[1]
-        shape = weight.data.shape if isinstance(weight, Constant) else weight._checked_type.shape  # type: ignore[attr-defined]
-        return int(shape[self.weight_axis(call)])
+        found = _weight_type(call.args[1])
+        assert found is not None  # a member's weight passed weight()
+        return found[0][self.weight_axis(call)]
 
 
 _DENSE = _Kind("nn.dense", 2, "units")

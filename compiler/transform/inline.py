@@ -86,7 +86,7 @@ def _fresh(func: Function) -> Function:
 class _Inliner(BindingMutator):
     def __init__(self, bodies: dict[str, Function]) -> None:
         super().__init__()
-        self.bodies = bodies  # the inlinable functions, already free of inlined calls
+        self.bodies = bodies
 
     def descend(self, node: Node) -> bool:
         return not is_primitive(node)
@@ -121,22 +121,20 @@ def inline(mod: IRModule) -> IRModule:
     """
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, Function)}
     graph = {name: _callees(f) & set(funcs) for name, f in funcs.items()}
-    called = set().union(*graph.values()) if graph else set()
+    called = set().union(*graph.values())
     cyclic = _cyclic(graph)
-    inlinable: set[str] = set()
     out = mod.copy()
+    # The inlinable functions, each already free of the calls it inlined.
     bodies: dict[str, Function] = {}
     for name in _order(graph):
         func = funcs[name]
         if any(callee in bodies for callee in graph[name]):
             func = _Inliner(bodies).visit(func)
             out[name] = func
-        if _marked(func) and name not in cyclic and graph[name] <= inlinable:
-            inlinable.add(name)
+        if _marked(func) and name not in cyclic and graph[name] <= bodies.keys():
             bodies[name] = func
-    remaining = {name: _callees(f) for name, f in ((n, out[n]) for n in funcs)}
-    used = set().union(*remaining.values()) if remaining else set()
-    for name in inlinable:
+    used = set().union(*(_callees(out[name]) for name in funcs))
+    for name in bodies:
         if name in called and name not in used:
             del out[name]
     return out

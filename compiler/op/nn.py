@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from compiler.ir.expr import Call, Constant, TupleGetItem
 from compiler.op.api import SCHEMA, call_op, schema_defaults, static_attr
 from compiler.op.defs_window import pad_pairs, padding_tuple, pair_tuple
+from compiler.op.layouts import from_nchw, kernel_to_oihw, output_layout, to_nchw
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm",
@@ -154,12 +155,22 @@ def conv2d(
 
     ``padding`` is 1, 2 or 4 ints (all sides; top/bottom and left/right; top, left, bottom,
     right); ``groups == C`` with weight ``(C * multiplier, 1, kh, kw)`` is depthwise.
+    ``data_layout="NHWC"`` (or ``out_layout``) and another order of the kernel's letters
+    (``"HWIO"``...) build the NCHW convolution between transposes
+    (:mod:`compiler.op.layouts`).
     """
     attrs = _conv2d_attrs(
         strides, padding, dilation, groups, channels, kernel_size, data_layout, kernel_layout,
         out_layout, out_dtype,
     )  # fmt: skip
-    return call_op("nn.conv2d", [data, weight], **attrs)
+    op = "nn.conv2d"
+    if (data_layout, kernel_layout, out_layout) in (("NCHW", "OIHW", ""), ("NCHW", "OIHW", "NCHW")):
+        return call_op(op, [data, weight], **attrs)
+    result_layout = output_layout(op, data_layout, out_layout)
+    attrs.update(data_layout="NCHW", kernel_layout="OIHW", out_layout="")
+    data = to_nchw(op, data, data_layout)
+    weight = kernel_to_oihw(op, weight, kernel_layout)
+    return from_nchw(op, call_op(op, [data, weight], **attrs), result_layout)
 
 
 def _conv2d_attrs(
@@ -296,17 +307,21 @@ def max_pool2d(
     out_layout: str = SCHEMA,
     ceil_mode: bool = SCHEMA,
 ) -> Call:
-    """Maximum over ``pool_size`` windows of NCHW ``data`` (padding never wins)."""
-    return call_op(
-        "nn.max_pool2d",
-        [data],
-        pool_size=pair_tuple(pool_size),
-        strides=pair_tuple(strides),
-        dilation=pair_tuple(dilation),
-        padding=padding_tuple(padding),
-        layout=layout,
-        out_layout=out_layout,
-        ceil_mode=ceil_mode,
+    """Maximum over ``pool_size`` windows of NCHW ``data`` (padding never wins); an NHWC
+    ``layout`` builds the NCHW pool between transposes (:mod:`compiler.op.layouts`)."""
+    data, layout, out_layout, back = _channels_first("nn.max_pool2d", data, layout, out_layout)
+    return back(
+        call_op(
+            "nn.max_pool2d",
+            [data],
+            pool_size=pair_tuple(pool_size),
+            strides=pair_tuple(strides),
+            dilation=pair_tuple(dilation),
+            padding=padding_tuple(padding),
+            layout=layout,
+            out_layout=out_layout,
+            ceil_mode=ceil_mode,
+        )
     )
 
 
@@ -323,31 +338,40 @@ def avg_pool2d(
     count_include_pad: bool = SCHEMA,
 ) -> Call:
     """Average over ``pool_size`` windows of NCHW ``data``; padding counts in the divisor only
-    with ``count_include_pad``."""
-    return call_op(
-        "nn.avg_pool2d",
-        [data],
-        pool_size=pair_tuple(pool_size),
-        strides=pair_tuple(strides),
-        dilation=pair_tuple(dilation),
-        padding=padding_tuple(padding),
-        layout=layout,
-        out_layout=out_layout,
-        ceil_mode=ceil_mode,
-        count_include_pad=count_include_pad,
+    with ``count_include_pad``; an NHWC ``layout`` builds the NCHW pool between transposes."""
+    data, layout, out_layout, back = _channels_first("nn.avg_pool2d", data, layout, out_layout)
+    return back(
+        call_op(
+            "nn.avg_pool2d",
+            [data],
+            pool_size=pair_tuple(pool_size),
+            strides=pair_tuple(strides),
+            dilation=pair_tuple(dilation),
+            padding=padding_tuple(padding),
+            layout=layout,
+            out_layout=out_layout,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+        )
     )
 
 
 @schema_defaults("nn.global_max_pool2d")
 def global_max_pool2d(data: object, layout: str = SCHEMA, out_layout: str = SCHEMA) -> Call:
-    """Maximum over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
-    return call_op("nn.global_max_pool2d", [data], layout=layout, out_layout=out_layout)
+    """Maximum over the height and width of NCHW ``data``: ``(N, C, 1, 1)`` (an NHWC
+    ``layout``: the NCHW pool between transposes)."""
+    op = "nn.global_max_pool2d"
+    data, layout, out_layout, back = _channels_first(op, data, layout, out_layout)
+    return back(call_op(op, [data], layout=layout, out_layout=out_layout))
 
 
 @schema_defaults("nn.global_avg_pool2d")
 def global_avg_pool2d(data: object, layout: str = SCHEMA, out_layout: str = SCHEMA) -> Call:
-    """Average over the height and width of NCHW ``data``: ``(N, C, 1, 1)``."""
-    return call_op("nn.global_avg_pool2d", [data], layout=layout, out_layout=out_layout)
+    """Average over the height and width of NCHW ``data``: ``(N, C, 1, 1)`` (an NHWC
+    ``layout``: the NCHW pool between transposes)."""
+    op = "nn.global_avg_pool2d"
+    data, layout, out_layout, back = _channels_first(op, data, layout, out_layout)
+    return back(call_op(op, [data], layout=layout, out_layout=out_layout))
 
 
 @schema_defaults("nn.adaptive_avg_pool2d")
@@ -358,14 +382,22 @@ def adaptive_avg_pool2d(
     out_layout: str = SCHEMA,
 ) -> Call:
     """Average of NCHW ``data`` over an ``output_size`` grid of adaptive bins (``None`` keeps
-    the input size; one int makes a square)."""
-    return call_op(
-        "nn.adaptive_avg_pool2d",
-        [data],
-        output_size=output_size,
-        layout=layout,
-        out_layout=out_layout,
-    )
+    the input size; one int makes a square; an NHWC ``layout``: the NCHW pool between
+    transposes)."""
+    op = "nn.adaptive_avg_pool2d"
+    data, layout, out_layout, back = _channels_first(op, data, layout, out_layout)
+    return back(call_op(op, [data], output_size=output_size, layout=layout, out_layout=out_layout))
+
+
+def _channels_first(op: str, data: object, layout: str, out_layout: str) -> tuple:
+    """A pool's ``(data, layout, out_layout, back)`` for its NCHW operator: ``data``
+    transposed from ``layout``, and ``back`` turning the NCHW result into the layout asked
+    for (:mod:`compiler.op.layouts`); all unchanged for an NCHW pool."""
+    result_layout = output_layout(op, layout, out_layout)
+    if layout == "NCHW" and result_layout == "NCHW":
+        return data, layout, out_layout, lambda result: result
+    data = to_nchw(op, data, layout)
+    return data, "NCHW", "", lambda result: from_nchw(op, result, result_layout)
 
 
 # --- normalization -----------------------------------------------------------------------------

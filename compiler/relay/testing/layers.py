@@ -36,16 +36,21 @@ def conv2d(
     stride: Pair = 1,
     padding: Pair | None = None,
     groups: int = 1,
+    layout: str = "NCHW",
 ) -> Expr:
     """A ``kernel`` convolution by ``<name>_weight``: ``kernel``, ``stride`` and ``padding``
     are one int for both sides or ``(height, width)``; the padding is half the kernel
-    unless given."""
+    unless given. NHWC ``data`` takes an HWIO weight, as in TVM's networks."""
     kh, kw = _pair(kernel)
     pad = (kh // 2, kw // 2) if padding is None else _pair(padding)
-    weight = param(f"{name}_weight", (channels, in_channels // groups, kh, kw), dtype)
+    if layout == "NHWC":
+        shape, kernel_layout = (kh, kw, in_channels // groups, channels), "HWIO"
+    else:
+        shape, kernel_layout = (channels, in_channels // groups, kh, kw), "OIHW"
+    weight = param(f"{name}_weight", shape, dtype)
     return nn.conv2d(
         data, weight, strides=_pair(stride), padding=pad, groups=groups, channels=channels,
-        kernel_size=(kh, kw),
+        kernel_size=(kh, kw), data_layout=layout, kernel_layout=kernel_layout,
     )  # fmt: skip
 
 
@@ -70,16 +75,24 @@ def conv2d_transpose(
 
 
 def batch_norm(
-    data: Expr, channels: int, name: str, dtype: str, epsilon: float = 1e-5, scale: bool = True
+    data: Expr,
+    channels: int,
+    name: str,
+    dtype: str,
+    epsilon: float = 1e-5,
+    scale: bool = True,
+    axis: int = 1,
 ) -> Expr:
-    """Batch normalization by ``<name>_gamma``, ``_beta``, ``_moving_mean`` and
-    ``_moving_var`` (``<name>_gamma`` stays a parameter, unused, when not ``scale``, as in
-    TVM)."""
+    """Batch normalization along ``axis`` by ``<name>_gamma``, ``_beta``, ``_moving_mean``
+    and ``_moving_var`` (``<name>_gamma`` stays a parameter, unused, when not ``scale``, as
+    in TVM)."""
     gamma, beta, mean, variance = (
         param(f"{name}_{p}", (channels,), dtype)
         for p in ("gamma", "beta", "moving_mean", "moving_var")
     )
-    return nn.batch_norm(data, gamma, beta, mean, variance, epsilon=epsilon, scale=scale)[0]
+    return nn.batch_norm(
+        data, gamma, beta, mean, variance, axis=axis, epsilon=epsilon, scale=scale
+    )[0]
 
 
 def dense(data: Expr, in_features: int, units: int, name: str, dtype: str) -> Expr:

@@ -35,16 +35,21 @@ UNITS = {
 class _Builder:
     """Makes the layers, each weight a parameter typed from the channels it reads."""
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, layout: str) -> None:
         self.dtype = dtype
+        self.layout = layout
+        self.axis = layout.index("C")
 
     def bn_relu(self, data: Expr, channels: int, name: str) -> Expr:
-        return nn.relu(batch_norm(data, channels, name, self.dtype, epsilon=2e-5))
+        return nn.relu(batch_norm(data, channels, name, self.dtype, epsilon=2e-5, axis=self.axis))
 
     def conv(
         self, data: Expr, in_channels: int, channels: int, kernel: int, stride: int, name: str
     ) -> Expr:
-        return conv2d(data, in_channels, channels, kernel, name, self.dtype, stride=stride)
+        return conv2d(
+            data, in_channels, channels, kernel, name, self.dtype, stride=stride,
+            layout=self.layout,
+        )  # fmt: skip
 
     def unit(
         self, data: Expr, in_channels: int, channels: int, stride: int, bottleneck: bool, name: str
@@ -85,9 +90,9 @@ def get_net(
     num_layers : int
         18, 34, 50, 101 or 152.
     image_shape : tuple of int
-        ``(channels, height, width)`` of one image.
+        ``(channels, height, width)`` of one image; ``(height, width, channels)`` for NHWC.
     layout : str
-        Only ``"NCHW"``.
+        ``"NCHW"``, or ``"NHWC"`` (HWIO weights, as TVM builds it).
     dtype : str
         The data's and the weights' dtype.
 
@@ -101,12 +106,14 @@ def get_net(
             f"no ResNet of {num_layers} layers: num_layers must be one of "
             f"{', '.join(map(str, UNITS))}"
         )
-    if layout != "NCHW":
-        raise ValueError(f"layout {layout!r} is not supported: relayvm's ResNet is NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"layout {layout!r} is not supported: 'NCHW' or 'NHWC'")
     bottleneck = num_layers >= 50
     widths = (64, 256, 512, 1024, 2048) if bottleneck else (64, 64, 128, 256, 512)
-    build = _Builder(dtype)
-    image_channels = image_shape[0]
+    build = _Builder(dtype, layout)
+    image_channels, height = (
+        (image_shape[0], image_shape[1]) if layout == "NCHW" else (image_shape[2], image_shape[0])
+    )
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
     # The input's own normalization keeps gamma at one, as TVM's does.
     beta, mean, variance = (
@@ -114,13 +121,15 @@ def get_net(
         for p in ("beta", "moving_mean", "moving_var")
     )
     ones = const(np.ones(image_channels, dtype))
-    body = nn.batch_norm(data, ones, beta, mean, variance, epsilon=2e-5, scale=False)[0]
-    if image_shape[1] <= 32:
+    body = nn.batch_norm(
+        data, ones, beta, mean, variance, axis=build.axis, epsilon=2e-5, scale=False
+    )[0]
+    if height <= 32:
         body = build.conv(body, image_channels, widths[0], 3, 1, "conv0")
     else:
         body = build.conv(body, image_channels, widths[0], 7, 2, "conv0")
         body = build.bn_relu(body, widths[0], "bn0")
-        body = nn.max_pool2d(body, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+        body = nn.max_pool2d(body, pool_size=(3, 3), strides=(2, 2), padding=(1, 1), layout=layout)
     channels = widths[0]
     for stage, units in enumerate(UNITS[num_layers]):
         for unit in range(units):
@@ -128,7 +137,8 @@ def get_net(
             name = f"stage{stage + 1}_unit{unit + 1}"
             body = build.unit(body, channels, widths[stage + 1], stride, bottleneck, name)
             channels = widths[stage + 1]
-    body = nn.batch_flatten(nn.global_avg_pool2d(build.bn_relu(body, channels, "bn1")))
+    pooled = nn.global_avg_pool2d(build.bn_relu(body, channels, "bn1"), layout=layout)
+    body = nn.batch_flatten(pooled)
     out = nn.softmax(dense(body, channels, num_classes, "fc1", dtype), axis=1)
     return Function(free_vars(out), out)
 

@@ -267,8 +267,8 @@ def test_the_tvm_import_spellings_reach_the_workloads():
 def test_an_unknown_depth_or_layout_is_refused_by_name():
     with pytest.raises(ValueError, match="18, 34, 50, 101, 152"):
         testing.resnet.get_workload(num_layers=19)
-    with pytest.raises(ValueError, match="NHWC"):
-        testing.resnet.get_workload(layout="NHWC")
+    with pytest.raises(ValueError, match="'HWCN' is not supported: 'NCHW' or 'NHWC'"):
+        testing.resnet.get_workload(layout="HWCN")
     with pytest.raises(ValueError, match="NHWC"):
         testing.mobilenet.get_workload(layout="NHWC")
     with pytest.raises(ValueError, match="11, 13, 16, 19"):

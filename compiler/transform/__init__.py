@@ -36,7 +36,9 @@ optimizations that the VM compiler does not run by itself: :class:`CanonicalizeO
 :class:`CombineParallelBatchMatmul` (:mod:`compiler.transform.combine_parallel`), and
 :class:`Legalize` (:mod:`compiler.transform.legalize`), which applies the legalizations a
 program registers with ``relay.op.register_legalize``, and :class:`Inline`
-(:mod:`compiler.transform.inline`), which inlines the global functions marked ``Inline=1``.
+(:mod:`compiler.transform.inline`), which inlines the global functions marked ``Inline=1``,
+and :class:`ConvertLayout` (:mod:`compiler.transform.convert_layout`), which cancels the
+transposes between channels-last convolutions and pools.
 
 :mod:`compiler.transform.typed_rewrite` holds what these rewrites share (carrying checked
 types over to rebuilt nodes, recognizing primitives and closures).
@@ -50,6 +52,7 @@ from compiler.transform.combine_parallel import (
     CombineParallelDense,
 )
 from compiler.transform.combine_summed_dense import CombineSummedDense
+from compiler.transform.convert_layout import ConvertLayout
 from compiler.transform.dead_code import DeadCodeElimination, RemoveUnusedFunctions
 from compiler.transform.defuse_ops import DefuseOps
 from compiler.transform.dynamic_to_static import DynamicToStatic
@@ -134,6 +137,7 @@ __all__ = [
     "CombineParallelConv2D",
     "CombineParallelDense",
     "CombineSummedDense",
+    "ConvertLayout",
     "DeadCodeElimination",
     "DefuseOps",
     "DynamicToStatic",

@@ -40,10 +40,13 @@ def conv2d(
 ) -> Expr:
     """A ``kernel`` convolution by ``<name>_weight``: ``kernel``, ``stride`` and ``padding``
     are one int for both sides or ``(height, width)``; the padding is half the kernel
-    unless given. NHWC ``data`` takes an HWIO weight, as in TVM's networks."""
+    unless given. NHWC ``data`` takes an HWIO weight, a depthwise one HWOI, as in TVM's
+    networks."""
     kh, kw = _pair(kernel)
     pad = (kh // 2, kw // 2) if padding is None else _pair(padding)
-    if layout == "NHWC":
+    if layout == "NHWC" and groups > 1 and groups == in_channels:
+        shape, kernel_layout = (kh, kw, channels, 1), "HWOI"
+    elif layout == "NHWC":
         shape, kernel_layout = (kh, kw, in_channels // groups, channels), "HWIO"
     else:
         shape, kernel_layout = (channels, in_channels // groups, kh, kw), "OIHW"

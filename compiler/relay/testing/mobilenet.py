@@ -28,10 +28,13 @@ BLOCKS = (
 
 def _conv_bn_relu(
     data: Expr, in_channels: int, channels: int, kernel: int, stride: int, groups: int,
-    name: str, dtype: str,
+    name: str, dtype: str, layout: str,
 ) -> Expr:  # fmt: skip
-    out = conv2d(data, in_channels, channels, kernel, name, dtype, stride=stride, groups=groups)
-    return nn.relu(batch_norm(out, channels, f"{name}_bn", dtype))
+    out = conv2d(
+        data, in_channels, channels, kernel, name, dtype, stride=stride, groups=groups,
+        layout=layout,
+    )  # fmt: skip
+    return nn.relu(batch_norm(out, channels, f"{name}_bn", dtype, axis=layout.index("C")))
 
 
 def get_net(
@@ -51,11 +54,12 @@ def get_net(
     num_classes : int
         Outputs per image.
     image_shape : tuple of int
-        ``(channels, height, width)`` of one image.
+        ``(channels, height, width)`` of one image; ``(height, width, channels)`` for NHWC.
     dtype : str
         The data's and the weights' dtype.
     layout : str
-        Only ``"NCHW"``.
+        ``"NCHW"``, or ``"NHWC"`` (HWIO weights, HWOI for the depthwise ones, as TVM
+        builds it).
     alpha : float
         Width multiplier of every layer.
 
@@ -64,23 +68,25 @@ def get_net(
     ValueError
         For another layout, or an ``alpha`` that leaves a layer without channels.
     """
-    if layout != "NCHW":
-        raise ValueError(f"layout {layout!r} is not supported: relayvm's MobileNet is NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"layout {layout!r} is not supported: 'NCHW' or 'NHWC'")
     if int(32 * alpha) < 1:
         raise ValueError(f"alpha {alpha} leaves the first layer without channels")
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
     channels = int(32 * alpha)
-    body = _conv_bn_relu(data, image_shape[0], channels, 3, 2, 1, "conv0", dtype)
+    image_channels = image_shape[0] if layout == "NCHW" else image_shape[2]
+    body = _conv_bn_relu(data, image_channels, channels, 3, 2, 1, "conv0", dtype, layout)
     for i, (width, stride) in enumerate(BLOCKS, start=1):
         out_channels = int(width * alpha)
         body = _conv_bn_relu(
-            body, channels, channels, 3, stride, channels, f"separable{i}_depthwise", dtype
-        )
+            body, channels, channels, 3, stride, channels, f"separable{i}_depthwise", dtype,
+            layout,
+        )  # fmt: skip
         body = _conv_bn_relu(
-            body, channels, out_channels, 1, 1, 1, f"separable{i}_pointwise", dtype
+            body, channels, out_channels, 1, 1, 1, f"separable{i}_pointwise", dtype, layout
         )
         channels = out_channels
-    body = nn.batch_flatten(nn.global_avg_pool2d(body))
+    body = nn.batch_flatten(nn.global_avg_pool2d(body, layout=layout))
     out = nn.softmax(dense(body, channels, num_classes, "fc", dtype), axis=1)
     return Function(free_vars(out), out)
 

@@ -269,8 +269,8 @@ def test_an_unknown_depth_or_layout_is_refused_by_name():
         testing.resnet.get_workload(num_layers=19)
     with pytest.raises(ValueError, match="'HWCN' is not supported: 'NCHW' or 'NHWC'"):
         testing.resnet.get_workload(layout="HWCN")
-    with pytest.raises(ValueError, match="NHWC"):
-        testing.mobilenet.get_workload(layout="NHWC")
+    with pytest.raises(ValueError, match="'NCHW4c' is not supported: 'NCHW' or 'NHWC'"):
+        testing.mobilenet.get_workload(layout="NCHW4c")
     with pytest.raises(ValueError, match="11, 13, 16, 19"):
         testing.vgg.get_workload(num_layers=12)
     with pytest.raises(ValueError, match="multiple of 32"):

@@ -127,3 +127,26 @@ def test_an_nchw_module_is_left_as_it_is():
 def test_desired_layouts_are_checked_when_the_pass_is_made(desired, error, message):
     with pytest.raises(error, match=message):
         relay.transform.ConvertLayout(desired)
+
+
+def test_an_nhwc_mobilenet_is_the_nchw_one_with_its_weights_transposed():
+    nchw, params = testing.create_workload(
+        testing.mobilenet.get_net(1, 10, (3, 32, 32), alpha=0.25)
+    )
+    nhwc_net = testing.mobilenet.get_net(1, 10, (32, 32, 3), layout="NHWC", alpha=0.25)
+    after = _convert(relay.IRModule.from_expr(nhwc_net))
+    # The pooled features' before batch_flatten (the input's transposes a parameter).
+    assert _data_transposes(after) == 1
+
+    def laid_out(name: str, value: np.ndarray) -> np.ndarray:
+        if value.ndim != 4:
+            return value
+        # TVM's NHWC MobileNet: HWOI depthwise weights, HWIO others.
+        return value.transpose((2, 3, 0, 1) if "depthwise" in name else (2, 3, 1, 0))
+
+    hwio = {k: laid_out(k, v) for k, v in params.items()}
+    x = RNG.standard_normal((1, 3, 32, 32)).astype("float32")
+    want = vm.VirtualMachine(relay.vm.compile(nchw, params=params)).invoke("main", x).numpy()
+    machine = vm.VirtualMachine(relay.vm.compile(after, params=hwio))
+    got = machine.invoke("main", np.ascontiguousarray(x.transpose(0, 2, 3, 1))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

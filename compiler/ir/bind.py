@@ -1,4 +1,5 @@
-"""Binding named function parameters to constants (``relay.bind_params_by_name``).
+"""Binding named function parameters to constants (``relay.bind_params_by_name``), and
+variables to expressions (``relay.bind``).
 
 Compiler layer (``compiler.ir``). Used by ``relay.vm.compile(..., params=...)`` and
 ``relay.build`` to turn weights into constants before optimizing.
@@ -7,6 +8,7 @@ Compiler layer (``compiler.ir``). Used by ``relay.vm.compile(..., params=...)`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any as AnyT
 
 import numpy as np
 
@@ -93,3 +95,44 @@ def _text(t: TensorType) -> str:
     dims = ["?" if isinstance(d, Any) else str(d) for d in t.shape]
     shape = f"({dims[0]},)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
     return f"Tensor[{shape}, {t.dtype}]"
+
+
+def bind(expr: Expr, binds: Mapping[Var, Expr]) -> AnyT:
+    """TVM's ``relay.bind``: ``expr`` with the variables ``binds`` names replaced by their
+    expressions; a function also loses the parameters bound.
+
+    Parameters
+    ----------
+    expr : Expr
+        The expression or function; it is not modified.
+    binds : mapping of Var to Expr
+        What each variable becomes.
+
+    Returns
+    -------
+    Expr
+        A new expression (``expr`` itself when nothing is bound).
+
+    Raises
+    ------
+    TypeError
+        If a key is not a ``relay.Var`` or a value not a relay expression (named).
+    """
+    if not isinstance(binds, Mapping):
+        raise TypeError(f"relay.bind: binds must map relay.Var to expressions, got {binds!r}")
+    for bound, value in binds.items():
+        if not isinstance(bound, Var):
+            raise TypeError(f"relay.bind: the key {bound!r} is not a relay.Var")
+        if not isinstance(value, Expr):
+            raise TypeError(
+                f"relay.bind: the value for %{bound.name_hint} must be a relay expression, "
+                f"got {type(value).__name__} (wrap arrays in relay.const)"
+            )
+    if not binds:
+        return expr
+    mapping = dict(binds)
+    if isinstance(expr, Function):
+        body = substitute(expr.body, mapping)
+        params = [p for p in expr.params if p not in mapping]
+        return Function(params, body, expr.ret_type, expr.type_params, expr.attrs)
+    return substitute(expr, mapping)

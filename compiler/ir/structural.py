@@ -61,7 +61,7 @@ from compiler.ir.types import (
 )
 from compiler.ir.visitor import pattern_vars
 
-__all__ = ["structural_equal", "structural_hash"]
+__all__ = ["assert_structural_equal", "structural_equal", "structural_hash"]
 
 
 def structural_equal(lhs: object, rhs: object, map_free_vars: bool = False) -> bool:
@@ -80,6 +80,21 @@ def structural_equal(lhs: object, rhs: object, map_free_vars: bool = False) -> b
     bool
     """
     return _Equal(map_free_vars).run(lhs, rhs)
+
+
+def assert_structural_equal(lhs: object, rhs: object, map_free_vars: bool = False) -> None:
+    """Raise ``ValueError`` showing both sides unless :func:`structural_equal` holds (TVM's
+    ``tvm.ir.assert_structural_equal``, the check of a pass's tests).
+
+    Parameters
+    ----------
+    lhs, rhs, map_free_vars
+        As for :func:`structural_equal`.
+    """
+    if not structural_equal(lhs, rhs, map_free_vars):
+        raise ValueError(
+            f"the two sides are not structurally equal\n--- lhs ---\n{lhs}\n--- rhs ---\n{rhs}"
+        )
 
 
 def structural_hash(node: object, map_free_vars: bool = False) -> int:

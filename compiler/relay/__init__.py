@@ -32,12 +32,15 @@ _export(
 _export("compiler.ir.attrs", "Attrs")
 _export("compiler.ir.module", "IRModule")
 _export("compiler.ir.structural", "structural_equal", "structural_hash")
-_export("compiler.ir.bind", "bind_params_by_name")
+_export("compiler.ir.bind", "bind_params_by_name", "bind")
+_export("compiler.ir.functor", "ExprFunctor", "ExprVisitor", "ExprMutator")
+_export("compiler.ir.scope_builder", "ScopeBuilder")
 _export("compiler.text.parser", "fromtext", "parse", "RelaySyntaxError")
 _export("compiler.typing.infer", "RelayTypeError")
 _export("compiler.prelude", "Prelude")
 _export("compiler.executor", "create_executor")
 _export("compiler.build", "build")
+_export("compiler.relay.vm", "optimize")
 _export("serialization", "save_param_dict", "load_param_dict")
 
 #: TVM's other names for the same objects.

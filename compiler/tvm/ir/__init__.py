@@ -14,6 +14,7 @@ _EXPORTS = {
     "op": "compiler.tvm.ir.op",
     "Op": "compiler.tvm.ir.op:Op",
     "structural_equal": "compiler.ir.structural:structural_equal",
+    "assert_structural_equal": "compiler.ir.structural:assert_structural_equal",
     "structural_hash": "compiler.ir.structural:structural_hash",
     "transform": "compiler.transform",
 }

@@ -1,4 +1,5 @@
-"""relay.bind_params_by_name: named parameters become constants and leave the parameter list."""
+"""relay.bind_params_by_name: named parameters become constants and leave the parameter list;
+relay.bind: variables become expressions, a function losing the parameters bound."""
 
 from __future__ import annotations
 
@@ -88,3 +89,23 @@ def test_value_contradicting_the_annotation_is_an_error(value, match):
 def test_rejects_a_non_function():
     with pytest.raises(TypeError, match=r"expects a relay\.Function"):
         relay.bind_params_by_name(relay.const(1), {})
+
+
+# --- relay.bind ----------------------------------------------------------------------------------
+
+
+def test_bind_replaces_variables_and_drops_bound_parameters():
+    x, y = relay.var("x", shape=(2,)), relay.var("y", shape=(2,))
+    one = relay.const(np.ones(2, "float32"))
+    func = relay.Function([x, y], x + y)
+    assert relay.structural_equal(relay.bind(func, {x: one}), relay.Function([y], one + y))
+    assert relay.structural_equal(relay.bind(x * y, {y: one}), x * one)
+    assert relay.bind(func, {}) is func
+
+
+def test_bind_refuses_what_is_not_a_variable_or_an_expression():
+    x = relay.var("x")
+    with pytest.raises(TypeError, match=r"is not a relay\.Var"):
+        relay.bind(x, {"x": relay.const(1.0)})
+    with pytest.raises(TypeError, match="value for %x must be a relay expression"):
+        relay.bind(x, {x: np.ones(2)})

@@ -339,3 +339,12 @@ def test_equal_rejects_mixed_kinds():
     assert not structural_equal(x, relay.const(1.0))
     assert not structural_equal(IRModule.from_expr(x), x)
     assert not structural_equal(Var("x"), None)
+
+
+def test_assert_structural_equal_passes_quietly_or_shows_both_sides():
+    from compiler.tvm import ir
+
+    x = relay.var("x", shape=(2,))
+    ir.assert_structural_equal(relay.Function([x], x + x), relay.Function([x], x + x))
+    with pytest.raises(ValueError, match=r"not structurally equal(.|\n)*--- rhs ---"):
+        ir.assert_structural_equal(relay.Function([x], x), relay.Function([x], x + x))

@@ -60,6 +60,29 @@ def test_relay_names_are_the_compilers_objects():
     assert callable(relay.frontend.from_onnx)
 
 
+def test_the_spellings_of_custom_passes_are_the_compilers_objects():
+    from compiler.ir.bind import bind
+    from compiler.ir.functor import ExprFunctor, ExprMutator, ExprVisitor
+    from compiler.ir.scope_builder import ScopeBuilder
+    from compiler.ir.structural import assert_structural_equal
+    from compiler.relay import vm as relay_vm
+    from compiler.relay.analysis import get_total_mac_number, list_op_freqs, well_formed
+    from compiler.transform.convert_layout import ConvertLayout
+
+    relay = tvm.relay
+    assert (relay.ExprFunctor, relay.ExprVisitor, relay.ExprMutator) == (
+        ExprFunctor, ExprVisitor, ExprMutator,
+    )  # fmt: skip
+    assert relay.ScopeBuilder is ScopeBuilder and relay.bind is bind
+    assert relay.optimize is relay_vm.optimize
+    assert tvm.ir.assert_structural_equal is assert_structural_equal
+    assert relay.transform.ConvertLayout is ConvertLayout
+    assert (relay.analysis.well_formed, relay.analysis.list_op_freqs) == (
+        well_formed, list_op_freqs,
+    )  # fmt: skip
+    assert relay.analysis.get_total_mac_number is get_total_mac_number
+
+
 def test_runtime_names_are_the_vms_objects():
     from vm.graph_executor import load_module
 
